@@ -1,0 +1,52 @@
+# scalefold: the two commands are `make demo` and `make test`.
+# Everything they need (virtualenv, Python packages, the Kafka broker's jars,
+# Spark's connectors) is set up on first use and cached.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: demo test up down status lint format fetch venv bench clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test,dev]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+## fetch: resolve the Kafka broker's and Spark's connector jars with Maven (cached)
+fetch: $(STAMP)
+	$(BIN)/scalefold local fetch
+
+## demo: run the main job end to end on the embedded default
+demo: fetch
+	$(BIN)/scalefold demo
+
+## test: lint, then the whole suite against a real broker started (and stopped) for it
+test: lint fetch
+	$(BIN)/scalefold local run -- $(BIN)/pytest $(PYTEST_ARGS)
+
+## up / down / status: the local stack, for working by hand
+up: fetch
+	$(BIN)/scalefold local up
+
+down: $(STAMP)
+	$(BIN)/scalefold local down
+
+status: $(STAMP)
+	$(BIN)/scalefold local status
+
+lint: $(STAMP)
+	$(BIN)/ruff format --check services tests bench
+	$(BIN)/ruff check services tests bench
+	$(BIN)/mypy services
+
+format: $(STAMP)
+	$(BIN)/ruff format services tests bench
+	$(BIN)/ruff check --fix services tests bench
+
+clean:
+	rm -rf $(VENV) .run .pytest_cache .mypy_cache .ruff_cache

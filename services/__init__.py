@@ -1,0 +1,1 @@
+"""scalefold: Apache Flink's Adaptive Scheduler as an event-sourced pipeline."""

@@ -1,0 +1,106 @@
+"""`scalefold`: the one command for every scalefold service and tool.
+
+This is the entry point, the only module that reads the environment: it builds
+`Settings` once and hands them to the subcommand. Subcommands import their
+heavy dependencies (Faust, pyspark) only when they run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from services.contracts.settings import Settings, SettingsError
+from services.localstack.layout import RUN_ROOT
+
+
+@dataclass(frozen=True)
+class Context:
+    """What every subcommand gets: settings, the jar cache and the environment."""
+
+    settings: Settings
+    cache_dir: Path
+    env: Mapping[str, str]
+
+
+Handler = Callable[[argparse.Namespace, Context], int]
+
+DESCRIPTION = """\
+scalefold folds Kafka events through Apache Flink's Adaptive Scheduler and keeps
+the rescale history as Parquet for Spark SQL.
+
+Kafka connection (environment):
+  SCALEFOLD_BOOTSTRAP_SERVERS   host:port[,...]; default: the local stack of
+                                `scalefold local up`, else 127.0.0.1:9092
+  SCALEFOLD_TOPIC_PREFIX        default "scalefold."
+  SCALEFOLD_SECURITY_PROTOCOL   PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL
+  SCALEFOLD_SASL_MECHANISM / _SASL_USERNAME / _SASL_PASSWORD
+  SCALEFOLD_SSL_CA_LOCATION / _SSL_CERTIFICATE_LOCATION / _SSL_KEY_LOCATION / _SSL_KEY_PASSWORD
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="scalefold",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--bootstrap-servers", help="overrides SCALEFOLD_BOOTSTRAP_SERVERS")
+    parser.add_argument("--topic-prefix", help="overrides SCALEFOLD_TOPIC_PREFIX")
+    parser.add_argument(
+        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
+    )
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
+
+    from services.localstack.cli import register as register_local
+    from services.tools.cli import register as register_tools
+
+    register_local(commands)
+    register_tools(commands)
+    return parser
+
+
+def _cache_dir(env: Mapping[str, str]) -> Path:
+    if env.get("SCALEFOLD_CACHE_DIR"):
+        return Path(env["SCALEFOLD_CACHE_DIR"])
+    base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "scalefold"
+
+
+def _local_bootstrap() -> str | None:
+    """The address `scalefold local up` wrote, so the CLI finds the local stack."""
+    try:
+        return (RUN_ROOT / "local" / "bootstrap").read_text().strip() or None
+    except OSError:
+        return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level,
+        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    env = os.environ
+    try:
+        settings = Settings.from_env(env, bootstrap_fallback=_local_bootstrap()).with_overrides(
+            bootstrap_servers=args.bootstrap_servers, topic_prefix=args.topic_prefix
+        )
+    except SettingsError as error:
+        print(f"scalefold: {error}", file=sys.stderr)
+        return 2
+    handler: Handler = args.handler
+    try:
+        return handler(args, Context(settings, _cache_dir(env), env))
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,114 @@
+"""Client configuration for librdkafka, aiokafka/Faust and Spark from one Settings.
+
+Also the topic bootstrap (`ensure_topics`) every service and test uses, and
+`redacted`, the only form in which a client configuration may be logged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from services.contracts.settings import Settings
+from services.contracts.topics import TopicSpec
+
+_SECRET_MARKERS = ("password", "jaas", "secret", "credential")
+
+
+def redacted(config: Mapping[str, Any]) -> dict[str, Any]:
+    """`config` with every secret-bearing value replaced by `***`."""
+    return {
+        key: "***" if any(m in key.lower() for m in _SECRET_MARKERS) else value
+        for key, value in config.items()
+    }
+
+
+def librdkafka_config(settings: Settings, **extra: Any) -> dict[str, Any]:
+    """Configuration for confluent-kafka's Producer, Consumer and AdminClient."""
+    security = settings.security
+    config: dict[str, Any] = {
+        "bootstrap.servers": settings.bootstrap_servers,
+        "security.protocol": security.protocol,
+    }
+    if security.uses_sasl:
+        assert security.sasl_password is not None  # checked by KafkaSecurity
+        config["sasl.mechanism"] = security.sasl_mechanism
+        config["sasl.username"] = security.sasl_username
+        config["sasl.password"] = security.sasl_password.reveal()
+    optional = {
+        "ssl.ca.location": security.ssl_ca_location,
+        "ssl.certificate.location": security.ssl_certificate_location,
+        "ssl.key.location": security.ssl_key_location,
+        "ssl.key.password": security.ssl_key_password.reveal()
+        if security.ssl_key_password
+        else None,
+    }
+    config.update({k: v for k, v in optional.items() if v is not None})
+    config.update(extra)
+    return config
+
+
+def spark_kafka_options(settings: Settings) -> dict[str, str]:
+    """Options for Spark's Kafka source and sink (`kafka.`-prefixed Java client keys)."""
+    security = settings.security
+    options = {
+        "kafka.bootstrap.servers": settings.bootstrap_servers,
+        "kafka.security.protocol": security.protocol,
+    }
+    if security.uses_sasl:
+        assert security.sasl_password is not None
+        module = (
+            "org.apache.kafka.common.security.plain.PlainLoginModule"
+            if security.sasl_mechanism == "PLAIN"
+            else "org.apache.kafka.common.security.scram.ScramLoginModule"
+        )
+        password = security.sasl_password.reveal().replace('"', '\\"')
+        options["kafka.sasl.mechanism"] = str(security.sasl_mechanism)
+        options["kafka.sasl.jaas.config"] = (
+            f'{module} required username="{security.sasl_username}" password="{password}";'
+        )
+    if security.ssl_ca_location:
+        options["kafka.ssl.truststore.type"] = "PEM"
+        options["kafka.ssl.truststore.location"] = security.ssl_ca_location
+    return options
+
+
+class TopicMismatchError(RuntimeError):
+    """An existing topic's partition count differs from its spec."""
+
+
+def ensure_topics(
+    settings: Settings, specs: Mapping[str, TopicSpec], timeout: float = 30.0
+) -> list[str]:
+    """Create the topics of `specs` that are missing; return the names created.
+
+    An existing topic with another partition count is an error: records keyed
+    by job id would land on other partitions than the Faust tables expect.
+    """
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+    admin = AdminClient(librdkafka_config(settings))
+    existing = admin.list_topics(timeout=timeout).topics
+    for name, spec in specs.items():
+        if name in existing and len(existing[name].partitions) != spec.partitions:
+            raise TopicMismatchError(
+                f"topic {name} has {len(existing[name].partitions)} partitions, "
+                f"scalefold expects {spec.partitions}"
+            )
+    missing = [
+        NewTopic(name, num_partitions=spec.partitions, replication_factor=-1, config=spec.config())
+        for name, spec in specs.items()
+        if name not in existing
+    ]
+    if not missing:
+        return []
+    created = []
+    for name, future in admin.create_topics(missing, request_timeout=timeout).items():
+        try:
+            future.result()
+            created.append(name)
+        except KafkaException as error:
+            if "TOPIC_ALREADY_EXISTS" not in str(error):
+                raise
+    return sorted(created)

@@ -1,0 +1,40 @@
+"""The Avro full names of every record scalefold reads or writes."""
+
+from __future__ import annotations
+
+TASK_MANAGER_REGISTERED = "scalefold.events.TaskManagerRegistered"
+TASK_MANAGER_LOST = "scalefold.events.TaskManagerLost"
+JOB_SUBMITTED = "scalefold.events.JobSubmitted"
+JOB_LIFECYCLE_EVENT = "scalefold.events.JobLifecycleEvent"
+RESOURCE_REQUIREMENTS_UPDATED = "scalefold.events.ResourceRequirementsUpdated"
+JOB_CONFIGURATION_UPDATED = "scalefold.events.JobConfigurationUpdated"
+TIMER_FIRED = "scalefold.events.TimerFired"
+
+INPUT_EVENTS = frozenset(
+    {
+        TASK_MANAGER_REGISTERED,
+        TASK_MANAGER_LOST,
+        JOB_SUBMITTED,
+        JOB_LIFECYCLE_EVENT,
+        RESOURCE_REQUIREMENTS_UPDATED,
+        JOB_CONFIGURATION_UPDATED,
+        TIMER_FIRED,
+    }
+)
+"""Everything a job's scheduler folds; all of it travels on the job-events topic."""
+
+RESCALE = "scalefold.rescale.Rescale"
+SCALING_COMMAND = "scalefold.commands.ScalingCommand"
+COMMAND_OUTCOME = "scalefold.commands.CommandOutcome"
+DEAD_LETTER = "scalefold.deadletter.DeadLetter"
+
+
+def short_name(full_name: str) -> str:
+    """`scalefold.events.JobSubmitted` -> `JobSubmitted`."""
+    return full_name.rsplit(".", 1)[-1]
+
+
+def full_input_name(short: str) -> str:
+    """The full name of an input event given its simple name; KeyError if unknown."""
+    by_short = {short_name(n): n for n in INPUT_EVENTS}
+    return by_short[short]

@@ -1,0 +1,122 @@
+"""The one place that names scalefold's Kafka topics.
+
+Every event that can change a job's scheduler (resources, lifecycle,
+requirements, configuration and the scheduler's own timer ticks) travels on one
+topic, keyed by job id. The adaptive scheduler is a state machine whose output
+depends on the order of its inputs, and Kafka orders records only within one
+partition of one topic: separate topics per event kind would let a consumer
+see a job's events in an order that no replay could reproduce.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from services.contracts import records
+
+DEFAULT_PREFIX = "scalefold."
+INFINITE = -1
+
+
+class Cleanup(StrEnum):
+    """Kafka's `cleanup.policy`."""
+
+    DELETE = "delete"
+    COMPACT = "compact"
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """A topic's shape: the part of its name after the prefix, and its settings."""
+
+    suffix: str
+    partitions: int
+    key: str
+    values: frozenset[str]
+    cleanup: Cleanup = Cleanup.DELETE
+    retention_ms: int = INFINITE
+    doc: str = ""
+
+    def config(self) -> dict[str, str]:
+        """Topic-level configuration for the admin client."""
+        return {"cleanup.policy": str(self.cleanup), "retention.ms": str(self.retention_ms)}
+
+
+JOB_EVENTS = TopicSpec(
+    "job-events",
+    partitions=6,
+    key="jobId",
+    values=records.INPUT_EVENTS,
+    doc="Every input of every job's scheduler, in the order the scheduler folds it.",
+)
+RESCALES = TopicSpec(
+    "rescales",
+    partitions=6,
+    key="jobId",
+    values=frozenset({records.RESCALE}),
+    doc="FLIP-495 rescale records: each update of an in-progress rescale and the final one.",
+)
+COMMANDS = TopicSpec(
+    "commands",
+    partitions=6,
+    key="jobId",
+    values=frozenset({records.SCALING_COMMAND}),
+    doc="Scaling commands from the history service to the actuator.",
+)
+COMMAND_OUTCOMES = TopicSpec(
+    "command-outcomes",
+    partitions=6,
+    key="commandId",
+    values=frozenset({records.COMMAND_OUTCOME}),
+    doc="One outcome per scaling command, from the actuator.",
+)
+DEAD_LETTERS = TopicSpec(
+    "dead-letters",
+    partitions=1,
+    key="source key",
+    values=frozenset({records.DEAD_LETTER}),
+    retention_ms=30 * 24 * 3600 * 1000,
+    doc="Inputs a service could not use, with the reason; kept 30 days.",
+)
+
+ALL: tuple[TopicSpec, ...] = (JOB_EVENTS, RESCALES, COMMANDS, COMMAND_OUTCOMES, DEAD_LETTERS)
+
+
+@dataclass(frozen=True)
+class Topics:
+    """Topic names under one prefix (one scalefold installation, or one test)."""
+
+    prefix: str = DEFAULT_PREFIX
+
+    def name(self, spec: TopicSpec) -> str:
+        """The full topic name of `spec` under this prefix."""
+        return f"{self.prefix}{spec.suffix}"
+
+    @property
+    def job_events(self) -> str:
+        return self.name(JOB_EVENTS)
+
+    @property
+    def rescales(self) -> str:
+        return self.name(RESCALES)
+
+    @property
+    def commands(self) -> str:
+        return self.name(COMMANDS)
+
+    @property
+    def command_outcomes(self) -> str:
+        return self.name(COMMAND_OUTCOMES)
+
+    @property
+    def dead_letters(self) -> str:
+        return self.name(DEAD_LETTERS)
+
+    def all(self) -> dict[str, TopicSpec]:
+        """Every topic scalefold uses, by full name."""
+        return {self.name(spec): spec for spec in ALL}
+
+    def spec_of(self, topic: str) -> TopicSpec | None:
+        """The spec of a full topic name, or None if it is not one of ours."""
+        return self.all().get(topic)

@@ -1,0 +1,246 @@
+"""One Apache Kafka broker in KRaft mode (combined broker+controller) on 127.0.0.1.
+
+    run_dir/
+      server.properties   written from deploy/local/kafka/server.properties.in
+      data/               KRaft storage, formatted once per cluster
+      broker.log          the JVM's stdout and stderr
+      broker.pid          pid of the running broker
+      bootstrap           host:port of the broker once it answers metadata requests
+
+Ports are free ones picked at first start and kept, so a stopped stack restarts
+with the same address and data; `fresh=True` starts a new cluster.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import string
+import subprocess
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from services.localstack.layout import DEPLOY_LOCAL
+
+TEMPLATE = DEPLOY_LOCAL / "kafka" / "server.properties.in"
+LOG4J = DEPLOY_LOCAL / "kafka" / "log4j2.yaml"
+HEAP = ("-Xms256m", "-Xmx1g")
+
+Progress = Callable[[str], None]
+
+
+class BrokerError(RuntimeError):
+    """The broker could not be started or stopped; the message says what to look at."""
+
+
+@dataclass(frozen=True)
+class Running:
+    pid: int
+    bootstrap: str
+
+
+class LocalBroker:
+    """Start, find and stop the broker of one run directory."""
+
+    def __init__(self, run_dir: Path, jars: list[Path]) -> None:
+        self.run_dir = run_dir
+        self.jars = jars
+        self.config = run_dir / "server.properties"
+        self.data = run_dir / "data"
+        self.log = run_dir / "broker.log"
+        self.pid_file = run_dir / "broker.pid"
+        self.bootstrap_file = run_dir / "bootstrap"
+
+    def status(self) -> Running | None:
+        """The running broker of this directory, if any."""
+        pid = _read_int(self.pid_file)
+        if pid is None or not _alive(pid) or not self.bootstrap_file.exists():
+            return None
+        return Running(pid, self.bootstrap_file.read_text().strip())
+
+    def start(self, fresh: bool = False, timeout: float = 90.0, progress: Progress = print) -> str:
+        """Start the broker (or find it running) and return its bootstrap address."""
+        running = self.status()
+        if running is not None and not fresh:
+            progress(f"Kafka broker already running (pid {running.pid})")
+            return running.bootstrap
+        if running is not None:
+            self.stop(progress=progress)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        if fresh or not self._reusable():
+            self._format(progress)
+        bootstrap = f"127.0.0.1:{self._ports()[0]}"
+        self.bootstrap_file.unlink(missing_ok=True)
+        progress(f"starting Kafka broker on {bootstrap} (log: {self.log})")
+        with self.log.open("ab") as log:
+            process = subprocess.Popen(
+                [
+                    self._java(),
+                    *HEAP,
+                    f"-Dlog4j2.configurationFile={LOG4J}",
+                    *("-cp", _classpath(self.jars), "kafka.Kafka", str(self.config)),
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        self.pid_file.write_text(str(process.pid))
+        self._wait_ready(process, bootstrap, timeout)
+        self.bootstrap_file.write_text(bootstrap + "\n")
+        return bootstrap
+
+    def stop(self, timeout: float = 30.0, progress: Progress = print) -> bool:
+        """Stop the broker: SIGTERM (controlled shutdown), then SIGKILL. True if one ran."""
+        pid = _read_int(self.pid_file)
+        self.bootstrap_file.unlink(missing_ok=True)
+        if pid is None or not _alive(pid):
+            self.pid_file.unlink(missing_ok=True)
+            return False
+        progress(f"stopping Kafka broker (pid {pid})")
+        _signal_group(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if _alive(pid):
+            progress("  broker did not stop in time; killing it")
+            _signal_group(pid, signal.SIGKILL)
+            while _alive(pid):
+                time.sleep(0.1)
+        self.pid_file.unlink(missing_ok=True)
+        return True
+
+    def _reusable(self) -> bool:
+        """Existing storage whose ports are still free can be started again."""
+        if not (self.data / "meta.properties").exists() or not self.config.exists():
+            return False
+        return all(_port_free(port) for port in self._ports())
+
+    def _format(self, progress: Progress) -> None:
+        shutil.rmtree(self.data, ignore_errors=True)
+        broker_port, controller_port = _free_port(), _free_port()
+        text = string.Template(TEMPLATE.read_text()).substitute(
+            broker_port=broker_port, controller_port=controller_port, data_dir=self.data
+        )
+        self.config.write_text(text)
+        progress("formatting KRaft storage")
+        result = subprocess.run(
+            [
+                *(self._java(), "-cp", _classpath(self.jars), "kafka.tools.StorageTool", "format"),
+                *("-t", _cluster_id(), "-c", str(self.config), "--standalone"),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if result.returncode != 0:
+            raise BrokerError(f"formatting KRaft storage failed:\n{result.stdout}{result.stderr}")
+
+    def _ports(self) -> tuple[int, int]:
+        values = dict(
+            line.split("=", 1) for line in self.config.read_text().splitlines() if "=" in line
+        )
+        broker = values["advertised.listeners"].rsplit(":", 1)[1]
+        controller = values["controller.quorum.bootstrap.servers"].rsplit(":", 1)[1]
+        return int(broker), int(controller)
+
+    def _wait_ready(self, process: subprocess.Popen[bytes], bootstrap: str, timeout: float) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise BrokerError(
+                    f"the broker exited with code {process.returncode}; "
+                    f"last lines of {self.log}:\n{_tail(self.log)}"
+                )
+            try:
+                metadata = admin.list_topics(timeout=2)
+                if metadata.brokers:
+                    return
+            except Exception:  # not answering yet
+                time.sleep(0.3)
+        self.stop(progress=lambda _: None)
+        raise BrokerError(f"no metadata answer from {bootstrap} in {timeout:.0f} s; see {self.log}")
+
+    @staticmethod
+    def _java() -> str:
+        java = shutil.which("java")
+        if java is None:
+            raise BrokerError("java is not on PATH; the broker needs Java 17 or newer")
+        return java
+
+
+def _classpath(jars: list[Path]) -> str:
+    return os.pathsep.join(str(jar) for jar in jars)
+
+
+def _cluster_id() -> str:
+    # KRaft cluster ids are 16 random bytes in URL-safe base64 without padding.
+    import base64
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def _read_int(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        waited, _ = os.waitpid(pid, os.WNOHANG)  # reap our own child if it exited
+        if waited == pid:
+            return False
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return _state(pid) != "Z"
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0]
+    except (OSError, IndexError):
+        return "?"
+
+
+def _signal_group(pid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, sig)
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"

@@ -1,0 +1,128 @@
+"""`scalefold local ...`: fetch jars, start and stop the local stack, run under it."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+from typing import TYPE_CHECKING
+
+from services.localstack.layout import RUN_ROOT
+
+if TYPE_CHECKING:
+    from services.cli import Context
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    local = commands.add_parser(
+        "local",
+        help="the local stack: a real Kafka broker on 127.0.0.1 (KRaft)",
+        description="Run scalefold's local stack on this machine. Jars come from Maven "
+        "Central once and are cached (SCALEFOLD_CACHE_DIR, default ~/.cache/scalefold).",
+    )
+    verbs = local.add_subparsers(title="verbs", metavar="VERB", required=True)
+
+    fetch = verbs.add_parser("fetch", help="resolve the broker's and Spark's connector jars")
+    fetch.set_defaults(handler=_fetch)
+
+    up = verbs.add_parser("up", help="start the broker and create the topics")
+    up.add_argument("--fresh", action="store_true", help="discard the stack's earlier data")
+    up.add_argument("--run-dir", default=str(RUN_ROOT / "local"))
+    up.set_defaults(handler=_up)
+
+    down = verbs.add_parser("down", help="stop everything `up` started")
+    down.add_argument("--run-dir", default=str(RUN_ROOT / "local"))
+    down.set_defaults(handler=_down)
+
+    status = verbs.add_parser("status", help="print what is running")
+    status.add_argument("--run-dir", default=str(RUN_ROOT / "local"))
+    status.set_defaults(handler=_status)
+
+    run = verbs.add_parser(
+        "run",
+        help="start a fresh stack, run a command against it, stop the stack",
+        description="Start a fresh broker in RUN_DIR, run COMMAND with "
+        "SCALEFOLD_BOOTSTRAP_SERVERS set, and stop the broker whatever COMMAND did. "
+        "Exits with COMMAND's exit code.",
+    )
+    run.add_argument("--run-dir", default=str(RUN_ROOT / "test"))
+    run.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
+    run.set_defaults(handler=_run)
+
+
+def _broker(args: argparse.Namespace, context: Context) -> LocalBroker:
+    from pathlib import Path
+
+    from services.localstack.broker import LocalBroker
+    from services.localstack.jars import kafka_jars
+
+    return LocalBroker(Path(args.run_dir), kafka_jars(context.cache_dir, progress=_say))
+
+
+def _fetch(args: argparse.Namespace, context: Context) -> int:
+    from services.localstack.jars import kafka_jars, spark_connector_jars
+
+    kafka = kafka_jars(context.cache_dir, progress=_say)
+    spark = spark_connector_jars(context.cache_dir, progress=_say)
+    _say(f"Kafka broker: {len(kafka)} jars in {kafka[0].parent}")
+    _say(f"Spark connectors: {', '.join(jar.name for jar in spark)}")
+    return 0
+
+
+def _up(args: argparse.Namespace, context: Context) -> int:
+    from services.contracts.kafka import ensure_topics
+
+    bootstrap = _broker(args, context).start(fresh=args.fresh, progress=_say)
+    settings = context.settings.with_overrides(bootstrap_servers=bootstrap)
+    created = ensure_topics(settings, settings.topics.all())
+    if created:
+        _say(f"created topics: {', '.join(created)}")
+    _say("the local stack is up; point clients at it with")
+    print(f"export SCALEFOLD_BOOTSTRAP_SERVERS={bootstrap}")
+    return 0
+
+
+def _down(args: argparse.Namespace, context: Context) -> int:
+    if not _broker(args, context).stop(progress=_say):
+        _say("nothing was running")
+    return 0
+
+
+def _status(args: argparse.Namespace, context: Context) -> int:
+    running = _broker(args, context).status()
+    if running is None:
+        print("broker: stopped")
+        return 1
+    print(f"broker: running, pid {running.pid}, bootstrap {running.bootstrap}")
+    return 0
+
+
+def _run(args: argparse.Namespace, context: Context) -> int:
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        _say("scalefold local run: give a command after --")
+        return 2
+    broker = _broker(args, context)
+    # SIGTERM (CI cancelling us) must still stop the broker: turn it into an exception.
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        bootstrap = broker.start(fresh=True, progress=_say)
+        env = {**os.environ, "SCALEFOLD_BOOTSTRAP_SERVERS": bootstrap}
+        _say(f"running: {' '.join(command)}")
+        return subprocess.run(command, env=env, check=False).returncode
+    finally:
+        broker.stop(progress=_say)
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _say(message: str) -> None:
+    print(f"[scalefold] {message}", file=sys.stderr, flush=True)
+
+
+if TYPE_CHECKING:
+    from services.localstack.broker import LocalBroker

@@ -1,0 +1,1 @@
+"""User-facing tools of the `scalefold` command that are not a service."""

@@ -1,0 +1,94 @@
+"""Avro events through the real broker, with librdkafka and with Faust's client (aiokafka)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+
+from services.contracts import Codec, Settings
+from services.contracts import records as r
+from services.contracts.kafka import librdkafka_config
+from services.tools.demo import demo_events
+from tests.kafka_support import consume, count_at_least, produce
+
+pytestmark = pytest.mark.integration
+
+
+def _encoded(codec: Codec) -> list[tuple[bytes, bytes]]:
+    return [
+        (record["jobId"].encode(), codec.encode(name, record))
+        for name, record in demo_events(start_ms=1_700_000_000_000)
+    ]
+
+
+def test_confluent_kafka_produce_consume_avro(kafka: Settings, codec: Codec) -> None:
+    messages = _encoded(codec)
+    produce(kafka, kafka.topics.job_events, messages)
+    received = consume(kafka, kafka.topics.job_events, count_at_least(len(messages)))
+    assert [m.value for m in received] == [value for _, value in messages]  # one key: one order
+    decoded = [codec.decode(m.value, expected=r.INPUT_EVENTS) for m in received]
+    assert [d.schema for d in decoded] == [name for name, _ in demo_events(0)]
+    assert decoded[0].record["vertices"][0]["id"] == "source"
+
+
+def test_faust_client_produce_consume_avro(kafka: Settings, codec: Codec) -> None:
+    """aiokafka, the client Faust's agents run on, reads and writes the same bytes."""
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    messages = _encoded(codec)
+    topic = kafka.topics.job_events
+
+    async def round_trip() -> list[bytes]:
+        producer = AIOKafkaProducer(
+            bootstrap_servers=kafka.bootstrap_servers, enable_idempotence=True
+        )
+        await producer.start()
+        try:
+            for key, value in messages:
+                await producer.send_and_wait(topic, value=value, key=key)
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=kafka.bootstrap_servers,
+            group_id=f"faust-client-{uuid.uuid4().hex}",
+            auto_offset_reset="earliest",
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=1000,
+        )
+        await consumer.start()
+        values: list[bytes] = []
+        try:
+            async with asyncio.timeout(60):
+                async for message in consumer:
+                    values.append(message.value)
+                    if len(values) == len(messages):
+                        break
+        finally:
+            await consumer.stop()
+        return values
+
+    values = asyncio.run(round_trip())
+    assert values == [value for _, value in messages]
+    assert codec.decode(values[1]).record["taskManagerId"] == "tm-1"
+
+
+def test_librdkafka_reads_what_aiokafka_wrote(kafka: Settings, codec: Codec) -> None:
+    from aiokafka import AIOKafkaProducer
+
+    value = codec.encode(r.TIMER_FIRED, {"jobId": "j-1", "timestamp": 42})
+
+    async def send() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=kafka.bootstrap_servers)
+        await producer.start()
+        try:
+            await producer.send_and_wait(kafka.topics.job_events, value=value, key=b"j-1")
+        finally:
+            await producer.stop()
+
+    asyncio.run(send())
+    (received,) = consume(kafka, kafka.topics.job_events, count_at_least(1))
+    assert codec.decode(received.value).record == {"jobId": "j-1", "timestamp": 42}
+    assert librdkafka_config(kafka)["bootstrap.servers"] == kafka.bootstrap_servers

@@ -1,0 +1,40 @@
+"""The local stack's broker: idempotent start, metadata answers, nothing left behind."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from services.localstack.broker import LocalBroker
+from services.localstack.jars import kafka_jars
+
+pytestmark = pytest.mark.integration
+
+
+def _cache() -> Path:
+    return Path(os.environ.get("SCALEFOLD_CACHE_DIR", Path.home() / ".cache" / "scalefold"))
+
+
+def test_start_is_idempotent_and_stop_leaves_no_process(tmp_path: Path) -> None:
+    broker = LocalBroker(tmp_path / "stack", kafka_jars(_cache(), progress=lambda _: None))
+    quiet = lambda _: None  # noqa: E731
+    bootstrap = broker.start(progress=quiet)
+    try:
+        assert bootstrap.startswith("127.0.0.1:")
+        first = broker.status()
+        assert first is not None
+        assert broker.start(progress=quiet) == bootstrap  # found running, not started twice
+        assert broker.status() == first
+        metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
+        assert len(metadata.brokers) == 1
+    finally:
+        assert broker.stop(progress=quiet)
+    assert broker.status() is None
+    with pytest.raises(ProcessLookupError):
+        os.kill(first.pid, 0)
+    # A stopped stack restarts on the same address with its data.
+    assert broker.start(progress=quiet) == bootstrap
+    broker.stop(progress=quiet)

@@ -1,0 +1,78 @@
+"""Real-broker helpers for integration tests: unique topics, produce, consume with a deadline."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, Message, Producer
+
+from services.contracts.kafka import ensure_topics, librdkafka_config
+from services.contracts.settings import Settings
+
+
+def unique_settings(base: Settings) -> Settings:
+    """Settings whose topic prefix no other test uses, with the topics created."""
+    settings = base.with_overrides(topic_prefix=f"t{uuid.uuid4().hex[:10]}.")
+    ensure_topics(settings, settings.topics.all())
+    return settings
+
+
+def produce(settings: Settings, topic: str, messages: Iterable[tuple[bytes | None, bytes]]) -> int:
+    producer = Producer(librdkafka_config(settings, **{"enable.idempotence": True, "linger.ms": 5}))
+    count = 0
+    for key, value in messages:
+        producer.produce(topic, key=key, value=value)
+        producer.poll(0)
+        count += 1
+    remaining = producer.flush(30)
+    assert remaining == 0, f"{remaining} messages not delivered"
+    return count
+
+
+@dataclass(frozen=True)
+class Received:
+    key: bytes | None
+    value: bytes
+    partition: int
+    offset: int
+
+
+def consume(
+    settings: Settings,
+    topic: str,
+    until: Callable[[list[Received]], bool],
+    timeout: float = 60.0,
+) -> list[Received]:
+    """Read `topic` from the start with a fresh group until `until(received)` or the deadline."""
+    consumer = Consumer(
+        librdkafka_config(
+            settings,
+            **{
+                "group.id": f"test-{uuid.uuid4().hex}",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "session.timeout.ms": 6000,
+            },
+        )
+    )
+    consumer.subscribe([topic])
+    received: list[Received] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while not until(received) and time.monotonic() < deadline:
+            message: Message | None = consumer.poll(0.5)
+            if message is None or message.error():
+                continue
+            received.append(
+                Received(message.key(), message.value(), message.partition(), message.offset())
+            )
+    finally:
+        consumer.close()
+    return received
+
+
+def count_at_least(n: int) -> Callable[[list[Received]], bool]:
+    return lambda received: len(received) >= n
