@@ -58,9 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
 
     from services.localstack.cli import register as register_local
+    from services.scheduler.cli import register as register_scheduler
     from services.tools.cli import register as register_tools
 
     register_local(commands)
+    register_scheduler(commands)
     register_tools(commands)
     return parser
 
@@ -80,8 +82,19 @@ def _local_bootstrap() -> str | None:
         return None
 
 
+def _split_compare(argv: list[str]) -> tuple[list[str], list[str] | None]:
+    """`--compare` takes the rest of the line verbatim (it contains `--` and `-D`)."""
+    if "--compare" not in argv:
+        return argv, None
+    cut = argv.index("--compare") + 1
+    return argv[:cut], argv[cut:]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    head, compare = _split_compare(list(sys.argv[1:] if argv is None else argv))
+    args = build_parser().parse_args(head)
+    if compare is not None:
+        args.compare = compare
     logging.basicConfig(
         level=args.log_level,
         format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",

@@ -1,0 +1,145 @@
+"""Slot allocation (Flink's SlotSharingSlotAllocator), as pure functions.
+
+Slot-sharing groups (SSGs) are sized from their vertices' bounds:
+`maxLowerBound = max(lower)`, `maxUpperBound = max(upper)`. `determine_parallelism`
+shares the slots among groups in order of ascending range; Flink leaves the order
+of groups with equal ranges to HashMap iteration, scalefold breaks the tie by
+slot-sharing-group id (ascending), so the same inputs always give the same plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from services.scheduler.core.events import Profile
+from services.scheduler.core.jobgraph import JobInformation
+
+
+@dataclass(frozen=True)
+class Slot:
+    id: str
+    task_manager_id: str
+    index: int
+    profile: Profile | None
+
+
+@dataclass(frozen=True)
+class SsgMeta:
+    id: str
+    name: str
+    max_lower: int
+    max_upper: int
+
+    @property
+    def range(self) -> int:
+        return self.max_upper - self.max_lower
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A vertex parallelism (index-aligned with the job's vertices) and SSG slot counts."""
+
+    parallelism: tuple[int, ...]
+    group_slots: tuple[tuple[str, int], ...]  # (ssg id, slots), sorted by id
+
+    @property
+    def slots(self) -> int:
+        return sum(count for _, count in self.group_slots)
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """Which slots each slot-sharing group got, in execution-group order."""
+
+    groups: tuple[tuple[str, tuple[str, ...]], ...]  # (ssg id, slot ids)
+
+    def slot_ids(self) -> frozenset[str]:
+        return frozenset(slot for _, slots in self.groups for slot in slots)
+
+
+def ssg_metas(info: JobInformation) -> tuple[SsgMeta, ...]:
+    """SlotSharingGroupMetaInfo.from(vertices), sorted by SSG id."""
+    lower: dict[str, int] = {}
+    upper: dict[str, int] = {}
+    names: dict[str, str] = {}
+    for vertex, bounds in zip(info.vertices, info.bounds, strict=True):
+        lower[vertex.ssg_id] = max(lower.get(vertex.ssg_id, 0), bounds.lower)
+        upper[vertex.ssg_id] = max(upper.get(vertex.ssg_id, 0), bounds.upper)
+        names.setdefault(vertex.ssg_id, vertex.ssg_name)
+    return tuple(SsgMeta(i, names[i], lower[i], upper[i]) for i in sorted(lower))
+
+
+def desired_slots(info: JobInformation) -> int:
+    """calculateRequiredSlots: the sum over SSGs of the max upper bound."""
+    return sum(meta.max_upper for meta in ssg_metas(info))
+
+
+def minimal_slots(info: JobInformation) -> int:
+    """The sum over SSGs of the max lower bound."""
+    return sum(meta.max_lower for meta in ssg_metas(info))
+
+
+def determine_parallelism(info: JobInformation, slot_count: int) -> Plan | None:
+    """Flink's determineParallelism for `slot_count` slots, None if the minimum does not fit."""
+    metas = ssg_metas(info)
+    min_required = sum(meta.max_lower for meta in metas)
+    if min_required > slot_count:
+        return None
+    unassigned, groups_left, min_left = slot_count, len(metas), min_required
+    slots_of: dict[str, int] = {}
+    for meta in sorted(metas, key=lambda m: (m.range, m.id)):
+        share = (unassigned - min_left) // groups_left
+        slots_of[meta.id] = meta.max_lower + min(meta.range, share)
+        min_left -= meta.max_lower
+        unassigned -= slots_of[meta.id]
+        groups_left -= 1
+    parallelism = tuple(
+        min(bounds.upper, slots_of[vertex.ssg_id])
+        for vertex, bounds in zip(info.vertices, info.bounds, strict=True)
+    )
+    return plan_for(info, parallelism)
+
+
+def plan_for(info: JobInformation, parallelism: Sequence[int]) -> Plan:
+    """The plan of a vertex parallelism: each SSG needs its largest vertex's parallelism."""
+    slots_of: dict[str, int] = {}
+    for vertex, p in zip(info.vertices, parallelism, strict=True):
+        slots_of[vertex.ssg_id] = max(slots_of.get(vertex.ssg_id, 0), p)
+    return Plan(tuple(parallelism), tuple(sorted(slots_of.items())))
+
+
+def assign(
+    plan: Plan, free: Iterable[Slot], prefer_minimal_taskmanagers: bool
+) -> Assignment | None:
+    """DefaultSlotAssigner: give each execution slot-sharing group one free slot.
+
+    With prefer-minimal-taskmanagers (and more free slots than needed), whole
+    TaskManagers are taken in descending order of free slots, so the job spreads
+    over as few TaskManagers as possible; ties go by TaskManager id. Flink only
+    does this for `execution.target: embedded`; scalefold whenever the option is on.
+    """
+    candidates = sorted(free, key=lambda s: (s.task_manager_id, s.index))
+    if plan.slots > len(candidates):
+        return None
+    if prefer_minimal_taskmanagers and len(candidates) > plan.slots:
+        candidates = _fewest_taskmanagers(candidates, plan.slots)
+    chosen = iter(candidates[: plan.slots])
+    return Assignment(
+        tuple(
+            (ssg, tuple(next(chosen).id for _ in range(count))) for ssg, count in plan.group_slots
+        )
+    )
+
+
+def _fewest_taskmanagers(slots: list[Slot], needed: int) -> list[Slot]:
+    by_tm: dict[str, list[Slot]] = {}
+    for slot in slots:
+        by_tm.setdefault(slot.task_manager_id, []).append(slot)
+    ordered = sorted(by_tm.items(), key=lambda item: (-len(item[1]), item[0]))
+    picked: list[Slot] = []
+    for _, tm_slots in ordered:
+        if len(picked) >= needed:
+            break
+        picked.extend(tm_slots)
+    return picked

@@ -1,0 +1,353 @@
+"""The adaptive scheduler's settings, with Flink's keys, defaults and deprecated keys.
+
+Settings come as string maps (Flink's `Configuration`): the service's defaults,
+overridden by the job's own configuration from its submission, overridden by
+later `JobConfigurationUpdated` events. `resolve` turns the merged map into a
+typed `SchedulerConfig` and raises `ConfigError` naming the key for anything it
+cannot use. Flink's rules (JobManagerOptions, AdaptiveScheduler.Settings.of):
+
+- reactive-mode defaults apply only to keys that are not set; a deprecated
+  key counts as set;
+- `rescale-trigger.max-delay` defaults to (max-checkpoint-failures + 1) x the
+  checkpoint interval, or 0 without checkpointing.
+
+Deliberate deviations, each documented in the README:
+- `scaling-interval.max` is wired as a deprecated key of
+  `executing.resource-stabilization-timeout` (the seed's forced rescale after a
+  maximum interval); Flink reads it nowhere.
+- `web.adaptive-scheduler.rescale-history.size` defaults to 64, not 0: recording
+  the history is what scalefold is for. 0 still turns recording off.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TypeVar
+
+P = "jobmanager.adaptive-scheduler."
+
+SCHEDULER_MODE = "scheduler-mode"
+COOLDOWN = P + "executing.cooldown-after-rescaling"
+COOLDOWN_DEPRECATED = P + "scaling-interval.min"
+EXECUTING_STABILIZATION = P + "executing.resource-stabilization-timeout"
+EXECUTING_STABILIZATION_DEPRECATED = P + "scaling-interval.max"
+WAIT_TIMEOUT = P + "submission.resource-wait-timeout"
+WAIT_TIMEOUT_DEPRECATED = P + "resource-wait-timeout"
+SUBMISSION_STABILIZATION = P + "submission.resource-stabilization-timeout"
+SUBMISSION_STABILIZATION_DEPRECATED = P + "resource-stabilization-timeout"
+MAX_CHECKPOINT_FAILURES = P + "rescale-trigger.max-checkpoint-failures"
+MAX_DELAY = P + "rescale-trigger.max-delay"
+ACTIVE_CHECKPOINT = P + "rescale-trigger.active-checkpoint.enabled"
+PREFER_MINIMAL_TASKMANAGERS = P + "prefer-minimal-taskmanagers"
+MIN_PARALLELISM_INCREASE = P + "min-parallelism-increase"
+HISTORY_SIZE = "web.adaptive-scheduler.rescale-history.size"
+
+RESTART_STRATEGY = "restart-strategy.type"
+FIXED_ATTEMPTS = "restart-strategy.fixed-delay.attempts"
+FIXED_DELAY = "restart-strategy.fixed-delay.delay"
+EXP_INITIAL = "restart-strategy.exponential-delay.initial-backoff"
+EXP_MAX = "restart-strategy.exponential-delay.max-backoff"
+EXP_MULTIPLIER = "restart-strategy.exponential-delay.backoff-multiplier"
+EXP_RESET = "restart-strategy.exponential-delay.reset-backoff-threshold"
+EXP_JITTER = "restart-strategy.exponential-delay.jitter-factor"
+EXP_ATTEMPTS = "restart-strategy.exponential-delay.attempts-before-reset-backoff"
+RATE_MAX_FAILURES = "restart-strategy.failure-rate.max-failures-per-interval"
+RATE_INTERVAL = "restart-strategy.failure-rate.failure-rate-interval"
+RATE_DELAY = "restart-strategy.failure-rate.delay"
+
+SCALING_POLICY = "scalefold.scaling-policy"
+STABILIZATION_PLACEMENT = "scalefold.rescale.stabilization"
+RUNTIME_MODE = "scalefold.runtime.mode"
+SIMULATED_CREATE_TIME = "scalefold.runtime.simulated.creation-time"
+SIMULATED_CANCEL_TIME = "scalefold.runtime.simulated.cancellation-time"
+
+SECOND = 1000
+MINUTE = 60 * SECOND
+HOUR = 60 * MINUTE
+DEFAULT_HISTORY_SIZE = 64
+UNBOUNDED_ATTEMPTS = 2**31 - 1
+
+_UNITS = {
+    "ms": 1,
+    "milli": 1,
+    "millis": 1,
+    "millisecond": 1,
+    "milliseconds": 1,
+    "s": SECOND,
+    "sec": SECOND,
+    "secs": SECOND,
+    "second": SECOND,
+    "seconds": SECOND,
+    "min": MINUTE,
+    "mins": MINUTE,
+    "minute": MINUTE,
+    "minutes": MINUTE,
+    "h": HOUR,
+    "hour": HOUR,
+    "hours": HOUR,
+    "d": 24 * HOUR,
+    "day": 24 * HOUR,
+    "days": 24 * HOUR,
+}
+_DURATION = re.compile(r"^\s*(-?\d+)\s*([a-zA-Z]*)\s*$")
+
+
+_E = TypeVar("_E", bound=StrEnum)
+
+
+class ConfigError(ValueError):
+    """A setting has a value the scheduler cannot use; the message names the key."""
+
+
+class ScalingPolicy(StrEnum):
+    """Which parallelism change a rescale may make (seed 004's ScalingPolicy)."""
+
+    FLINK = "flink"  # any change of the computable parallelism (Flink today)
+    MIN_INCREASE = "min-increase"  # scale up only by min-parallelism-increase or more
+    PROPORTIONAL = "proportional"  # every vertex at the same fraction of its upper bound
+    DOUBLE_HALVE = "double-halve"  # parallelism only doubles or halves
+
+
+class StabilizationPlacement(StrEnum):
+    """Where a rescale waits for resources to stabilize (seed 003, FLINK-33092)."""
+
+    EXECUTING = "executing"  # Flink today: before cancelling the running job
+    WAITING_FOR_RESOURCES = "waiting-for-resources"  # before FLINK-33092: after cancelling
+
+
+class RuntimeMode(StrEnum):
+    """Who answers the scheduler's requests to create and cancel execution graphs."""
+
+    SIMULATED = "simulated"  # the core answers itself after the configured times
+    EXTERNAL = "external"  # a runtime (the embedded cluster) reports with job events
+
+
+class RestartStrategyType(StrEnum):
+    NONE = "none"
+    FIXED_DELAY = "fixed-delay"
+    EXPONENTIAL_DELAY = "exponential-delay"
+    FAILURE_RATE = "failure-rate"
+
+
+_RESTART_ALIASES = {
+    "none": RestartStrategyType.NONE,
+    "off": RestartStrategyType.NONE,
+    "disable": RestartStrategyType.NONE,
+    "fixed-delay": RestartStrategyType.FIXED_DELAY,
+    "fixeddelay": RestartStrategyType.FIXED_DELAY,
+    "exponential-delay": RestartStrategyType.EXPONENTIAL_DELAY,
+    "exponentialdelay": RestartStrategyType.EXPONENTIAL_DELAY,
+    "failure-rate": RestartStrategyType.FAILURE_RATE,
+    "failurerate": RestartStrategyType.FAILURE_RATE,
+}
+
+
+@dataclass(frozen=True)
+class RestartConfig:
+    """Flink's RestartBackoffTimeStrategy settings (RestartStrategyOptions)."""
+
+    type: RestartStrategyType
+    fixed_attempts: int = 1
+    fixed_delay_ms: int = SECOND
+    initial_backoff_ms: int = SECOND
+    max_backoff_ms: int = MINUTE
+    multiplier: float = 1.5
+    reset_threshold_ms: int = HOUR
+    jitter: float = 0.1
+    attempts_before_reset: int = UNBOUNDED_ATTEMPTS
+    rate_max_failures: int = 1
+    rate_interval_ms: int = MINUTE
+    rate_delay_ms: int = SECOND
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """A job's effective adaptive-scheduler settings; durations in milliseconds."""
+
+    reactive: bool
+    cooldown_ms: int
+    executing_stabilization_ms: int
+    wait_timeout_ms: int  # negative: wait forever
+    submission_stabilization_ms: int
+    max_checkpoint_failures: int
+    max_delay_ms: int | None  # None: computed from the checkpoint interval
+    active_checkpoint: bool
+    prefer_minimal_taskmanagers: bool
+    history_size: int
+    restart: RestartConfig
+    policy: ScalingPolicy
+    min_parallelism_increase: int
+    stabilization: StabilizationPlacement
+    runtime: RuntimeMode
+    simulated_create_ms: int
+    simulated_cancel_ms: int
+
+    def max_trigger_delay(self, checkpoint_interval_ms: int | None) -> int:
+        """Flink's computed default: (failures + 1) x interval, 0 without checkpoints."""
+        if self.max_delay_ms is not None:
+            return self.max_delay_ms
+        if not checkpoint_interval_ms or checkpoint_interval_ms <= 0:
+            return 0
+        return (self.max_checkpoint_failures + 1) * checkpoint_interval_ms
+
+    def settings_snapshot(self, checkpoint_interval_ms: int | None) -> dict[str, str]:
+        """The adaptive-scheduler settings as Flink keys, durations in ms (for the record)."""
+        return {
+            SCHEDULER_MODE: "REACTIVE" if self.reactive else "",
+            COOLDOWN: str(self.cooldown_ms),
+            EXECUTING_STABILIZATION: str(self.executing_stabilization_ms),
+            WAIT_TIMEOUT: str(self.wait_timeout_ms),
+            SUBMISSION_STABILIZATION: str(self.submission_stabilization_ms),
+            MAX_CHECKPOINT_FAILURES: str(self.max_checkpoint_failures),
+            MAX_DELAY: str(self.max_trigger_delay(checkpoint_interval_ms)),
+            HISTORY_SIZE: str(self.history_size),
+            RESTART_STRATEGY: str(self.restart.type),
+            SCALING_POLICY: str(self.policy),
+            STABILIZATION_PLACEMENT: str(self.stabilization),
+        }
+
+
+def parse_duration(key: str, text: str) -> int:
+    """Flink's duration syntax ("30 s", "5 min", "100ms"; a bare number is ms) to ms."""
+    match = _DURATION.match(text)
+    unit = match.group(2).lower() if match else ""
+    if match is None or (unit and unit not in _UNITS):
+        raise ConfigError(f"{key}: {text!r} is not a duration such as '30 s' or '5 min'")
+    return int(match.group(1)) * _UNITS.get(unit, 1)
+
+
+def resolve(settings: Mapping[str, str], checkpointing: bool = False) -> SchedulerConfig:
+    """The typed configuration of one job; ConfigError for anything invalid."""
+    reader = _Reader(settings)
+    reactive = _mode(reader)
+    config = SchedulerConfig(
+        reactive=reactive,
+        cooldown_ms=reader.duration(COOLDOWN, 30 * SECOND, COOLDOWN_DEPRECATED, minimum=0),
+        executing_stabilization_ms=reader.duration(
+            EXECUTING_STABILIZATION, MINUTE, EXECUTING_STABILIZATION_DEPRECATED, minimum=0
+        ),
+        wait_timeout_ms=reader.duration(
+            WAIT_TIMEOUT, -1 if reactive else 5 * MINUTE, WAIT_TIMEOUT_DEPRECATED
+        ),
+        submission_stabilization_ms=reader.duration(
+            SUBMISSION_STABILIZATION,
+            0 if reactive else 10 * SECOND,
+            SUBMISSION_STABILIZATION_DEPRECATED,
+            minimum=0,
+        ),
+        max_checkpoint_failures=reader.integer(MAX_CHECKPOINT_FAILURES, 2, minimum=1),
+        max_delay_ms=reader.optional_duration(MAX_DELAY),
+        active_checkpoint=reader.boolean(ACTIVE_CHECKPOINT, True),
+        prefer_minimal_taskmanagers=reader.boolean(PREFER_MINIMAL_TASKMANAGERS, True),
+        history_size=max(0, reader.integer(HISTORY_SIZE, DEFAULT_HISTORY_SIZE)),
+        restart=_restart(reader, checkpointing),
+        policy=reader.choice(SCALING_POLICY, ScalingPolicy, ScalingPolicy.FLINK),
+        min_parallelism_increase=reader.integer(MIN_PARALLELISM_INCREASE, 1, minimum=1),
+        stabilization=reader.choice(
+            STABILIZATION_PLACEMENT, StabilizationPlacement, StabilizationPlacement.EXECUTING
+        ),
+        runtime=reader.choice(RUNTIME_MODE, RuntimeMode, RuntimeMode.SIMULATED),
+        simulated_create_ms=reader.duration(SIMULATED_CREATE_TIME, 0, minimum=0),
+        simulated_cancel_ms=reader.duration(SIMULATED_CANCEL_TIME, 0, minimum=0),
+    )
+    if config.max_delay_ms is not None and config.max_delay_ms < 0:
+        raise ConfigError(f"{MAX_DELAY}: must not be negative")
+    return config
+
+
+def _mode(reader: _Reader) -> bool:
+    mode = reader.settings.get(SCHEDULER_MODE, "").strip()
+    if mode and mode.upper() != "REACTIVE":
+        raise ConfigError(f"{SCHEDULER_MODE}: {mode!r} is not REACTIVE (or unset)")
+    return bool(mode)
+
+
+def _restart(reader: _Reader, checkpointing: bool) -> RestartConfig:
+    default = "exponential-delay" if checkpointing else "none"
+    name = reader.settings.get(RESTART_STRATEGY, default).strip().lower()
+    if name not in _RESTART_ALIASES:
+        raise ConfigError(
+            f"{RESTART_STRATEGY}: {name!r} is not one of {', '.join(_RESTART_ALIASES)}"
+        )
+    restart = RestartConfig(
+        type=_RESTART_ALIASES[name],
+        fixed_attempts=reader.integer(FIXED_ATTEMPTS, 1, minimum=0),
+        fixed_delay_ms=reader.duration(FIXED_DELAY, SECOND, minimum=0),
+        initial_backoff_ms=reader.duration(EXP_INITIAL, SECOND, minimum=0),
+        max_backoff_ms=reader.duration(EXP_MAX, MINUTE, minimum=0),
+        multiplier=reader.number(EXP_MULTIPLIER, 1.5),
+        reset_threshold_ms=reader.duration(EXP_RESET, HOUR, minimum=1),
+        jitter=reader.number(EXP_JITTER, 0.1),
+        attempts_before_reset=reader.integer(EXP_ATTEMPTS, UNBOUNDED_ATTEMPTS, minimum=1),
+        rate_max_failures=reader.integer(RATE_MAX_FAILURES, 1, minimum=1),
+        rate_interval_ms=reader.duration(RATE_INTERVAL, MINUTE, minimum=1),
+        rate_delay_ms=reader.duration(RATE_DELAY, SECOND, minimum=0),
+    )
+    if restart.multiplier < 1.0:
+        raise ConfigError(f"{EXP_MULTIPLIER}: must be at least 1.0")
+    if not 0.0 <= restart.jitter <= 1.0:
+        raise ConfigError(f"{EXP_JITTER}: must be between 0 and 1")
+    return restart
+
+
+@dataclass(frozen=True)
+class _Reader:
+    settings: Mapping[str, str]
+
+    def raw(self, key: str, deprecated: str | None = None) -> str | None:
+        if key in self.settings:
+            return self.settings[key]
+        if deprecated is not None and deprecated in self.settings:
+            return self.settings[deprecated]
+        return None
+
+    def duration(
+        self, key: str, default: int, deprecated: str | None = None, minimum: int | None = None
+    ) -> int:
+        text = self.raw(key, deprecated)
+        value = default if text is None else parse_duration(key, text)
+        if minimum is not None and value < minimum:
+            raise ConfigError(f"{key}: {text!r} must not be negative")
+        return value
+
+    def optional_duration(self, key: str) -> int | None:
+        text = self.raw(key)
+        return None if text is None else parse_duration(key, text)
+
+    def integer(self, key: str, default: int, minimum: int | None = None) -> int:
+        text = self.raw(key)
+        try:
+            value = default if text is None else int(text.strip())
+        except ValueError:
+            raise ConfigError(f"{key}: {text!r} is not an integer") from None
+        if minimum is not None and value < minimum:
+            raise ConfigError(f"{key}: {value} is below the minimum {minimum}")
+        return value
+
+    def number(self, key: str, default: float) -> float:
+        text = self.raw(key)
+        try:
+            return default if text is None else float(text.strip())
+        except ValueError:
+            raise ConfigError(f"{key}: {text!r} is not a number") from None
+
+    def boolean(self, key: str, default: bool) -> bool:
+        text = self.raw(key)
+        if text is None:
+            return default
+        if text.strip().lower() in ("true", "false"):
+            return text.strip().lower() == "true"
+        raise ConfigError(f"{key}: {text!r} is not true or false")
+
+    def choice(self, key: str, enum: type[_E], default: _E) -> _E:
+        text = self.raw(key)
+        if text is None:
+            return default
+        try:
+            return enum(text.strip().lower())
+        except ValueError:
+            options = ", ".join(e.value for e in enum)
+            raise ConfigError(f"{key}: {text!r} is not one of {options}") from None

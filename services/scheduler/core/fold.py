@@ -1,0 +1,231 @@
+"""The fold context: what Flink's AdaptiveScheduler gives its states, for one step.
+
+A `Fold` lives for one `handle` call. It starts from an immutable `JobState`,
+lets the state behaviours change a working copy through a few guarded
+operations, and ends with the new state and the effects. Nothing outside it is
+touched, and time is the event's time, so the step is a pure function.
+
+The guards are Flink's:
+- `transition_to` refuses a transition from a state's constructor (`on_enter`)
+  or `on_leave`, and a transition into the current state's own kind;
+- timers carry the identity (epoch) of the state, and for transition-manager
+  timers of the phase, that set them; one that comes due after its state or
+  phase was left is dropped (runIfState / runIfPhase).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable
+from dataclasses import replace
+from functools import lru_cache
+from typing import Any
+
+from services.scheduler.core import timeline as tl
+from services.scheduler.core.config import SchedulerConfig, resolve
+from services.scheduler.core.effects import (
+    Decision,
+    DecisionKind,
+    Effect,
+    Rejected,
+    RejectionKind,
+    RequestKind,
+    RescaleUpdated,
+    RuntimeRequest,
+)
+from services.scheduler.core.model import JobState, SchedulerState, StateName, Timer
+from services.scheduler.core.recording import build_record
+
+MAX_TIMERS_PER_STEP = 10_000
+
+Defaults = tuple[tuple[str, str], ...]
+
+
+class InvariantError(AssertionError):
+    """The scheduler broke one of its own rules: a bug, never bad input."""
+
+
+@lru_cache(maxsize=4096)
+def config_of(
+    defaults: Defaults, settings: tuple[tuple[str, str], ...], checkpointing: bool
+) -> SchedulerConfig:
+    """The effective configuration: service defaults overridden by the job's settings."""
+    return resolve({**dict(defaults), **dict(settings)}, checkpointing=checkpointing)
+
+
+class Fold:
+    """One step of one job's scheduler."""
+
+    def __init__(self, job: JobState, defaults: Defaults) -> None:
+        self.job = job
+        self.defaults = defaults
+        self.effects: list[Effect] = []
+        self._touched: dict[str, tl.Rescale] = {}
+        self._constructing = False
+
+    # -- reading -----------------------------------------------------------
+
+    @property
+    def now(self) -> int:
+        return self.job.now
+
+    @property
+    def state(self) -> SchedulerState:
+        return self.job.state
+
+    @property
+    def config(self) -> SchedulerConfig:
+        return config_of(
+            self.defaults, self.job.settings, self.job.checkpoint_interval_ms is not None
+        )
+
+    # -- writing -----------------------------------------------------------
+
+    def set(self, **changes: Any) -> None:
+        self.job = replace(self.job, **changes)
+
+    def set_state(self, **changes: Any) -> None:
+        self.job = replace(self.job, state=replace(self.job.state, **changes))
+
+    def next_epoch(self) -> int:
+        self.set(epochs=self.job.epochs + 1)
+        return self.job.epochs
+
+    # -- timers (runIfState / runIfPhase) -----------------------------------
+
+    def run_if_state(self, action: str, delay_ms: int) -> None:
+        """Run `action` after `delay_ms` if this state is still current then."""
+        self._schedule(action, delay_ms, None)
+
+    def run_if_phase(self, action: str, delay_ms: int) -> None:
+        """Run `action` after `delay_ms` if this state and its STM phase are still current."""
+        stm = self.state.stm
+        if stm is None:
+            raise InvariantError(f"{self.state.name} has no state transition manager")
+        self._schedule(action, delay_ms, stm.epoch)
+
+    def _schedule(self, action: str, delay_ms: int, phase_epoch: int | None) -> None:
+        seq = self.job.timer_seq + 1
+        timer = Timer(self.now + max(0, delay_ms), seq, action, self.state.epoch, phase_epoch)
+        timers = list(self.job.timers)
+        bisect.insort(timers, timer, key=lambda t: (t.due, t.seq))
+        self.set(timers=tuple(timers), timer_seq=seq)
+
+    def advance_to(self, until: int, run: Callable[[Fold, str], None]) -> None:
+        """Run the timers due at or before `until` in due order, then set the clock to it."""
+        for _ in range(MAX_TIMERS_PER_STEP):
+            if not self.job.timers or self.job.timers[0].due > until:
+                break
+            timer, rest = self.job.timers[0], self.job.timers[1:]
+            if timer.due > self.now:
+                self.flush_rescales()  # records carry the time they changed at
+            self.set(timers=rest, now=max(self.now, timer.due))
+            if self._current(timer):
+                run(self, timer.action)
+        else:
+            raise InvariantError(f"more than {MAX_TIMERS_PER_STEP} timers in one step")
+        if until > self.now:
+            self.flush_rescales()
+        self.set(now=max(self.now, until))
+
+    def _current(self, timer: Timer) -> bool:
+        if timer.state_epoch != self.state.epoch:
+            return False
+        stm = self.state.stm
+        return timer.phase_epoch is None or (stm is not None and stm.epoch == timer.phase_epoch)
+
+    # -- transitions -------------------------------------------------------
+
+    def begin_construction(self) -> None:
+        self._constructing = True
+
+    def end_construction(self) -> None:
+        self._constructing = False
+
+    def check_may_transition(self, target: StateName) -> None:
+        if self._constructing:
+            raise InvariantError(f"transition to {target} from a constructor or on_leave")
+        if target == self.state.name:
+            raise InvariantError(f"self-transition into {target}")
+
+    # -- effects -----------------------------------------------------------
+
+    def _sequence(self) -> int:
+        self.set(sequence=self.job.sequence + 1)
+        return self.job.sequence
+
+    def decide(self, kind: DecisionKind, message: str, **details: object) -> None:
+        stm = self.state.stm
+        self.effects.append(
+            Decision(
+                self.job.job_id,
+                self.now,
+                self._sequence(),
+                kind,
+                str(self.state.name),
+                str(stm.phase) if stm is not None else None,
+                message,
+                tuple((k, str(v)) for k, v in details.items()),
+            )
+        )
+
+    def request(self, kind: RequestKind, graph_id: str | None, **details: object) -> None:
+        self.effects.append(
+            RuntimeRequest(
+                self.job.job_id,
+                self.now,
+                self._sequence(),
+                kind,
+                graph_id,
+                tuple((k, str(v)) for k, v in details.items()),
+            )
+        )
+
+    def reject(self, kind: RejectionKind, message: str) -> None:
+        self.effects.append(Rejected(self.job.job_id, self.now, self._sequence(), kind, message))
+
+    # -- the rescale timeline ------------------------------------------------
+
+    def update_rescale(self, change: Callable[[tl.Rescale], tl.Rescale]) -> None:
+        """Change the rescale in progress, if any (RescaleTimeline.updateRescale)."""
+        before = self.job.timeline.in_progress()
+        if before is None:
+            return
+        after = change(before)
+        if after != before:
+            self.set(timeline=tl.update(self.job.timeline, lambda _: after))
+            self._touched[after.uuid] = after
+
+    def open_rescale(self, new_epoch: bool, change: Callable[[tl.Rescale], tl.Rescale]) -> bool:
+        """newRescale + updateRescale; False (nothing opened) unless the timeline is idling."""
+        if not self.job.timeline.is_idling():
+            return False
+        self.set(timeline=tl.new_rescale(self.job.timeline, self.job.job_id, new_epoch))
+        current = self.job.timeline.current
+        assert current is not None
+        self._touched[current.uuid] = current
+        self.update_rescale(change)
+        return True
+
+    def flush_rescales(self) -> None:
+        """Emit one new revision of every rescale changed since the last flush."""
+        for rescale in self._touched.values():
+            revised = replace(rescale, revision=rescale.revision + 1)
+            current = self.job.timeline.current
+            if current is not None and current.uuid == rescale.uuid:
+                self.set(
+                    timeline=replace(
+                        self.job.timeline, current=replace(current, revision=revised.revision)
+                    )
+                )
+            self.effects.append(
+                RescaleUpdated(
+                    self.job.job_id,
+                    self.now,
+                    self._sequence(),
+                    revised.uuid,
+                    revised.revision,
+                    build_record(self.job, revised, self.config),
+                )
+            )
+        self._touched.clear()

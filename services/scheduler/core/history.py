@@ -1,0 +1,130 @@
+"""Where rescales are recorded: Flink's call sites of the rescale timeline (reference §5).
+
+Each function is one call site, named after what happens to the job; the
+comments give Flink's place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from services.scheduler.core import timeline as tl
+from services.scheduler.core.allocator import Assignment, Plan
+from services.scheduler.core.fold import Fold
+from services.scheduler.core.timeline import TerminatedReason, TriggerCause
+
+
+def _opened(
+    fold: Fold, trigger: TriggerCause, start: int, with_pre: bool
+) -> Callable[[tl.Rescale], tl.Rescale]:
+    """The fields a newly opened rescale gets: cause, start, desired/minimal, pre values."""
+    info = fold.job.info
+    latest = fold.job.timeline.latest_completed
+
+    def fill(rescale: tl.Rescale) -> tl.Rescale:
+        rescale = tl.set_requirements(replace(rescale, trigger=trigger, start=start), info)
+        return tl.set_pre_rescale(rescale, info, latest) if with_pre else rescale
+
+    return fill
+
+
+def current_span(fold: Fold, exception: str | None = None) -> tl.StateSpan:
+    """A span for the current state, left now (Durable with leave = now)."""
+    return tl.StateSpan(str(fold.state.name), fold.state.entered_at, fold.now, exception)
+
+
+def open_initial(fold: Fold) -> None:
+    """Created.startScheduling: INITIAL_SCHEDULE, starting when Created was entered."""
+    fold.open_rescale(
+        True, _opened(fold, TriggerCause.INITIAL_SCHEDULE, fold.state.entered_at, False)
+    )
+
+
+def open_new_resource_rescale(fold: Fold) -> None:
+    """STM in Executing, first sufficient new-resource change: NEW_RESOURCE_AVAILABLE."""
+    from services.scheduler.core.stm import track_phase
+
+    if fold.open_rescale(False, _opened(fold, TriggerCause.NEW_RESOURCE_AVAILABLE, fold.now, True)):
+        track_phase(fold)
+
+
+def end_without_change(fold: Fold) -> None:
+    """Idling entered in Executing: NO_RESOURCES_OR_PARALLELISMS_CHANGE."""
+    fold.update_rescale(
+        lambda r: tl.terminate(
+            tl.add_state_span(r, current_span(fold)),
+            TerminatedReason.NO_RESOURCES_OR_PARALLELISMS_CHANGE,
+            fold.now,
+        )
+    )
+
+
+def requirements_changed(fold: Fold) -> None:
+    """updateJobResourceRequirements, real change: end the current rescale, open UPDATE_REQUIREMENT."""
+    from services.scheduler.core.stm import track_phase
+
+    fold.update_rescale(
+        lambda r: tl.terminate(
+            tl.add_state_span(r, current_span(fold)),
+            TerminatedReason.RESOURCE_REQUIREMENTS_UPDATED,
+            fold.now,
+        )
+    )
+    if fold.open_rescale(True, _opened(fold, TriggerCause.UPDATE_REQUIREMENT, fold.now, True)):
+        track_phase(fold)
+
+
+def restarting_to_rescale(fold: Fold) -> None:
+    """goToRestarting with a parallelism: refresh the desired and minimal values."""
+    fold.update_rescale(lambda r: tl.set_requirements(r, fold.job.info))
+
+
+def restarting_for_failover(fold: Fold, cause: str) -> None:
+    """goToRestarting for a failure: merge into the rescale in progress, or open one."""
+    if fold.job.timeline.in_progress() is not None:
+        fold.update_rescale(lambda r: replace(r, spans=(), phases=()))
+    else:
+        fold.open_rescale(False, lambda r: r)
+    fill = _opened(fold, TriggerCause.RECOVERABLE_FAILOVER, fold.now, True)
+    fold.update_rescale(lambda r: replace(fill(r), pending_exception=cause))
+
+
+def graph_created(fold: Fold, plan: Plan, assignment: Assignment) -> None:
+    """CreatingExecutionGraph succeeded: post-rescale parallelism and slots."""
+    pool = {slot.id: slot for slot in fold.job.slots()}
+    fold.update_rescale(lambda r: tl.set_post_rescale(r, fold.job.info, plan, assignment, pool))
+
+
+def creation_failed(fold: Fold, exception: str) -> None:
+    """CreatingExecutionGraph failed: EXCEPTION_OCCURRED, the exception on the span."""
+    fold.update_rescale(
+        lambda r: tl.terminate(
+            tl.add_state_span(r, current_span(fold, exception)),
+            TerminatedReason.EXCEPTION_OCCURRED,
+            fold.now,
+        )
+    )
+
+
+def executing_entered(fold: Fold) -> None:
+    """Executing's constructor: the Executing span, and SUCCEEDED."""
+    fold.update_rescale(
+        lambda r: tl.terminate(
+            tl.add_state_span(r, current_span(fold)), TerminatedReason.SUCCEEDED, fold.now
+        )
+    )
+
+
+def job_ending(fold: Fold, reason: TerminatedReason, exception: str | None = None) -> None:
+    """goToFailing (JOB_FAILED), goToCanceling (JOB_CANCELED), goToFinished (JOB_FINISHED)."""
+    fold.update_rescale(
+        lambda r: tl.terminate(
+            tl.add_state_span(r, current_span(fold, exception)), reason, fold.now
+        )
+    )
+
+
+def set_status(fold: Fold, message: str) -> None:
+    """scalefold: the in-progress rescale's statusMessage, the latest explanation."""
+    fold.update_rescale(lambda r: r if r.status == message else replace(r, status=message))

@@ -1,0 +1,144 @@
+"""The job's vertices, their parallelism bounds, and Flink's checks on changing them.
+
+Mirrors AdaptiveScheduler's two vertex-parallelism stores: the requirements
+(lower and upper bound per vertex, FLIP-291) and max parallelism, which is fixed
+at submission and never changes (`testConsistentMaxParallelism`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from services.scheduler.core.events import Requirement, VertexSpec
+
+LOWER_BOUND_MAX_PARALLELISM = 128
+UPPER_BOUND_MAX_PARALLELISM = 32768
+AUTO = -1  # FLIP-291: -1 as lower bound means 1, as upper bound means max parallelism
+
+
+@dataclass(frozen=True)
+class Vertex:
+    id: str
+    name: str
+    ssg_id: str
+    ssg_name: str
+    max_parallelism: int
+
+
+@dataclass(frozen=True)
+class Bounds:
+    lower: int
+    upper: int
+
+
+@dataclass(frozen=True)
+class JobInformation:
+    """The vertices (in topological order) and their current bounds, index-aligned."""
+
+    vertices: tuple[Vertex, ...]
+    bounds: tuple[Bounds, ...]
+
+    def bounds_of(self, vertex_id: str) -> Bounds:
+        return self.bounds[self.index(vertex_id)]
+
+    def index(self, vertex_id: str) -> int:
+        for i, vertex in enumerate(self.vertices):
+            if vertex.id == vertex_id:
+                return i
+        raise KeyError(vertex_id)
+
+    def with_bounds(self, bounds: tuple[Bounds, ...]) -> JobInformation:
+        return JobInformation(self.vertices, bounds)
+
+
+def round_up_to_power_of_two(value: int) -> int:
+    return 1 if value <= 1 else 1 << (value - 1).bit_length()
+
+
+def default_max_parallelism(parallelism: int) -> int:
+    """KeyGroupRangeAssignment.computeDefaultMaxParallelism."""
+    candidate = round_up_to_power_of_two(parallelism + parallelism // 2)
+    return min(max(candidate, LOWER_BOUND_MAX_PARALLELISM), UPPER_BOUND_MAX_PARALLELISM)
+
+
+def effective_max_parallelism(spec: VertexSpec) -> int:
+    """The user's max parallelism if set (PARALLELISM_AUTO_MAX normalised), else the default."""
+    if spec.max_parallelism is None or spec.max_parallelism == 0:
+        return default_max_parallelism(max(spec.parallelism, 1))
+    if spec.max_parallelism < 0 or spec.max_parallelism > UPPER_BOUND_MAX_PARALLELISM:
+        return UPPER_BOUND_MAX_PARALLELISM
+    return spec.max_parallelism
+
+
+class InvalidJobGraphError(ValueError):
+    """A submitted job graph the scheduler cannot run; the message says why."""
+
+
+def job_information(specs: Sequence[VertexSpec], reactive: bool) -> JobInformation:
+    """The initial stores: reactive mode asks for max parallelism, with lower bound 1."""
+    if not specs:
+        raise InvalidJobGraphError("the job graph has no vertices")
+    ids = [spec.id for spec in specs]
+    if len(set(ids)) != len(ids):
+        raise InvalidJobGraphError(f"vertex ids are not unique: {', '.join(sorted(ids))}")
+    vertices = []
+    bounds = []
+    for spec in specs:
+        maximum = effective_max_parallelism(spec)
+        if not reactive and not 1 <= spec.parallelism <= maximum:
+            raise InvalidJobGraphError(
+                f"vertex {spec.id}: parallelism {spec.parallelism} is not within 1..{maximum}"
+            )
+        vertices.append(Vertex(spec.id, spec.name, spec.ssg_id, spec.ssg_name, maximum))
+        bounds.append(Bounds(1, maximum if reactive else spec.parallelism))
+    return JobInformation(tuple(vertices), tuple(bounds))
+
+
+class RequirementsRejectedError(ValueError):
+    """An update that JobResourceRequirements.validate or the scheduler refuses."""
+
+
+def validate_requirements(
+    info: JobInformation, requirements: Sequence[Requirement]
+) -> tuple[Bounds, ...]:
+    """The new bounds (index-aligned with the vertices), or RequirementsRejectedError saying why."""
+    if not requirements:
+        raise RequirementsRejectedError("the update lists no vertex")
+    known = {vertex.id: i for i, vertex in enumerate(info.vertices)}
+    new: dict[int, Bounds] = {}
+    for requirement in requirements:
+        if requirement.vertex_id not in known:
+            raise RequirementsRejectedError(
+                f"vertex {requirement.vertex_id} is not part of the job"
+            )
+        index = known[requirement.vertex_id]
+        if index in new:
+            raise RequirementsRejectedError(f"vertex {requirement.vertex_id} is listed twice")
+        new[index] = _bounds(info.vertices[index], requirement)
+    missing = [v.id for i, v in enumerate(info.vertices) if i not in new]
+    if missing:
+        raise RequirementsRejectedError(
+            f"the update must list every vertex; missing {', '.join(missing)}"
+        )
+    return tuple(new[i] for i in range(len(info.vertices)))
+
+
+def _bounds(vertex: Vertex, requirement: Requirement) -> Bounds:
+    lower = 1 if requirement.lower == AUTO else requirement.lower
+    upper = vertex.max_parallelism if requirement.upper == AUTO else requirement.upper
+    if lower < 1 or upper < 1:
+        raise RequirementsRejectedError(
+            f"vertex {vertex.id}: bounds must be at least 1 (or -1), "
+            f"got {requirement.lower}..{requirement.upper}"
+        )
+    if lower > upper:
+        raise RequirementsRejectedError(
+            f"vertex {vertex.id}: lower bound {lower} is greater than upper bound {upper}"
+        )
+    if upper > vertex.max_parallelism:
+        raise RequirementsRejectedError(
+            f"vertex {vertex.id}: upper bound {upper} exceeds max parallelism "
+            f"{vertex.max_parallelism}"
+        )
+    return Bounds(lower, upper)

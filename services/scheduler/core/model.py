@@ -1,0 +1,141 @@
+"""One job's scheduler state: everything the fold needs, immutable and serializable."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from services.scheduler.core.allocator import Assignment, Slot
+from services.scheduler.core.events import Profile
+from services.scheduler.core.jobgraph import JobInformation
+from services.scheduler.core.restart import RestartState
+from services.scheduler.core.timeline import Timeline
+
+
+class StateName(StrEnum):
+    """Flink's scheduler states, by class name."""
+
+    CREATED = "Created"
+    WAITING_FOR_RESOURCES = "WaitingForResources"
+    CREATING_EXECUTION_GRAPH = "CreatingExecutionGraph"
+    EXECUTING = "Executing"
+    RESTARTING = "Restarting"
+    STOP_WITH_SAVEPOINT = "StopWithSavepoint"
+    CANCELING = "Canceling"
+    FAILING = "Failing"
+    FINISHED = "Finished"
+
+
+class Phase(StrEnum):
+    """The phases of DefaultStateTransitionManager (FLIP-461)."""
+
+    COOLDOWN = "Cooldown"
+    IDLING = "Idling"
+    STABILIZING = "Stabilizing"
+    STABILIZED = "Stabilized"
+    TRANSITIONING = "Transitioning"
+
+
+class JobStatus(StrEnum):
+    CANCELED = "CANCELED"
+    FAILED = "FAILED"
+    FINISHED = "FINISHED"
+    SUSPENDED = "SUSPENDED"
+
+
+@dataclass(frozen=True)
+class TransitionManager:
+    """A DefaultStateTransitionManager; `epoch` is the identity of its current phase."""
+
+    epoch: int
+    phase: Phase
+    phase_entered_at: int
+    last_rescale: int  # Cooldown's anchor: when the owning state was entered
+    cooldown_ms: int
+    stabilization_ms: int
+    max_delay_ms: int
+    first_change: int | None = None
+    last_change: int | None = None
+    evaluation_scheduled: bool = False
+    checkpoint_requested: bool = False
+
+
+@dataclass(frozen=True)
+class ExecutionGraph:
+    """The running (or planned) job: its parallelism and the slots it holds."""
+
+    id: str
+    parallelism: tuple[int, ...]
+    assignment: Assignment
+
+
+@dataclass(frozen=True)
+class SchedulerState:
+    """The current scheduler state; `epoch` is its identity for runIfState guards."""
+
+    name: StateName
+    epoch: int
+    entered_at: int
+    stm: TransitionManager | None = None
+    graph: ExecutionGraph | None = None
+    previous_graph: ExecutionGraph | None = None
+    restart_with: tuple[int, ...] | None = None
+    backoff_ms: int = 0
+    graph_terminal: bool = False  # Restarting, Canceling, Failing: the graph stopped
+    checkpoint_countdown: int | None = None
+    savepoint_completed: bool = False
+    resumed: bool = False  # Executing again after a failed stop-with-savepoint
+    job_status: JobStatus | None = None
+    cause: str | None = None
+
+
+@dataclass(frozen=True)
+class Timer:
+    """A delayed action guarded by the identity of the state (and phase) that set it."""
+
+    due: int
+    seq: int
+    action: str
+    state_epoch: int
+    phase_epoch: int | None = None
+
+
+@dataclass(frozen=True)
+class TaskManager:
+    id: str
+    slots: int
+    profile: Profile | None
+
+    def slot_list(self) -> tuple[Slot, ...]:
+        return tuple(Slot(f"{self.id}#{i}", self.id, i, self.profile) for i in range(self.slots))
+
+
+@dataclass(frozen=True)
+class JobState:
+    job_id: str
+    job_name: str
+    now: int
+    settings: tuple[tuple[str, str], ...]
+    checkpoint_interval_ms: int | None
+    info: JobInformation
+    state: SchedulerState
+    timeline: Timeline
+    task_managers: tuple[TaskManager, ...] = ()
+    timers: tuple[Timer, ...] = ()
+    epochs: int = 0
+    timer_seq: int = 0
+    graphs: int = 0
+    restart: RestartState = field(default_factory=RestartState)
+    num_restarts: int = 0
+    num_rescales: int = 0
+    sequence: int = 0
+
+    def slots(self) -> tuple[Slot, ...]:
+        return tuple(slot for tm in self.task_managers for slot in tm.slot_list())
+
+    def slot_count(self) -> int:
+        return sum(tm.slots for tm in self.task_managers)
+
+    def next_due(self) -> int | None:
+        """When the earliest pending timer is due, for the service's wall-clock tick."""
+        return self.timers[0].due if self.timers else None

@@ -1,0 +1,74 @@
+"""What every scheduler state can be asked, and the default answer: ignore it, and say so.
+
+Flink routes events with `state.tryRun(Interface, ...)`: a state that does not
+implement the interface ignores the event. Here every state is a `Behaviour`;
+the base class ignores everything with an EVENT_IGNORED decision, and each
+state overrides what it reacts to.
+"""
+
+from __future__ import annotations
+
+from services.scheduler.core.effects import DecisionKind
+from services.scheduler.core.events import JobEventKind, JobLifecycle
+from services.scheduler.core.fold import Fold, InvariantError
+from services.scheduler.core.model import StateName
+
+REGISTRY: dict[StateName, Behaviour] = {}
+
+
+def behaviour(name: StateName) -> Behaviour:
+    return REGISTRY[name]
+
+
+def register(cls: type[Behaviour]) -> type[Behaviour]:
+    REGISTRY[cls.name] = cls()
+    return cls
+
+
+class Behaviour:
+    """A scheduler state's reactions; state data lives in `fold.state`."""
+
+    name: StateName
+    records_new_resources = False  # only Executing opens NEW_RESOURCE_AVAILABLE rescales
+
+    def on_enter(self, fold: Fold) -> None:
+        """The state's constructor: may schedule, request and record, never transition."""
+
+    def on_leave(self, fold: Fold, target: StateName) -> None:
+        """Called before the state is left; may not transition either."""
+
+    def on_new_resources(self, fold: Fold) -> None:
+        """ResourceListener.onNewResourcesAvailable; only WaitingForResources and Executing."""
+
+    def on_new_requirements(self, fold: Fold) -> None:
+        """ResourceListener.onNewResourceRequirements; only WaitingForResources and Executing."""
+
+    def on_failure(self, fold: Fold, cause: str, recoverable: bool, is_global: bool) -> None:
+        """A task or global failure (a lost TaskManager's slots in use count as a task failure)."""
+        fold.decide(DecisionKind.EVENT_IGNORED, f"failure ignored in {self.name}: {cause}")
+
+    def on_timer(self, fold: Fold, action: str) -> None:
+        raise InvariantError(f"{self.name} has no timer action {action}")
+
+    def on_lifecycle(self, fold: Fold, event: JobLifecycle) -> None:
+        """Dispatch a job lifecycle event to the state's hooks."""
+        kind = event.kind
+        if kind in (JobEventKind.TASK_FAILURE, JobEventKind.GLOBAL_FAILURE):
+            cause = event.exception or kind.value.lower().replace("_", " ")
+            self.on_failure(fold, cause, event.recoverable, kind is JobEventKind.GLOBAL_FAILURE)
+        elif kind is JobEventKind.CANCEL:
+            self.cancel(fold)
+        elif kind is JobEventKind.SUSPEND:
+            self.suspend(fold)
+        else:
+            self.on_report(fold, event)
+
+    def cancel(self, fold: Fold) -> None:
+        fold.decide(DecisionKind.EVENT_IGNORED, f"cancel ignored in {self.name}")
+
+    def suspend(self, fold: Fold) -> None:
+        fold.decide(DecisionKind.EVENT_IGNORED, f"suspend ignored in {self.name}")
+
+    def on_report(self, fold: Fold, event: JobLifecycle) -> None:
+        """Checkpoints, savepoints and the runtime's execution-graph reports."""
+        fold.decide(DecisionKind.EVENT_IGNORED, f"{event.kind} ignored in {self.name}")

@@ -1,0 +1,72 @@
+"""The states that end a job: Canceling, Failing, Finished."""
+
+from __future__ import annotations
+
+from services.scheduler.core.config import RuntimeMode
+from services.scheduler.core.effects import DecisionKind, RequestKind
+from services.scheduler.core.events import JobEventKind, JobLifecycle
+from services.scheduler.core.fold import Fold
+from services.scheduler.core.model import JobStatus, StateName
+from services.scheduler.core.states.base import Behaviour, register
+from services.scheduler.core.states.running import graph_of
+from services.scheduler.core.states.setup import reports_on_graph
+from services.scheduler.core.transitions import go_to_canceling, go_to_finished
+
+TERMINAL_REPORTS = (
+    JobEventKind.EXECUTION_GRAPH_CANCELLED,
+    JobEventKind.EXECUTION_GRAPH_FAILED,
+    JobEventKind.FINISHED,
+)
+
+
+class StoppingGraph(Behaviour):
+    """Cancels the execution graph and finishes once it is terminal."""
+
+    DONE = "stopping.graph-terminal"
+    status: JobStatus
+
+    def on_enter(self, fold: Fold) -> None:
+        if fold.state.graph_terminal:  # e.g. cancelled while Restarting had stopped it
+            fold.run_if_state(self.DONE, 0)
+            return
+        fold.request(RequestKind.CANCEL_EXECUTION_GRAPH, graph_of(fold).id, reason=str(self.name))
+        if fold.config.runtime is RuntimeMode.SIMULATED:
+            fold.run_if_state(self.DONE, fold.config.simulated_cancel_ms)
+
+    def on_report(self, fold: Fold, event: JobLifecycle) -> None:
+        if event.kind in TERMINAL_REPORTS and reports_on_graph(fold, event):
+            go_to_finished(fold, self.status, fold.state.cause)
+        else:
+            super().on_report(fold, event)
+
+    def on_timer(self, fold: Fold, action: str) -> None:
+        if action == self.DONE:
+            go_to_finished(fold, self.status, fold.state.cause)
+        else:
+            super().on_timer(fold, action)
+
+    def suspend(self, fold: Fold) -> None:
+        go_to_finished(fold, JobStatus.SUSPENDED)
+
+
+@register
+class Canceling(StoppingGraph):
+    name = StateName.CANCELING
+    status = JobStatus.CANCELED
+
+
+@register
+class Failing(StoppingGraph):
+    name = StateName.FAILING
+    status = JobStatus.FAILED
+
+    def cancel(self, fold: Fold) -> None:
+        go_to_canceling(fold, graph_of(fold), fold.state.graph_terminal)
+
+
+@register
+class Finished(Behaviour):
+    name = StateName.FINISHED
+
+    def on_lifecycle(self, fold: Fold, event: JobLifecycle) -> None:
+        fold.decide(DecisionKind.EVENT_IGNORED, f"{event.kind} ignored: the job has finished")

@@ -1,0 +1,291 @@
+"""The rescale timeline (FLIP-495; Flink's timeline package), immutable.
+
+A `Timeline` holds the rescale in progress and what later rescales need from
+earlier ones; the rescale records themselves leave the scheduler as effects and
+live on in Kafka and the Parquet history. Flink's bounded history
+(`web.adaptive-scheduler.rescale-history.size`) is kept as the ids of the last N
+rescales; size 0 is Flink's NoOpRescaleTimeline, whose `is_idling` is false, so
+no rescale is ever opened.
+
+Ids are derived from the job id and counters (uuid5), never drawn at random, so
+folding the same log twice yields the same rescaleUuids.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from typing import TypeVar
+
+from services.scheduler.core.allocator import Assignment, Plan, Slot, ssg_metas
+from services.scheduler.core.events import Profile
+from services.scheduler.core.jobgraph import JobInformation
+
+_T = TypeVar("_T")
+NAMESPACE = uuid.UUID("6b1f3c2e-8d4a-5e7b-9c0d-1a2b3c4d5e6f")
+
+
+class TriggerCause(StrEnum):
+    INITIAL_SCHEDULE = "INITIAL_SCHEDULE"
+    UPDATE_REQUIREMENT = "UPDATE_REQUIREMENT"
+    NEW_RESOURCE_AVAILABLE = "NEW_RESOURCE_AVAILABLE"
+    RECOVERABLE_FAILOVER = "RECOVERABLE_FAILOVER"
+
+
+class TerminalState(StrEnum):
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    IGNORED = "IGNORED"
+
+
+class TerminatedReason(StrEnum):
+    SUCCEEDED = "SUCCEEDED"
+    EXCEPTION_OCCURRED = "EXCEPTION_OCCURRED"
+    RESOURCE_REQUIREMENTS_UPDATED = "RESOURCE_REQUIREMENTS_UPDATED"
+    NO_RESOURCES_OR_PARALLELISMS_CHANGE = "NO_RESOURCES_OR_PARALLELISMS_CHANGE"
+    JOB_FINISHED = "JOB_FINISHED"
+    JOB_FAILED = "JOB_FAILED"
+    JOB_CANCELED = "JOB_CANCELED"
+    JOB_FAILOVER_RESTARTING = "JOB_FAILOVER_RESTARTING"  # defined by Flink, never set
+
+    @property
+    def terminal_state(self) -> TerminalState:
+        if self is TerminatedReason.SUCCEEDED:
+            return TerminalState.COMPLETED
+        if self is TerminatedReason.EXCEPTION_OCCURRED:
+            return TerminalState.FAILED
+        return TerminalState.IGNORED
+
+
+@dataclass(frozen=True)
+class StateSpan:
+    state: str
+    enter: int
+    leave: int | None
+    exception: str | None = None
+
+
+@dataclass(frozen=True)
+class PhaseSpan:
+    phase: str
+    state: str
+    enter: int
+    leave: int | None = None
+
+
+@dataclass(frozen=True)
+class VertexRescale:
+    vertex_id: str
+    name: str
+    ssg_id: str
+    ssg_name: str
+    desired: int | None = None
+    sufficient: int | None = None
+    pre: int | None = None
+    post: int | None = None
+
+
+@dataclass(frozen=True)
+class SlotRescale:
+    ssg_id: str
+    ssg_name: str
+    desired: int | None = None
+    minimal: int | None = None
+    pre: int | None = None
+    post: int | None = None
+    acquired_profile: Profile | None = None
+
+
+@dataclass(frozen=True)
+class Rescale:
+    uuid: str
+    requirements_uuid: str
+    attempt: int
+    vertices: tuple[VertexRescale, ...] = ()
+    slots: tuple[SlotRescale, ...] = ()
+    spans: tuple[StateSpan, ...] = ()
+    phases: tuple[PhaseSpan, ...] = ()
+    start: int | None = None
+    end: int | None = None
+    trigger: TriggerCause | None = None
+    reason: TerminatedReason | None = None
+    pending_exception: str | None = None  # Flink's transient stringifiedException
+    revision: int = 0
+    status: str | None = None
+
+    @property
+    def terminated(self) -> bool:
+        return self.reason is not None
+
+    @property
+    def terminal_state(self) -> TerminalState | None:
+        return None if self.reason is None else self.reason.terminal_state
+
+
+@dataclass(frozen=True)
+class Completed:
+    """What a later rescale takes from the latest COMPLETED one: its post values."""
+
+    vertex_post: tuple[tuple[str, int | None], ...]
+    slot_post: tuple[tuple[str, int | None], ...]
+
+
+@dataclass(frozen=True)
+class Timeline:
+    size: int
+    current: Rescale | None = None
+    recent: tuple[str, ...] = ()  # ids of the last `size` rescales, oldest first
+    latest_completed: Completed | None = None
+    requirements_uuid: str = ""
+    requirements_epoch: int = 0
+    attempt: int = 0  # "the id before the first rescale is attempt 0"
+    created: int = 0
+    completed: int = 0
+    failed: int = 0
+    ignored: int = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.size > 0
+
+    def is_idling(self) -> bool:
+        """True when a new rescale may open; always False for the no-op timeline."""
+        return self.enabled and (self.current is None or self.current.terminated)
+
+    def in_progress(self) -> Rescale | None:
+        return self.current if self.current is not None and not self.current.terminated else None
+
+
+def derive_uuid(job_id: str, kind: str, number: int) -> str:
+    return str(uuid.uuid5(NAMESPACE, f"{job_id}/{kind}/{number}"))
+
+
+def new_rescale(timeline: Timeline, job_id: str, new_epoch: bool) -> Timeline:
+    """RescaleTimeline.newRescale: a new requirements id and attempt 1, or attempt + 1."""
+    if not timeline.is_idling():
+        raise AssertionError("a new rescale may only open while the timeline is idling")
+    epoch = timeline.requirements_epoch + 1 if new_epoch else timeline.requirements_epoch
+    requirements = (
+        derive_uuid(job_id, "requirements", epoch) if new_epoch else timeline.requirements_uuid
+    )
+    attempt = 1 if new_epoch else timeline.attempt + 1
+    created = timeline.created + 1
+    rescale = Rescale(derive_uuid(job_id, "rescale", created), requirements, attempt)
+    recent = (*timeline.recent, rescale.uuid)[-timeline.size :]
+    return replace(
+        timeline,
+        current=rescale,
+        recent=recent,
+        requirements_uuid=requirements,
+        requirements_epoch=epoch,
+        attempt=attempt,
+        created=created,
+    )
+
+
+def update(timeline: Timeline, change: Callable[[Rescale], Rescale]) -> Timeline:
+    """RescaleTimeline.updateRescale: applies only while a rescale is in progress."""
+    current = timeline.in_progress()
+    if current is None:
+        return timeline
+    changed = change(current)
+    if not changed.terminated:
+        return replace(timeline, current=changed)
+    return _terminated(replace(timeline, current=changed), changed)
+
+
+def _terminated(timeline: Timeline, rescale: Rescale) -> Timeline:
+    state = rescale.terminal_state
+    if state is TerminalState.COMPLETED:
+        done = Completed(
+            tuple((v.vertex_id, v.post) for v in rescale.vertices),
+            tuple((s.ssg_id, s.post) for s in rescale.slots),
+        )
+        return replace(timeline, completed=timeline.completed + 1, latest_completed=done)
+    if state is TerminalState.FAILED:
+        return replace(timeline, failed=timeline.failed + 1)
+    return replace(timeline, ignored=timeline.ignored + 1)
+
+
+# Rescale setters: each returns a new Rescale (Flink's fluent setters, immutable).
+
+
+def add_state_span(rescale: Rescale, span: StateSpan) -> Rescale:
+    """addSchedulerState: the pending exception goes to this span; terminated: ignored."""
+    if rescale.terminated:
+        return rescale
+    exception = span.exception if span.exception is not None else rescale.pending_exception
+    return replace(
+        rescale, spans=(*rescale.spans, replace(span, exception=exception)), pending_exception=None
+    )
+
+
+def terminate(rescale: Rescale, reason: TerminatedReason, end: int) -> Rescale:
+    """setTerminatedReason + setEndTimestamp; the open transition phase ends with it."""
+    return replace(close_phases(rescale, end), reason=reason, end=end)
+
+
+def close_phases(rescale: Rescale, at: int) -> Rescale:
+    """End the open transition-phase span, if any, at `at`."""
+    if not rescale.phases or rescale.phases[-1].leave is not None:
+        return rescale
+    last = replace(rescale.phases[-1], leave=at)
+    return replace(rescale, phases=(*rescale.phases[:-1], last))
+
+
+def set_requirements(rescale: Rescale, info: JobInformation) -> Rescale:
+    """setDesiredSlots + setDesiredVertexParallelism + setMinimalRequiredSlots."""
+    vertices = {v.vertex_id: v for v in rescale.vertices}
+    for vertex, bounds in zip(info.vertices, info.bounds, strict=True):
+        known = vertices.get(vertex.id) or VertexRescale(
+            vertex.id, vertex.name, vertex.ssg_id, vertex.ssg_name
+        )
+        vertices[vertex.id] = replace(known, desired=bounds.upper, sufficient=bounds.lower)
+    slots = {s.ssg_id: s for s in rescale.slots}
+    for meta in ssg_metas(info):
+        group = slots.get(meta.id) or SlotRescale(meta.id, meta.name)
+        slots[meta.id] = replace(group, desired=meta.max_upper, minimal=meta.max_lower)
+    return replace(rescale, vertices=_sorted(vertices), slots=_sorted(slots))
+
+
+def set_pre_rescale(rescale: Rescale, info: JobInformation, latest: Completed | None) -> Rescale:
+    """setPreRescaleSlotsAndParallelisms from the latest COMPLETED rescale, if any."""
+    if latest is None:
+        return rescale
+    vertex_post = dict(latest.vertex_post)
+    slot_post = dict(latest.slot_post)
+    rescale = set_requirements(rescale, info) if not rescale.vertices else rescale
+    vertices = tuple(replace(v, pre=vertex_post.get(v.vertex_id)) for v in rescale.vertices)
+    slots = tuple(replace(s, pre=slot_post.get(s.ssg_id)) for s in rescale.slots)
+    return replace(rescale, vertices=vertices, slots=slots)
+
+
+def set_post_rescale(
+    rescale: Rescale,
+    info: JobInformation,
+    plan: Plan,
+    assignment: Assignment,
+    pool: dict[str, Slot],
+) -> Rescale:
+    """setPostRescaleVertexParallelism + setPostRescaleSlots."""
+    rescale = set_requirements(rescale, info) if not rescale.vertices else rescale
+    post = {v.id: p for v, p in zip(info.vertices, plan.parallelism, strict=True)}
+    vertices = tuple(replace(v, post=post.get(v.vertex_id)) for v in rescale.vertices)
+    assigned = dict(assignment.groups)
+    slots = tuple(
+        replace(
+            s,
+            post=len(assigned.get(s.ssg_id, ())),
+            acquired_profile=pool[assigned[s.ssg_id][0]].profile
+            if assigned.get(s.ssg_id)
+            else None,
+        )
+        for s in rescale.slots
+    )
+    return replace(rescale, vertices=vertices, slots=slots)
+
+
+def _sorted(items: dict[str, _T]) -> tuple[_T, ...]:
+    return tuple(items[key] for key in sorted(items))
