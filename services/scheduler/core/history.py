@@ -61,7 +61,7 @@ def end_without_change(fold: Fold) -> None:
 
 
 def requirements_changed(fold: Fold) -> None:
-    """updateJobResourceRequirements, real change: end the current rescale, open UPDATE_REQUIREMENT."""
+    """updateJobResourceRequirements (a real change): end the current rescale, open a new one."""
     from services.scheduler.core.stm import track_phase
 
     fold.update_rescale(

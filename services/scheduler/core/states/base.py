@@ -8,6 +8,7 @@ state overrides what it reacts to.
 
 from __future__ import annotations
 
+from services.scheduler.core.config import RuntimeMode
 from services.scheduler.core.effects import DecisionKind
 from services.scheduler.core.events import JobEventKind, JobLifecycle
 from services.scheduler.core.fold import Fold, InvariantError
@@ -60,6 +61,9 @@ class Behaviour:
             self.cancel(fold)
         elif kind is JobEventKind.SUSPEND:
             self.suspend(fold)
+        elif kind in GRAPH_REPORTS:
+            if reports_on_graph(fold, event):
+                self.on_graph_report(fold, event)
         else:
             self.on_report(fold, event)
 
@@ -70,5 +74,33 @@ class Behaviour:
         fold.decide(DecisionKind.EVENT_IGNORED, f"suspend ignored in {self.name}")
 
     def on_report(self, fold: Fold, event: JobLifecycle) -> None:
-        """Checkpoints, savepoints and the runtime's execution-graph reports."""
+        """Checkpoints, savepoints and the job finishing."""
         fold.decide(DecisionKind.EVENT_IGNORED, f"{event.kind} ignored in {self.name}")
+
+    def on_graph_report(self, fold: Fold, event: JobLifecycle) -> None:
+        """The external runtime's report about the current execution graph."""
+        fold.decide(DecisionKind.EVENT_IGNORED, f"{event.kind} ignored in {self.name}")
+
+
+GRAPH_REPORTS = (
+    JobEventKind.EXECUTION_GRAPH_CREATED,
+    JobEventKind.EXECUTION_GRAPH_CANCELLED,
+    JobEventKind.EXECUTION_GRAPH_FAILED,
+)
+
+
+def reports_on_graph(fold: Fold, event: JobLifecycle) -> bool:
+    """Whether a runtime report applies: external runtime, and about the current graph."""
+    if fold.config.runtime is RuntimeMode.SIMULATED:
+        fold.decide(DecisionKind.EVENT_IGNORED, f"{event.kind} ignored: the runtime is simulated")
+        return False
+    graph = fold.state.graph
+    reported = event.execution_graph_id
+    if reported is not None and (graph is None or graph.id != reported):
+        current = graph.id if graph else "none"
+        fold.decide(
+            DecisionKind.EVENT_IGNORED,
+            f"{event.kind} is about {reported}, the current graph is {current}",
+        )
+        return False
+    return True

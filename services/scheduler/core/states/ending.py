@@ -9,14 +9,7 @@ from services.scheduler.core.fold import Fold
 from services.scheduler.core.model import JobStatus, StateName
 from services.scheduler.core.states.base import Behaviour, register
 from services.scheduler.core.states.running import graph_of
-from services.scheduler.core.states.setup import reports_on_graph
 from services.scheduler.core.transitions import go_to_canceling, go_to_finished
-
-TERMINAL_REPORTS = (
-    JobEventKind.EXECUTION_GRAPH_CANCELLED,
-    JobEventKind.EXECUTION_GRAPH_FAILED,
-    JobEventKind.FINISHED,
-)
 
 
 class StoppingGraph(Behaviour):
@@ -33,8 +26,14 @@ class StoppingGraph(Behaviour):
         if fold.config.runtime is RuntimeMode.SIMULATED:
             fold.run_if_state(self.DONE, fold.config.simulated_cancel_ms)
 
+    def on_graph_report(self, fold: Fold, event: JobLifecycle) -> None:
+        if event.kind is JobEventKind.EXECUTION_GRAPH_CREATED:
+            super().on_graph_report(fold, event)
+        else:
+            go_to_finished(fold, self.status, fold.state.cause)
+
     def on_report(self, fold: Fold, event: JobLifecycle) -> None:
-        if event.kind in TERMINAL_REPORTS and reports_on_graph(fold, event):
+        if event.kind is JobEventKind.FINISHED:
             go_to_finished(fold, self.status, fold.state.cause)
         else:
             super().on_report(fold, event)

@@ -13,7 +13,6 @@ from services.scheduler.core.fold import Fold, InvariantError
 from services.scheduler.core.model import ExecutionGraph, JobStatus, StateName
 from services.scheduler.core.resources import candidate, describe, executing_assessment
 from services.scheduler.core.states.base import Behaviour, register
-from services.scheduler.core.states.setup import reports_on_graph
 from services.scheduler.core.stm import Assessment
 from services.scheduler.core.transitions import (
     go_to_canceling,
@@ -36,6 +35,13 @@ def graph_of(fold: Fold) -> ExecutionGraph:
 
 class WithGraph(Behaviour):
     """StateWithExecutionGraph: suspend finishes the job; cancel cancels the graph."""
+
+    def on_graph_report(self, fold: Fold, event: JobLifecycle) -> None:
+        if event.kind is JobEventKind.EXECUTION_GRAPH_FAILED:  # the graph failed globally
+            cause = event.exception or "execution graph failed"
+            self.on_failure(fold, cause, event.recoverable, True)
+        else:
+            super().on_graph_report(fold, event)
 
     def cancel(self, fold: Fold) -> None:
         go_to_canceling(fold, graph_of(fold), fold.state.graph_terminal)
@@ -99,10 +105,6 @@ class Executing(WithGraph):
             go_to_stop_with_savepoint(fold, graph_of(fold))
         elif kind is JobEventKind.FINISHED:
             go_to_finished(fold, JobStatus.FINISHED)
-        elif kind is JobEventKind.EXECUTION_GRAPH_FAILED and reports_on_graph(fold, event):
-            self.on_failure(
-                fold, event.exception or "execution graph failed", event.recoverable, True
-            )
         else:
             super().on_report(fold, event)
 
@@ -180,10 +182,6 @@ class StopWithSavepoint(WithGraph):
                 graph=graph_of(fold),
                 resumed=True,
             )
-        elif kind is JobEventKind.EXECUTION_GRAPH_FAILED and reports_on_graph(fold, event):
-            self.on_failure(
-                fold, event.exception or "execution graph failed", event.recoverable, True
-            )
         else:
             super().on_report(fold, event)
 
@@ -209,12 +207,11 @@ class Restarting(WithGraph):
         if fold.config.runtime is RuntimeMode.SIMULATED:
             fold.run_if_state(self.CANCELLED, fold.config.simulated_cancel_ms)
 
-    def on_report(self, fold: Fold, event: JobLifecycle) -> None:
-        terminal = (JobEventKind.EXECUTION_GRAPH_CANCELLED, JobEventKind.EXECUTION_GRAPH_FAILED)
-        if event.kind in terminal and reports_on_graph(fold, event):
+    def on_graph_report(self, fold: Fold, event: JobLifecycle) -> None:
+        if event.kind is JobEventKind.EXECUTION_GRAPH_CREATED:
+            super().on_graph_report(fold, event)
+        else:  # cancelled, or failed while cancelling: either way the graph stopped
             self._graph_cancelled(fold)
-        else:
-            super().on_report(fold, event)
 
     def on_timer(self, fold: Fold, action: str) -> None:
         if action == self.CANCELLED:

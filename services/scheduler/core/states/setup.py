@@ -10,7 +10,7 @@ from __future__ import annotations
 from services.scheduler.core import history, stm
 from services.scheduler.core.allocator import assign, plan_for
 from services.scheduler.core.config import RuntimeMode
-from services.scheduler.core.effects import DecisionKind, RequestKind
+from services.scheduler.core.effects import RequestKind
 from services.scheduler.core.events import JobEventKind, JobLifecycle
 from services.scheduler.core.fold import Fold
 from services.scheduler.core.model import ExecutionGraph, JobStatus, StateName
@@ -127,13 +127,13 @@ class CreatingExecutionGraph(WithoutGraph):
         else:
             super().on_timer(fold, action)
 
-    def on_report(self, fold: Fold, event: JobLifecycle) -> None:
-        if event.kind is JobEventKind.EXECUTION_GRAPH_CREATED and reports_on_graph(fold, event):
+    def on_graph_report(self, fold: Fold, event: JobLifecycle) -> None:
+        if event.kind is JobEventKind.EXECUTION_GRAPH_CREATED:
             self._created(fold)
-        elif event.kind is JobEventKind.EXECUTION_GRAPH_FAILED and reports_on_graph(fold, event):
+        elif event.kind is JobEventKind.EXECUTION_GRAPH_FAILED:
             self._failed(fold, event.exception or "execution graph creation failed")
         else:
-            super().on_report(fold, event)
+            super().on_graph_report(fold, event)
 
     def _created(self, fold: Fold) -> None:
         graph = fold.state.graph
@@ -154,21 +154,3 @@ class CreatingExecutionGraph(WithoutGraph):
     def _failed(self, fold: Fold, exception: str) -> None:
         history.creation_failed(fold, exception)
         go_to_finished(fold, JobStatus.FAILED, exception)
-
-
-def reports_on_graph(fold: Fold, event: JobLifecycle) -> bool:
-    """Whether a runtime report applies: external runtime, and about the current graph."""
-    if fold.config.runtime is RuntimeMode.SIMULATED:
-        fold.decide(DecisionKind.EVENT_IGNORED, f"{event.kind} ignored: the runtime is simulated")
-        return False
-    graph = fold.state.graph
-    if event.execution_graph_id is not None and (
-        graph is None or graph.id != event.execution_graph_id
-    ):
-        current = graph.id if graph else "none"
-        fold.decide(
-            DecisionKind.EVENT_IGNORED,
-            f"{event.kind} is about {event.execution_graph_id}, the current graph is {current}",
-        )
-        return False
-    return True
