@@ -25,11 +25,15 @@ def adjust(
     """The parallelism to run; equal to `current` when the policy declines the change."""
     if policy is ScalingPolicy.PROPORTIONAL:
         return _proportional(info, candidate)
-    if current is None or policy is ScalingPolicy.FLINK:
-        return tuple(candidate)
+    if current is None or policy is ScalingPolicy.FLINK or not _within(info, current):
+        return tuple(candidate)  # a parallelism outside the bounds is never kept
     if policy is ScalingPolicy.MIN_INCREASE:
         return _min_increase(current, candidate, min_increase)
     return _double_halve(info, current, candidate)
+
+
+def _within(info: JobInformation, parallelism: Sequence[int]) -> bool:
+    return all(b.lower <= p <= b.upper for p, b in zip(parallelism, info.bounds, strict=True))
 
 
 def _min_increase(

@@ -1,0 +1,109 @@
+"""Slot allocation (reference §4, checked against Flink's SlotSharingSlotAllocatorTest cases)
+and the scaling policies of seed 004."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.scheduler.core.allocator import Slot, assign, desired_slots, determine_parallelism
+from services.scheduler.core.config import ScalingPolicy
+from services.scheduler.core.jobgraph import Bounds, JobInformation, Vertex
+from services.scheduler.core.policy import adjust
+
+
+def job(*vertices: tuple[str, str, int, int]) -> JobInformation:
+    """(vertex id, slot-sharing group, lower, upper) per vertex."""
+    return JobInformation(
+        tuple(Vertex(v, v, g, g, 128) for v, g, _, _ in vertices),
+        tuple(Bounds(lo, hi) for _, _, lo, hi in vertices),
+    )
+
+
+TWO_GROUPS = job(("v1", "ssg1", 1, 4), ("v2", "ssg1", 1, 2), ("v3", "ssg2", 1, 3))
+
+
+@pytest.mark.parametrize(
+    ("info", "slots", "expected"),
+    [
+        (TWO_GROUPS, 2, (1, 1, 1)),
+        (TWO_GROUPS, 50, (4, 2, 3)),
+        (TWO_GROUPS, 1, None),
+        (job(("v1", "a", 1, 8), ("v2", "b", 10, 10)), 13, (3, 10)),
+        (job(("v1", "a", 4, 4), ("v2", "b", 10, 10)), 3, None),
+        (job(("v1", "a", 2, 2), ("v2", "a", 8, 8)), 5, None),
+        (job(("v1", "a", 4, 10), ("v2", "a", 4, 10)), 8, (8, 8)),
+        (job(("v1", "a", 4, 4), ("v2", "b", 10, 10)), 26, (4, 10)),
+        # equal ranges: Flink's order is HashMap order; scalefold's is by group id
+        (job(("v1", "a", 1, 10), ("v2", "b", 1, 10)), 5, (2, 3)),
+        (job(("v1", "b", 1, 10), ("v2", "a", 1, 10)), 5, (3, 2)),
+    ],
+)
+def test_determine_parallelism(info: JobInformation, slots: int, expected: tuple[int, ...] | None) -> None:
+    plan = determine_parallelism(info, slots)
+    assert (plan.parallelism if plan else None) == expected
+
+
+def test_v1_and_v2_in_one_group_share_slots() -> None:
+    plan = determine_parallelism(job(("v1", "a", 4, 10), ("v2", "a", 4, 10)), 8)
+    assert plan is not None and plan.group_slots == (("a", 8),)
+
+
+def test_desired_slots_sum_the_groups_max_upper_bound() -> None:
+    assert desired_slots(TWO_GROUPS) == 4 + 3
+
+
+def slots_of(*taskmanagers: tuple[str, int]) -> list[Slot]:
+    return [Slot(f"{tm}#{i}", tm, i, None) for tm, n in taskmanagers for i in range(n)]
+
+
+def test_prefer_minimal_taskmanagers_fills_the_fullest_taskmanagers_first() -> None:
+    plan = determine_parallelism(job(("v", "a", 1, 3)), 3)
+    assert plan is not None
+    pool = slots_of(("tm-a", 1), ("tm-b", 4), ("tm-c", 2))
+    minimal = assign(plan, pool, prefer_minimal_taskmanagers=True)
+    assert minimal is not None and minimal.slot_ids() == {"tm-b#0", "tm-b#1", "tm-b#2"}
+    spread = assign(plan, pool, prefer_minimal_taskmanagers=False)
+    assert spread is not None and spread.slot_ids() == {"tm-a#0", "tm-b#0", "tm-b#1"}
+
+
+def test_assignment_fails_without_enough_free_slots() -> None:
+    plan = determine_parallelism(job(("v", "a", 1, 3)), 3)
+    assert plan is not None and assign(plan, slots_of(("tm", 2)), True) is None
+
+
+INFO = job(("v1", "a", 1, 8), ("v2", "b", 1, 4))
+
+
+@pytest.mark.parametrize(
+    ("policy", "current", "candidate", "expected"),
+    [
+        (ScalingPolicy.FLINK, (2, 2), (3, 2), (3, 2)),
+        (ScalingPolicy.MIN_INCREASE, (2, 2), (3, 2), (2, 2)),  # +1 < min increase 2
+        (ScalingPolicy.MIN_INCREASE, (2, 2), (4, 2), (4, 2)),
+        (ScalingPolicy.MIN_INCREASE, (4, 2), (3, 2), (3, 2)),  # scale-downs always pass
+        (ScalingPolicy.DOUBLE_HALVE, (2, 2), (7, 3), (4, 2)),
+        (ScalingPolicy.DOUBLE_HALVE, (4, 4), (3, 1), (2, 1)),
+        (ScalingPolicy.PROPORTIONAL, (2, 2), (8, 2), (4, 2)),  # v2 at 2/4 caps everyone at half
+        (ScalingPolicy.PROPORTIONAL, None, (8, 4), (8, 4)),
+        (ScalingPolicy.DOUBLE_HALVE, None, (7, 3), (7, 3)),
+    ],
+)
+def test_policies(
+    policy: ScalingPolicy, current: tuple[int, ...] | None, candidate: tuple[int, ...], expected: tuple[int, ...]
+) -> None:
+    assert adjust(policy, INFO, current, candidate, min_increase=2) == expected
+
+
+def test_a_policy_that_declines_keeps_the_job_running_as_it_is() -> None:
+    from services.scheduler.core import config as c
+    from services.scheduler.core.model import StateName
+    from tests.unit.scheduler.harness import SECOND, Scenario, vertex
+
+    config = {c.SCALING_POLICY: "min-increase", c.MIN_PARALLELISM_INCREASE: "2", c.SUBMISSION_STABILIZATION: "0 s"}
+    job = Scenario(vertex("source", 8), config=config)
+    job.at(1 * SECOND).tm("tm-1", slots=2).at(40 * SECOND).tm("tm-2")
+    job.at(200 * SECOND)
+    assert job.state is StateName.EXECUTING and job.parallelism == {"source": 2}
+    job.tm("tm-3")
+    job.at(300 * SECOND)
+    assert job.parallelism == {"source": 4}
