@@ -57,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
 
+    from services.history.cli import register as register_history
     from services.localstack.cli import register as register_local
     from services.scheduler.cli import register as register_scheduler
     from services.tools.cli import register as register_tools
@@ -64,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_local(commands)
     register_scheduler(commands)
     register_tools(commands)
+    register_history(commands)
     return parser
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, Message, Producer
 
-from services.contracts.kafka import ensure_topics, librdkafka_config
+from services.contracts.kafka import ensure_topics, librdkafka_config, producer_config
 from services.contracts.settings import Settings
 
 
@@ -21,7 +21,7 @@ def unique_settings(base: Settings) -> Settings:
 
 
 def produce(settings: Settings, topic: str, messages: Iterable[tuple[bytes | None, bytes]]) -> int:
-    producer = Producer(librdkafka_config(settings, **{"enable.idempotence": True, "linger.ms": 5}))
+    producer = Producer(producer_config(settings, **{"linger.ms": 5}))
     count = 0
     for key, value in messages:
         producer.produce(topic, key=key, value=value)

@@ -48,6 +48,47 @@ def librdkafka_config(settings: Settings, **extra: Any) -> dict[str, Any]:
     return config
 
 
+def producer_config(settings: Settings, **extra: Any) -> dict[str, Any]:
+    """librdkafka producer configuration: idempotent, acks=all, and Kafka's standard
+    murmur2 partitioner, so a key lands where Java, Spark and aiokafka (Faust) put it."""
+    return librdkafka_config(
+        settings,
+        **{"enable.idempotence": True, "acks": "all", "partitioner": "murmur2_random", **extra},
+    )
+
+
+def partition_for(key: bytes, partitions: int) -> int:
+    """The partition Kafka's default partitioner picks for `key`: murmur2, made positive."""
+    return (murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+def murmur2(data: bytes) -> int:
+    """Kafka's murmur2 hash (org.apache.kafka.common.utils.Utils.murmur2), as signed 32 bit."""
+    m, r, mask = 0x5BD1E995, 24, 0xFFFFFFFF
+    length = len(data)
+    h = (0x9747B28C ^ length) & mask
+    body = length - length % 4
+    for i in range(0, body, 4):
+        k = int.from_bytes(data[i : i + 4], "little")
+        k = (k * m) & mask
+        k ^= k >> r
+        k = (k * m) & mask
+        h = (h * m) & mask
+        h ^= k
+    tail = data[body:]
+    if len(tail) == 3:
+        h ^= tail[2] << 16
+    if len(tail) >= 2:
+        h ^= tail[1] << 8
+    if tail:
+        h ^= tail[0]
+        h = (h * m) & mask
+    h ^= h >> 13
+    h = (h * m) & mask
+    h ^= h >> 15
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
 def spark_kafka_options(settings: Settings) -> dict[str, str]:
     """Options for Spark's Kafka source and sink (`kafka.`-prefixed Java client keys)."""
     security = settings.security

@@ -57,6 +57,14 @@ RESCALES = TopicSpec(
     values=frozenset({records.RESCALE}),
     doc="FLIP-495 rescale records: each update of an in-progress rescale and the final one.",
 )
+DECISIONS = TopicSpec(
+    "decisions",
+    partitions=6,
+    key="jobId",
+    values=frozenset({records.SCHEDULER_DECISION}),
+    retention_ms=7 * 24 * 3600 * 1000,
+    doc="Every decision of every job's scheduler and its requests to the runtime; kept 7 days.",
+)
 COMMANDS = TopicSpec(
     "commands",
     partitions=6,
@@ -80,7 +88,14 @@ DEAD_LETTERS = TopicSpec(
     doc="Inputs a service could not use, with the reason; kept 30 days.",
 )
 
-ALL: tuple[TopicSpec, ...] = (JOB_EVENTS, RESCALES, COMMANDS, COMMAND_OUTCOMES, DEAD_LETTERS)
+ALL: tuple[TopicSpec, ...] = (
+    JOB_EVENTS,
+    RESCALES,
+    DECISIONS,
+    COMMANDS,
+    COMMAND_OUTCOMES,
+    DEAD_LETTERS,
+)
 
 
 @dataclass(frozen=True)
@@ -100,6 +115,10 @@ class Topics:
     @property
     def rescales(self) -> str:
         return self.name(RESCALES)
+
+    @property
+    def decisions(self) -> str:
+        return self.name(DECISIONS)
 
     @property
     def commands(self) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -68,6 +69,69 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "B after) and print the difference, a what-if; must come last",
     )
     replay.set_defaults(handler=_replay)
+    register_service(commands)
+
+
+def register_service(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    scheduler = commands.add_parser(
+        "scheduler",
+        help="run the scheduler service: fold job-events into rescale records (Faust)",
+        description="Consume the job-events topic, fold every job's events through Flink's "
+        "adaptive scheduler, and send rescale records, decisions and dead letters. State "
+        "lives in a changelog-backed table; a restarted or rebalanced worker carries on. "
+        "Health on /health, Prometheus metrics on /metrics.",
+    )
+    scheduler.add_argument(
+        "-D",
+        dest="define",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a Flink configuration default for every job (a job's own configuration wins)",
+    )
+    scheduler.add_argument("--web-host", default="127.0.0.1", help="default: 127.0.0.1")
+    scheduler.add_argument("--web-port", type=int, default=6066, help="default: 6066")
+    scheduler.add_argument("--data-dir", default=".run/scheduler", help="Faust's local data")
+    scheduler.add_argument("--batch-size", type=int, default=500, help="messages per fold batch")
+    scheduler.add_argument(
+        "--session-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="Kafka consumer-group session timeout (default 10)",
+    )
+    scheduler.add_argument(
+        "--replication-factor",
+        type=int,
+        default=1,
+        help="replication of the topics Faust creates (its table changelog)",
+    )
+    scheduler.set_defaults(handler=_scheduler)
+
+
+def _scheduler(args: argparse.Namespace, context: Context) -> int:
+    from pathlib import Path
+
+    from services.scheduler.adapters.app import ServiceSettings
+    from services.scheduler.adapters.run import run_service
+    from services.scheduler.core.config import ConfigError
+    from services.scheduler.replay import parse_defines
+
+    try:
+        defaults = parse_defines(args.define)
+    except ConfigError as error:
+        print(f"scalefold scheduler: {error}", file=sys.stderr)
+        return 2
+    settings = ServiceSettings(
+        kafka=context.settings,
+        defaults=defaults,
+        web_host=args.web_host,
+        web_port=args.web_port,
+        data_dir=Path(args.data_dir),
+        batch_size=args.batch_size,
+        session_timeout_s=args.session_timeout,
+        replication_factor=args.replication_factor,
+    )
+    return run_service(settings, args.log_level.lower())
 
 
 def _replay(args: argparse.Namespace, context: Context) -> int:

@@ -32,6 +32,7 @@ def effect_json(effect: Effect) -> dict[str, Any]:
             **base,
             "effect": "request",
             "kind": str(effect.kind),
+            "state": effect.state,
             "executionGraphId": effect.execution_graph_id,
             "details": dict(effect.details),
         }

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from services.contracts import Codec, SchemaRegistry
 from services.contracts import records as r
-from services.contracts.kafka import ensure_topics, librdkafka_config
+from services.contracts.kafka import ensure_topics, librdkafka_config, producer_config
 from services.localstack.layout import RUN_ROOT
 
 if TYPE_CHECKING:
@@ -112,7 +112,7 @@ def run_demo(context: Context) -> int:
         say(f"topics ready: {', '.join(topics.all())}")
         codec = Codec(SchemaRegistry.load(settings.schemas_dir))
 
-        producer = Producer(librdkafka_config(settings, **{"enable.idempotence": True}))
+        producer = Producer(producer_config(settings))
         events = demo_events(start_ms=int(time.time() * 1000))
         for name, record in events:
             producer.produce(

@@ -67,6 +67,7 @@ class RuntimeRequest:
     at: int
     sequence: int
     kind: RequestKind
+    state: str
     execution_graph_id: str | None
     details: tuple[tuple[str, str], ...] = ()
 

@@ -242,3 +242,72 @@ _READERS: dict[str, Callable[[Mapping[str, Any]], Event]] = {
     r.JOB_CONFIGURATION_UPDATED: _configuration,
     r.TIMER_FIRED: _timer,
 }
+
+
+def to_record(event: Event) -> tuple[str, dict[str, Any]]:
+    """The Avro record (schema name, datum) of an event: the inverse of `from_record`."""
+    schema, fields = _WRITERS[type(event)](event)
+    return schema, {"jobId": event.job_id, "timestamp": event.timestamp, **fields}
+
+
+def _submitted_fields(event: Any) -> tuple[str, dict[str, Any]]:
+    vertices = [
+        {
+            "id": v.id,
+            "name": v.name,
+            "slotSharingGroupId": v.ssg_id,
+            "slotSharingGroupName": v.ssg_name,
+            "parallelism": v.parallelism,
+            "maxParallelism": v.max_parallelism,
+        }
+        for v in event.vertices
+    ]
+    return r.JOB_SUBMITTED, {
+        "jobName": event.job_name,
+        "vertices": vertices,
+        "checkpointIntervalMillis": event.checkpoint_interval_ms,
+        "configuration": dict(event.configuration),
+    }
+
+
+def _lifecycle_fields(event: Any) -> tuple[str, dict[str, Any]]:
+    return r.JOB_LIFECYCLE_EVENT, {
+        "kind": event.kind.value,
+        "recoverable": event.recoverable,
+        "exception": event.exception,
+        "checkpointId": event.checkpoint_id,
+        "savepointPath": event.savepoint_path,
+        "executionGraphId": event.execution_graph_id,
+    }
+
+
+def _requirements_fields(event: Any) -> tuple[str, dict[str, Any]]:
+    requirements = [
+        {"vertexId": q.vertex_id, "lowerBound": q.lower, "upperBound": q.upper}
+        for q in event.requirements
+    ]
+    return r.RESOURCE_REQUIREMENTS_UPDATED, {"requirements": requirements}
+
+
+_WRITERS: dict[type, Callable[[Any], tuple[str, dict[str, Any]]]] = {
+    JobSubmitted: _submitted_fields,
+    TaskManagerRegistered: lambda e: (
+        r.TASK_MANAGER_REGISTERED,
+        {
+            "taskManagerId": e.task_manager_id,
+            "slots": e.slots,
+            "slotProfile": profile_to_record(e.profile),
+        },
+    ),
+    TaskManagerLost: lambda e: (
+        r.TASK_MANAGER_LOST,
+        {"taskManagerId": e.task_manager_id, "reason": e.reason},
+    ),
+    JobLifecycle: _lifecycle_fields,
+    RequirementsUpdated: _requirements_fields,
+    ConfigurationUpdated: lambda e: (
+        r.JOB_CONFIGURATION_UPDATED,
+        {"entries": dict(e.entries), "commandId": e.command_id},
+    ),
+    TimerFired: lambda e: (r.TIMER_FIRED, {}),
+}

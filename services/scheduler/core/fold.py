@@ -191,6 +191,7 @@ class Fold:
                 self.now,
                 self._sequence(),
                 kind,
+                str(self.state.name),
                 graph_id,
                 tuple((k, str(v)) for k, v in details.items()),
             )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import types
+from collections.abc import Callable
 from dataclasses import fields, is_dataclass
 from enum import Enum
 from functools import cache
@@ -25,7 +26,7 @@ class StateFormatError(ValueError):
 
 
 def dumps(job: JobState) -> bytes:
-    return json.dumps([FORMAT, _encode(job)], separators=(",", ":")).encode()
+    return json.dumps([FORMAT, _encode_value(job)], separators=(",", ":")).encode()
 
 
 def loads(data: bytes) -> JobState:
@@ -40,29 +41,61 @@ def loads(data: bytes) -> JobState:
     return job
 
 
-def _encode(value: Any) -> Any:
-    if value is None or isinstance(value, bool | int | float | str):
-        return value.value if isinstance(value, Enum) else value
-    if is_dataclass(value) and not isinstance(value, type):
-        return [_encode(getattr(value, f.name)) for f in fields(value)]
-    if isinstance(value, tuple):
-        return [_encode(item) for item in value]
-    raise TypeError(f"cannot store a {type(value).__name__} in a job state")
+def _encode_value(value: Any) -> Any:
+    encoder = _ENCODERS.get(type(value))
+    if encoder is None:
+        encoder = _encoder_for(type(value))
+    return encoder(value)
+
+
+def _encoder_for(kind: type) -> Callable[[Any], Any]:
+    """An encoding function per runtime type, built once (storing is on the hot path)."""
+    if issubclass(kind, Enum):
+        encoder: Callable[[Any], Any] = _enum_value
+    elif is_dataclass(kind):
+        names = tuple(f.name for f in fields(kind))
+        encoder = lambda value: [_encode_value(getattr(value, n)) for n in names]  # noqa: E731
+    elif issubclass(kind, tuple):
+        encoder = lambda value: [_encode_value(item) for item in value]  # noqa: E731
+    elif kind in (type(None), bool, int, float, str):
+        encoder = _identity
+    else:
+        raise TypeError(f"cannot store a {kind.__name__} in a job state")
+    _ENCODERS[kind] = encoder
+    return encoder
+
+
+def _enum_value(value: Enum) -> Any:
+    return value.value
+
+
+_ENCODERS: dict[type, Callable[[Any], Any]] = {}
 
 
 def _decode(kind: Any, data: Any) -> Any:
+    return _decoder(kind)(data)
+
+
+@cache
+def _decoder(kind: Any) -> Callable[[Any], Any]:
+    """A decoding function for one type, built once: decoding is the service's hot path."""
     origin = get_origin(kind)
     if origin is Union or origin is types.UnionType:
-        return None if data is None else _decode(_optional(kind), data)
+        inner = _decoder(_optional(kind))
+        return lambda data: None if data is None else inner(data)
     if origin is tuple:
-        return _decode_tuple(get_args(kind), data)
+        return _tuple_decoder(get_args(kind))
     if isinstance(kind, type) and issubclass(kind, Enum):
-        return kind(data)
+        return kind
     if isinstance(kind, type) and is_dataclass(kind):
         hints = _hints(kind)
-        names = [f.name for f in fields(kind)]
-        return kind(*(_decode(hints[name], item) for name, item in zip(names, data, strict=True)))
-    return float(data) if kind is float else data
+        parts = [_decoder(hints[f.name]) for f in fields(kind)]
+        return lambda data: kind(*[part(item) for part, item in zip(parts, data, strict=True)])
+    return float if kind is float else _identity
+
+
+def _identity(data: Any) -> Any:
+    return data
 
 
 def _optional(kind: Any) -> Any:
@@ -72,10 +105,12 @@ def _optional(kind: Any) -> Any:
     return options[0]
 
 
-def _decode_tuple(args: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
+def _tuple_decoder(args: tuple[Any, ...]) -> Callable[[Any], Any]:
     if len(args) == 2 and args[1] is Ellipsis:
-        return tuple(_decode(args[0], item) for item in data)
-    return tuple(_decode(arg, item) for arg, item in zip(args, data, strict=True))
+        item = _decoder(args[0])
+        return lambda data: tuple(item(x) for x in data)
+    parts = [_decoder(arg) for arg in args]
+    return lambda data: tuple(part(x) for part, x in zip(parts, data, strict=True))
 
 
 @cache

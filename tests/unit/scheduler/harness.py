@@ -66,7 +66,12 @@ class Scenario:
         specs = vertices or (vertex("source"), vertex("sink"))
         self.fold(
             JobSubmitted(
-                JOB, start, "test", tuple(specs), checkpoint_interval, tuple(sorted((config or {}).items()))
+                JOB,
+                start,
+                "test",
+                tuple(specs),
+                checkpoint_interval,
+                tuple(sorted((config or {}).items())),
             )
         )
 
@@ -117,7 +122,9 @@ class Scenario:
         return self.lifecycle(JobEventKind.CHECKPOINT_FAILED)
 
     def fail(self, recoverable: bool = True, exception: str = "boom") -> Scenario:
-        return self.lifecycle(JobEventKind.TASK_FAILURE, recoverable=recoverable, exception=exception)
+        return self.lifecycle(
+            JobEventKind.TASK_FAILURE, recoverable=recoverable, exception=exception
+        )
 
     def require(self, **bounds: tuple[int, int]) -> Scenario:
         requirements = tuple(Requirement(v, lo, hi) for v, (lo, hi) in bounds.items())
@@ -154,7 +161,9 @@ class Scenario:
         return [
             (e.at, dict(e.details)["source"], dict(e.details)["target"])
             for e in self.effects
-            if isinstance(e, Decision) and e.kind is DecisionKind.STATE_TRANSITION and "source" in dict(e.details)
+            if isinstance(e, Decision)
+            and e.kind is DecisionKind.STATE_TRANSITION
+            and "source" in dict(e.details)
         ]
 
     def states_visited(self) -> list[str]:
@@ -165,10 +174,16 @@ class Scenario:
         return times[occurrence]
 
     def decisions(self, kind: DecisionKind | None = None) -> list[Decision]:
-        return [e for e in self.effects if isinstance(e, Decision) and (kind is None or e.kind is kind)]
+        return [
+            e for e in self.effects if isinstance(e, Decision) and (kind is None or e.kind is kind)
+        ]
 
     def requests(self, kind: RequestKind | None = None) -> list[RuntimeRequest]:
-        return [e for e in self.effects if isinstance(e, RuntimeRequest) and (kind is None or e.kind is kind)]
+        return [
+            e
+            for e in self.effects
+            if isinstance(e, RuntimeRequest) and (kind is None or e.kind is kind)
+        ]
 
     def rejections(self) -> list[Rejected]:
         return [e for e in self.effects if isinstance(e, Rejected)]

@@ -38,7 +38,9 @@ TWO_GROUPS = job(("v1", "ssg1", 1, 4), ("v2", "ssg1", 1, 2), ("v3", "ssg2", 1, 3
         (job(("v1", "b", 1, 10), ("v2", "a", 1, 10)), 5, (3, 2)),
     ],
 )
-def test_determine_parallelism(info: JobInformation, slots: int, expected: tuple[int, ...] | None) -> None:
+def test_determine_parallelism(
+    info: JobInformation, slots: int, expected: tuple[int, ...] | None
+) -> None:
     plan = determine_parallelism(info, slots)
     assert (plan.parallelism if plan else None) == expected
 
@@ -89,7 +91,10 @@ INFO = job(("v1", "a", 1, 8), ("v2", "b", 1, 4))
     ],
 )
 def test_policies(
-    policy: ScalingPolicy, current: tuple[int, ...] | None, candidate: tuple[int, ...], expected: tuple[int, ...]
+    policy: ScalingPolicy,
+    current: tuple[int, ...] | None,
+    candidate: tuple[int, ...],
+    expected: tuple[int, ...],
 ) -> None:
     assert adjust(policy, INFO, current, candidate, min_increase=2) == expected
 
@@ -99,7 +104,11 @@ def test_a_policy_that_declines_keeps_the_job_running_as_it_is() -> None:
     from services.scheduler.core.model import StateName
     from tests.unit.scheduler.harness import SECOND, Scenario, vertex
 
-    config = {c.SCALING_POLICY: "min-increase", c.MIN_PARALLELISM_INCREASE: "2", c.SUBMISSION_STABILIZATION: "0 s"}
+    config = {
+        c.SCALING_POLICY: "min-increase",
+        c.MIN_PARALLELISM_INCREASE: "2",
+        c.SUBMISSION_STABILIZATION: "0 s",
+    }
     job = Scenario(vertex("source", 8), config=config)
     job.at(1 * SECOND).tm("tm-1", slots=2).at(40 * SECOND).tm("tm-2")
     job.at(200 * SECOND)

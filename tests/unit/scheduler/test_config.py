@@ -47,7 +47,9 @@ def test_the_flink_test_pin_for_the_executing_timeouts() -> None:
         (c.SUBMISSION_STABILIZATION_DEPRECATED, "3 s", "submission_stabilization_ms", 3_000),
     ],
 )
-def test_deprecated_keys_are_honoured(deprecated: str, value: str, field: str, expected: int) -> None:
+def test_deprecated_keys_are_honoured(
+    deprecated: str, value: str, field: str, expected: int
+) -> None:
     assert getattr(resolve({deprecated: value}), field) == expected
 
 
@@ -65,8 +67,16 @@ def test_reactive_defaults_apply_only_to_unset_keys() -> None:
 
 @pytest.mark.parametrize(
     ("text", "ms"),
-    [("30 s", 30_000), ("30s", 30_000), ("5 min", 300_000), ("100ms", 100), ("2 h", 7_200_000), ("250", 250),
-     ("1 d", 86_400_000), ("-1 ms", -1)],
+    [
+        ("30 s", 30_000),
+        ("30s", 30_000),
+        ("5 min", 300_000),
+        ("100ms", 100),
+        ("2 h", 7_200_000),
+        ("250", 250),
+        ("1 d", 86_400_000),
+        ("-1 ms", -1),
+    ],
 )
 def test_flink_duration_syntax(text: str, ms: int) -> None:
     assert parse_duration("k", text) == ms

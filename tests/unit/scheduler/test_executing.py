@@ -62,7 +62,9 @@ def test_desired_resources_after_the_cooldown_rescale_at_once() -> None:
 def test_a_change_with_insufficient_resources_in_cooldown_is_forgotten() -> None:
     job = running_on_one_slot(parallelism=4)
     job.at(5 * SECOND).require(source=(3, 4))  # lower bound 3 > 1 slot: insufficient
-    assert job.decisions(DecisionKind.CHANGE_IGNORED)[-1].message.startswith("in cooldown until 31000")
+    assert job.decisions(DecisionKind.CHANGE_IGNORED)[-1].message.startswith(
+        "in cooldown until 31000"
+    )
     job.at(31 * SECOND)
     assert job.phase is Phase.IDLING  # nothing was remembered
     assert job.state is S.EXECUTING and job.parallelism == {"source": 1}
@@ -79,7 +81,10 @@ def test_only_the_first_sufficient_change_in_cooldown_is_recorded() -> None:
 def test_an_unchanged_parallelism_is_no_reason_to_rescale() -> None:
     job = Scenario(vertex("source", 2), config=QUICK_START)
     job.at(1 * SECOND).tm("tm-1", slots=2).at(5 * SECOND).tm("tm-2", slots=2)
-    assert "parallelism unchanged at source=2 with 4 slots" in job.decisions(DecisionKind.CHANGE_IGNORED)[-1].message
+    assert (
+        "parallelism unchanged at source=2 with 4 slots"
+        in job.decisions(DecisionKind.CHANGE_IGNORED)[-1].message
+    )
     job.at(600 * SECOND)
     assert job.state is S.EXECUTING and job.transitions()[-1][2] == S.EXECUTING
     assert len(job.records()) == 1

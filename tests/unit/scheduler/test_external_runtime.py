@@ -1,4 +1,4 @@
-"""With `scalefold.runtime.mode: external` a runtime reports on the graphs the scheduler asked for."""
+"""With `scalefold.runtime.mode: external`, a runtime reports on the graphs it was asked for."""
 
 from __future__ import annotations
 
@@ -31,7 +31,10 @@ def test_creating_waits_for_the_runtime_to_report_the_graph() -> None:
 def test_a_report_about_another_graph_is_ignored() -> None:
     job = created().lifecycle(K.EXECUTION_GRAPH_CREATED, execution_graph_id="eg-0")
     assert job.state is S.CREATING_EXECUTION_GRAPH
-    assert "is about eg-0, the current graph is eg-1" in job.decisions(DecisionKind.EVENT_IGNORED)[-1].message
+    assert (
+        "is about eg-0, the current graph is eg-1"
+        in job.decisions(DecisionKind.EVENT_IGNORED)[-1].message
+    )
 
 
 def test_slots_lost_while_creating_send_the_job_back_to_waiting() -> None:
@@ -65,7 +68,9 @@ def test_a_rescale_needs_cancel_then_create_reports() -> None:
     job.at(34 * SECOND).lifecycle(K.EXECUTION_GRAPH_CREATED, execution_graph_id="eg-2")
     assert job.state is S.EXECUTING and job.parallelism == {"source": 2}
     durations = {s["state"]: s["durationInMillis"] for s in job.record()["schedulerStates"]}
-    assert durations["Restarting"] == 2 * SECOND and durations["CreatingExecutionGraph"] == 1 * SECOND
+    assert (
+        durations["Restarting"] == 2 * SECOND and durations["CreatingExecutionGraph"] == 1 * SECOND
+    )
 
 
 def test_failing_waits_for_the_graph_then_finishes() -> None:
@@ -86,7 +91,11 @@ def test_stop_with_savepoint_waits_for_the_graph_to_finish() -> None:
 
 
 def test_a_graph_failure_while_running_is_a_global_failure() -> None:
-    job = created().lifecycle(K.EXECUTION_GRAPH_CREATED).lifecycle(K.EXECUTION_GRAPH_FAILED, exception="x")
+    job = (
+        created()
+        .lifecycle(K.EXECUTION_GRAPH_CREATED)
+        .lifecycle(K.EXECUTION_GRAPH_FAILED, exception="x")
+    )
     assert job.states_visited()[-1] in (S.FAILING, S.RESTARTING)
 
 
@@ -98,8 +107,15 @@ def test_in_simulated_mode_runtime_reports_are_ignored() -> None:
 
 
 def test_simulated_times_make_restarts_take_time() -> None:
-    config = {c.SIMULATED_CANCEL_TIME: "2 s", c.SIMULATED_CREATE_TIME: "1 s", c.SUBMISSION_STABILIZATION: "0 s"}
+    config = {
+        c.SIMULATED_CANCEL_TIME: "2 s",
+        c.SIMULATED_CREATE_TIME: "1 s",
+        c.SUBMISSION_STABILIZATION: "0 s",
+    }
     job = Scenario(vertex("source", 2), config=config)
     job.at(1 * SECOND).tm("tm-1").at(5 * SECOND).tm("tm-2").at(40 * SECOND)
     durations = {s["state"]: s["durationInMillis"] for s in job.record()["schedulerStates"]}
-    assert (durations["Restarting"], durations["CreatingExecutionGraph"]) == (2 * SECOND, 1 * SECOND)
+    assert (durations["Restarting"], durations["CreatingExecutionGraph"]) == (
+        2 * SECOND,
+        1 * SECOND,
+    )

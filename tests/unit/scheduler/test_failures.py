@@ -11,7 +11,9 @@ from tests.unit.scheduler.harness import SECOND, Scenario, vertex
 S = StateName
 
 
-def running(parallelism: int = 2, slots: int = 2, checkpoint: int | None = 10 * SECOND, **config: str) -> Scenario:
+def running(
+    parallelism: int = 2, slots: int = 2, checkpoint: int | None = 10 * SECOND, **config: str
+) -> Scenario:
     job = Scenario(vertex("source", parallelism), config=config, checkpoint_interval=checkpoint)
     job.at(1 * SECOND).tm("tm-1", slots=slots)
     assert job.state is S.EXECUTING
@@ -41,7 +43,9 @@ def test_with_checkpointing_exponential_delay_restarts_after_a_growing_backoff()
 
 
 def test_the_restart_waits_for_the_backoff() -> None:
-    job = running(**{c.RESTART_STRATEGY: "fixed-delay", c.FIXED_DELAY: "3 s", c.FIXED_ATTEMPTS: "5"})
+    job = running(
+        **{c.RESTART_STRATEGY: "fixed-delay", c.FIXED_DELAY: "3 s", c.FIXED_ATTEMPTS: "5"}
+    )
     job.at(5 * SECOND).fail()
     job.at(7999)
     assert job.state is S.RESTARTING
@@ -51,7 +55,9 @@ def test_the_restart_waits_for_the_backoff() -> None:
 
 
 def test_fixed_delay_gives_up_after_its_attempts() -> None:
-    job = running(**{c.RESTART_STRATEGY: "fixed-delay", c.FIXED_ATTEMPTS: "2", c.FIXED_DELAY: "0 s"})
+    job = running(
+        **{c.RESTART_STRATEGY: "fixed-delay", c.FIXED_ATTEMPTS: "2", c.FIXED_DELAY: "0 s"}
+    )
     for t in (5, 10):
         job.at(t * SECOND).fail()
         assert job.state is S.EXECUTING
@@ -88,9 +94,17 @@ def test_losing_slots_in_use_is_a_task_failure() -> None:
     assert job.parallelism == {"source": 2}
     job.at(50 * SECOND).lose("tm-2", reason="heartbeat timeout")
     assert job.state is S.RESTARTING
-    assert "TaskManager tm-2 lost: heartbeat timeout" in job.decisions(DecisionKind.RESTART_DECIDED)[-1].details[0][1]
+    assert (
+        "TaskManager tm-2 lost: heartbeat timeout"
+        in job.decisions(DecisionKind.RESTART_DECIDED)[-1].details[0][1]
+    )
     job.at(62 * SECOND)  # ~1 s backoff, then WaitingForResources stabilizes 10 s on one slot
-    assert job.states_visited()[-4:] == [S.RESTARTING, S.WAITING_FOR_RESOURCES, S.CREATING_EXECUTION_GRAPH, S.EXECUTING]
+    assert job.states_visited()[-4:] == [
+        S.RESTARTING,
+        S.WAITING_FOR_RESOURCES,
+        S.CREATING_EXECUTION_GRAPH,
+        S.EXECUTING,
+    ]
     assert job.parallelism == {"source": 1}
 
 
@@ -111,10 +125,14 @@ def test_restarting_without_the_needed_slots_waits_for_resources() -> None:
 
 
 def test_failures_while_restarting_or_canceling_are_ignored() -> None:
-    job = running(**{c.RESTART_STRATEGY: "fixed-delay", c.FIXED_DELAY: "5 s", c.FIXED_ATTEMPTS: "9"})
+    job = running(
+        **{c.RESTART_STRATEGY: "fixed-delay", c.FIXED_DELAY: "5 s", c.FIXED_ATTEMPTS: "9"}
+    )
     job.at(5 * SECOND).fail().at(6 * SECOND).fail()
     assert job.state is S.RESTARTING
-    assert job.decisions(DecisionKind.EVENT_IGNORED)[-1].message.startswith("failure ignored in Restarting")
+    assert job.decisions(DecisionKind.EVENT_IGNORED)[-1].message.startswith(
+        "failure ignored in Restarting"
+    )
     job.lifecycle(JobEventKind.CANCEL)
     assert job.state is S.FINISHED  # the graph was already stopped: Canceling ends at once
     assert job.job is not None and job.job.state.job_status is JobStatus.CANCELED

@@ -19,7 +19,12 @@ def test_the_initial_schedule_is_a_completed_rescale_from_submission_to_running(
     assert outcome(record) == ("INITIAL_SCHEDULE", "COMPLETED", "SUCCEEDED")
     assert record["rescaleAttemptId"] == 1
     assert (record["startTimestampInMillis"], record["endTimestampInMillis"]) == (0, 3 * SECOND)
-    assert spans(record) == ["Created", "WaitingForResources", "CreatingExecutionGraph", "Executing"]
+    assert spans(record) == [
+        "Created",
+        "WaitingForResources",
+        "CreatingExecutionGraph",
+        "Executing",
+    ]
     assert [s["durationInMillis"] for s in record["schedulerStates"]] == [0, 3 * SECOND, 0, 0]
     assert post(record) == {"sink": 2, "source": 2}  # sorted by vertex id
     slots = {s["slotSharingGroupId"]: s for s in record["slots"]}
@@ -45,7 +50,9 @@ def test_a_rescale_in_progress_shows_its_current_state_as_an_open_span() -> None
 def test_revisions_count_the_updates_of_one_rescale() -> None:
     job = Scenario(vertex("source", 2))
     job.at(1 * SECOND).tm("tm-1").at(2 * SECOND).tm("tm-2")
-    revisions = [r["revision"] for r in job.revisions() if r["rescaleUuid"] == job.record(0)["rescaleUuid"]]
+    revisions = [
+        r["revision"] for r in job.revisions() if r["rescaleUuid"] == job.record(0)["rescaleUuid"]
+    ]
     assert revisions == list(range(1, len(revisions) + 1))
     assert job.record(0)["updatedAtMillis"] == 2 * SECOND
 
@@ -59,14 +66,19 @@ def test_new_resources_open_a_new_attempt_of_the_same_requirements() -> None:
     assert (first["rescaleAttemptId"], second["rescaleAttemptId"]) == (1, 2)
     assert second["rescaleUuid"] != first["rescaleUuid"]
     assert second["startTimestampInMillis"] == 5 * SECOND  # the change, not the restart
-    assert [(v["preRescaleParallelism"], v["postRescaleParallelism"]) for v in second["vertices"]] == [(1, 2)]
+    assert [
+        (v["preRescaleParallelism"], v["postRescaleParallelism"]) for v in second["vertices"]
+    ] == [(1, 2)]
     assert spans(second) == ["Executing", "Restarting", "CreatingExecutionGraph", "Executing"]
 
 
 def test_the_phases_before_the_restart_are_in_the_record() -> None:
     job = Scenario(vertex("source", 4), config=QUICK)
     job.at(1 * SECOND).tm("tm-1").at(5 * SECOND).tm("tm-2").at(65 * SECOND)
-    phases = [(p["phase"], p["enterTimestampInMillis"], p["leaveTimestampInMillis"]) for p in job.record()["transitionPhases"]]
+    phases = [
+        (p["phase"], p["enterTimestampInMillis"], p["leaveTimestampInMillis"])
+        for p in job.record()["transitionPhases"]
+    ]
     assert phases == [
         ("Cooldown", 5 * SECOND, 31 * SECOND),
         ("Stabilizing", 31 * SECOND, 65 * SECOND),
@@ -80,7 +92,11 @@ def test_a_requirement_update_ends_the_rescale_in_progress_and_opens_a_new_epoch
     job.at(1 * SECOND).tm("tm-1").at(5 * SECOND).tm("tm-2")  # NEW_RESOURCE_AVAILABLE in cooldown
     job.at(10 * SECOND).require(source=(1, 2))
     initial, interrupted, update = job.records()
-    assert outcome(interrupted) == ("NEW_RESOURCE_AVAILABLE", "IGNORED", "RESOURCE_REQUIREMENTS_UPDATED")
+    assert outcome(interrupted) == (
+        "NEW_RESOURCE_AVAILABLE",
+        "IGNORED",
+        "RESOURCE_REQUIREMENTS_UPDATED",
+    )
     assert interrupted["endTimestampInMillis"] == 10 * SECOND
     assert spans(interrupted)[-1] == "Executing"
     assert outcome(update) == ("UPDATE_REQUIREMENT", None, None)
@@ -94,7 +110,11 @@ def test_idling_in_executing_ends_what_did_not_rescale() -> None:
     job = Scenario(vertex("source", 4), config=QUICK)
     job.at(1 * SECOND).tm("tm-1").at(5 * SECOND).tm("tm-2").at(10 * SECOND).lose("tm-2")
     job.at(65 * SECOND)  # Stabilized: the parallelism no longer changes -> Idling
-    assert outcome(job.record()) == ("NEW_RESOURCE_AVAILABLE", "IGNORED", "NO_RESOURCES_OR_PARALLELISMS_CHANGE")
+    assert outcome(job.record()) == (
+        "NEW_RESOURCE_AVAILABLE",
+        "IGNORED",
+        "NO_RESOURCES_OR_PARALLELISMS_CHANGE",
+    )
     assert job.record()["endTimestampInMillis"] == 65 * SECOND
     assert job.state is S.EXECUTING
 
@@ -102,7 +122,11 @@ def test_idling_in_executing_ends_what_did_not_rescale() -> None:
 def test_an_update_in_idling_that_changes_nothing_stays_in_progress() -> None:
     job = Scenario(vertex("source", 8), config=QUICK)
     job.at(1 * SECOND).tm("tm-1", slots=2).at(40 * SECOND).require(source=(1, 6))
-    assert outcome(job.record()) == ("UPDATE_REQUIREMENT", None, None)  # nothing closes it (reference §7)
+    assert outcome(job.record()) == (
+        "UPDATE_REQUIREMENT",
+        None,
+        None,
+    )  # nothing closes it (reference §7)
     job.at(1000 * SECOND)
     assert job.record()["terminalState"] is None
 
@@ -183,7 +207,10 @@ def test_pre_rescale_values_come_from_the_latest_completed_rescale() -> None:
     job = Scenario(vertex("source", 4), config={c.COOLDOWN: "0 s", **QUICK})
     job.at(1 * SECOND).tm("tm-1", slots=2)
     job.at(5 * SECOND).require(source=(1, 1)).at(6 * SECOND).require(source=(1, 2))
-    pre_post = [(r["vertices"][0]["preRescaleParallelism"], r["vertices"][0]["postRescaleParallelism"]) for r in job.records()]
+    pre_post = [
+        (r["vertices"][0]["preRescaleParallelism"], r["vertices"][0]["postRescaleParallelism"])
+        for r in job.records()
+    ]
     assert pre_post == [(None, 2), (2, 1), (1, 2)]
     slot_pre = [r["slots"][0]["preRescaleSlots"] for r in job.records()]
     assert slot_pre == [None, 2, 1]

@@ -54,8 +54,14 @@ LIFECYCLE = [
 def jobs(draw: st.DrawFn) -> JobSubmitted:
     groups = draw(st.integers(1, 2))
     vertices = tuple(
-        VertexSpec(f"v{i}", f"V{i}", f"g{draw(st.integers(0, groups - 1))}", "g",
-                   draw(st.integers(1, 6)), draw(st.sampled_from([None, 8])))
+        VertexSpec(
+            f"v{i}",
+            f"V{i}",
+            f"g{draw(st.integers(0, groups - 1))}",
+            "g",
+            draw(st.integers(1, 6)),
+            draw(st.sampled_from([None, 8])),
+        )
         for i in range(draw(st.integers(1, 4)))
     )
     config = {
@@ -63,7 +69,9 @@ def jobs(draw: st.DrawFn) -> JobSubmitted:
         c.EXECUTING_STABILIZATION: draw(st.sampled_from(["0 s", "10 s", "60 s"])),
         c.SUBMISSION_STABILIZATION: draw(st.sampled_from(["0 s", "10 s"])),
         c.HISTORY_SIZE: draw(st.sampled_from(["0", "3", "64"])),
-        c.SCALING_POLICY: draw(st.sampled_from(["flink", "min-increase", "proportional", "double-halve"])),
+        c.SCALING_POLICY: draw(
+            st.sampled_from(["flink", "min-increase", "proportional", "double-halve"])
+        ),
         c.RESTART_STRATEGY: "fixed-delay",
         c.FIXED_ATTEMPTS: "50",
         c.FIXED_DELAY: draw(st.sampled_from(["0 s", "2 s"])),
@@ -90,14 +98,23 @@ def _event(now: int, submitted: JobSubmitted) -> st.SearchStrategy[Event]:
     tm = st.sampled_from(["tm-1", "tm-2", "tm-3", "tm-4", "tm-5"])
     bounds = st.tuples(st.integers(-1, 4), st.integers(-1, 9))
     return st.one_of(
-        st.builds(TaskManagerRegistered, st.just(JOB), st.just(now), tm, st.integers(1, 4), st.none()),
+        st.builds(
+            TaskManagerRegistered, st.just(JOB), st.just(now), tm, st.integers(1, 4), st.none()
+        ),
         st.builds(TaskManagerLost, st.just(JOB), st.just(now), tm, st.just("lost")),
         st.builds(
-            lambda kind, ok: JobLifecycle(JOB, now, kind, recoverable=ok), st.sampled_from(LIFECYCLE), st.booleans()
+            lambda kind, ok: JobLifecycle(JOB, now, kind, recoverable=ok),
+            st.sampled_from(LIFECYCLE),
+            st.booleans(),
         ),
         st.builds(
             lambda bs: RequirementsUpdated(
-                JOB, now, tuple(Requirement(v.id, lo, hi) for v, (lo, hi) in zip(submitted.vertices, bs, strict=False))
+                JOB,
+                now,
+                tuple(
+                    Requirement(v.id, lo, hi)
+                    for v, (lo, hi) in zip(submitted.vertices, bs, strict=False)
+                ),
             ),
             st.lists(bounds, min_size=len(submitted.vertices), max_size=len(submitted.vertices)),
         ),
@@ -138,13 +155,19 @@ PROFILE = settings(max_examples=120, deadline=None, suppress_health_check=[Healt
 
 @PROFILE
 @given(histories())
-def test_parallelism_stays_within_bounds_and_slots(history: tuple[JobSubmitted, list[Event]]) -> None:
+def test_parallelism_stays_within_bounds_and_slots(
+    history: tuple[JobSubmitted, list[Event]],
+) -> None:
     run = fold(*history)
     for record in _records(run.effects):
         if record["terminalState"] != "COMPLETED":
             continue
         for vertex in record["vertices"]:
-            assert vertex["sufficientParallelism"] <= vertex["postRescaleParallelism"] <= vertex["desiredParallelism"]
+            assert (
+                vertex["sufficientParallelism"]
+                <= vertex["postRescaleParallelism"]
+                <= vertex["desiredParallelism"]
+            )
         used = sum(group["postRescaleSlots"] for group in record["slots"])
         assert used <= record["availableSlots"]
 
@@ -173,7 +196,9 @@ def test_one_rescale_at_a_time_each_ending_once(history: tuple[JobSubmitted, lis
 
 @PROFILE
 @given(histories())
-def test_the_fold_is_deterministic_and_survives_storing_the_state(history: tuple[JobSubmitted, list[Event]]) -> None:
+def test_the_fold_is_deterministic_and_survives_storing_the_state(
+    history: tuple[JobSubmitted, list[Event]],
+) -> None:
     first = [effect_json(e) for e in fold(*history).effects]
     again = [effect_json(e) for e in fold(*history).effects]
     stored = [effect_json(e) for e in fold(*history, roundtrip=True).effects]

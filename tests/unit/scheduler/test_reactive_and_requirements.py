@@ -33,7 +33,8 @@ def test_reactive_mode_uses_every_slot_up_to_max_parallelism() -> None:
 
 
 def test_reactive_scale_up_takes_the_sufficient_path() -> None:
-    # desired = the sum of max parallelisms (128), practically never met: cooldown, then stabilization
+    # desired = the sum of max parallelisms (128), practically never met:
+    # cooldown, then stabilization
     job = Scenario(vertex("source", 2), config=REACTIVE)
     job.at(1 * SECOND).tm("tm-1").at(5 * SECOND).tm("tm-2")
     job.at(65 * SECOND)
@@ -66,12 +67,17 @@ def test_requirement_updates_are_rejected_in_reactive_mode() -> None:
         ({"source": (0, 2), "sink": (1, 2)}, "bounds must be at least 1"),
         ({"source": (3, 2), "sink": (1, 2)}, "lower bound 3 is greater than upper bound 2"),
         ({"source": (1, 200), "sink": (1, 2)}, "upper bound 200 exceeds max parallelism 128"),
-        ({"source": (1, 2), "sink": (1, 2), "ghost": (1, 1)}, "vertex ghost is not part of the job"),
+        (
+            {"source": (1, 2), "sink": (1, 2), "ghost": (1, 1)},
+            "vertex ghost is not part of the job",
+        ),
         ({"source": (1, 2)}, "missing sink"),
         ({}, "lists no vertex"),
     ],
 )
-def test_invalid_requirements_are_rejected_with_a_reason(bounds: dict[str, tuple[int, int]], message: str) -> None:
+def test_invalid_requirements_are_rejected_with_a_reason(
+    bounds: dict[str, tuple[int, int]], message: str
+) -> None:
     job = Scenario(vertex("source", 2), vertex("sink", 2))
     job.require(**bounds)
     (rejection,) = job.rejections()

@@ -22,8 +22,15 @@ EXAMPLE = ROOT / "examples" / "tm-join-one-by-one.jsonl"
 
 def run(codec: Codec, *argv: str, log: Path = EXAMPLE) -> tuple[int, str]:
     args = argparse.Namespace(
-        log=str(log), define=None, format="json", only=None, job=None, summary=False,
-        until=None, no_drain=False, compare=None,
+        log=str(log),
+        define=None,
+        format="json",
+        only=None,
+        job=None,
+        summary=False,
+        until=None,
+        no_drain=False,
+        compare=None,
     )
     i = 0
     while i < len(argv):
@@ -68,7 +75,13 @@ def test_text_summary_and_filters(codec: Codec) -> None:
 
 
 def test_compare_shows_what_a_shorter_cooldown_changes(codec: Codec) -> None:
-    code, out = run(codec, "--compare", "--", "-D", "jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling=0s")
+    code, out = run(
+        codec,
+        "--compare",
+        "--",
+        "-D",
+        "jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling=0s",
+    )
     assert code == 0
     assert "-   45.000s clicks Executing -> Restarting" in out
     assert "+   38.000s clicks Executing -> Restarting" in out
@@ -94,10 +107,16 @@ def test_until_and_no_drain_stop_the_timers(codec: Codec, tmp_path: Path) -> Non
         ("not json", "wait.jsonl:2"),
         ('{"type": "Teleported", "event": {}}', "types are"),
         ('{"event": {}}', "missing or unknown"),
-        ('{"type": "JobLifecycleEvent", "event": {"jobId": "j", "timestamp": 1, "kind": "CANCEL", "checkpointId": 5}}', "wrapped"),
+        (
+            '{"type": "JobLifecycleEvent", "event": {"jobId": "j", "timestamp": 1, '
+            '"kind": "CANCEL", "checkpointId": 5}}',
+            "wrapped",
+        ),
     ],
 )
-def test_bad_log_lines_name_file_and_line(codec: Codec, tmp_path: Path, line: str, message: str) -> None:
+def test_bad_log_lines_name_file_and_line(
+    codec: Codec, tmp_path: Path, line: str, message: str
+) -> None:
     log = tmp_path / "wait.jsonl"
     log.write_text("# a comment\n" + line + "\n")
     with pytest.raises(LogError, match=message):
@@ -107,7 +126,10 @@ def test_bad_log_lines_name_file_and_line(codec: Codec, tmp_path: Path, line: st
 
 
 def test_invalid_defines_are_an_error_before_replaying(codec: Codec) -> None:
-    assert run(codec, "-D", "jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling=soon")[0] == 2
+    assert (
+        run(codec, "-D", "jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling=soon")[0]
+        == 2
+    )
     assert run(codec, "-D", "no-equals-sign")[0] == 2
 
 
@@ -120,9 +142,15 @@ def test_timers_of_every_job_fire_as_the_log_time_advances() -> None:
         TaskManagerRegistered("b", 20_000, "tm-b", 4, None),
     ]
     _, effects = replay(events, drain=False)
-    job_a_running = [e for e in effects if e.job_id == "a" and isinstance(e, RescaleUpdated) and e.record["terminalState"]]
+    job_a_running = [
+        e
+        for e in effects
+        if e.job_id == "a" and isinstance(e, RescaleUpdated) and e.record["terminalState"]
+    ]
     assert job_a_running and job_a_running[0].at == 11_000
-    assert effects.index(job_a_running[0]) < max(i for i, e in enumerate(effects) if e.job_id == "b")
+    assert effects.index(job_a_running[0]) < max(
+        i for i, e in enumerate(effects) if e.job_id == "b"
+    )
 
 
 def test_events_for_an_unknown_job_are_rejected() -> None:
@@ -132,7 +160,9 @@ def test_events_for_an_unknown_job_are_rejected() -> None:
 
 
 def test_stored_state_is_versioned() -> None:
-    run_, _ = replay([JobSubmitted("j", 0, "j", (VertexSpec("v", "V", "g", "g", 1, None),), None, ())])
+    run_, _ = replay(
+        [JobSubmitted("j", 0, "j", (VertexSpec("v", "V", "g", "g", 1, None),), None, ())]
+    )
     job = run_.jobs["j"]
     assert job is not None and loads(dumps(job)) == job
     with pytest.raises(StateFormatError, match="format 99"):

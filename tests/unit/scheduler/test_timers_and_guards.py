@@ -30,12 +30,18 @@ def test_the_resource_timeout_of_a_left_waiting_state_is_dropped() -> None:
 def test_a_phase_timer_is_dropped_once_the_phase_changed() -> None:
     # Stabilizing schedules its evaluation at first change + max delay (120 s);
     # by then the manager has moved on to Stabilized and the evaluation must not run.
-    job = Scenario(vertex("source", 4), config={c.SUBMISSION_STABILIZATION: "0 s"}, checkpoint_interval=40 * SECOND)
+    job = Scenario(
+        vertex("source", 4),
+        config={c.SUBMISSION_STABILIZATION: "0 s"},
+        checkpoint_interval=40 * SECOND,
+    )
     job.at(1 * SECOND).tm("tm-1").at(5 * SECOND).tm("tm-2").at(65 * SECOND)
     assert job.phase is Phase.STABILIZED
     evaluations = [d for d in job.decisions() if "max-trigger-delay evaluation" in d.message]
     job.at(124_000)
-    assert [d for d in job.decisions() if "max-trigger-delay evaluation" in d.message] == evaluations
+    assert [
+        d for d in job.decisions() if "max-trigger-delay evaluation" in d.message
+    ] == evaluations
 
 
 def test_a_state_timer_does_not_survive_a_round_trip_through_another_state() -> None:

@@ -33,7 +33,10 @@ def test_invalid_configuration_updates_are_refused() -> None:
     job = Scenario(vertex("source", 2))
     job.configure(**{c.COOLDOWN: "whenever"}).configure(**{c.SCHEDULER_MODE: "REACTIVE"})
     messages = [rejection.message for rejection in job.rejections()]
-    assert "configuration rejected" in messages[0] and "cannot change while the job runs" in messages[1]
+    assert (
+        "configuration rejected" in messages[0]
+        and "cannot change while the job runs" in messages[1]
+    )
     assert all(rejection.kind is RejectionKind.INVALID_EVENT for rejection in job.rejections())
 
 

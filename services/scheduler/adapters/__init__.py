@@ -1,0 +1,1 @@
+"""The scheduler service's imperative shell: Faust app, table, timers, dead letters."""

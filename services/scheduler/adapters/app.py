@@ -1,0 +1,295 @@
+"""The scheduler service: a Faust app, built by a factory from typed settings.
+
+One agent consumes the job-events topic as raw bytes, in batches. For each
+batch it folds every message through the core (`Processor`), sends every
+output, waits until Kafka has acknowledged all of them, and only then writes
+the jobs' new states to the changelog-backed table. So a crash can lose no
+output: after a restart, messages whose state was not stored are folded again
+and their outputs re-sent byte for byte, and messages whose state was stored
+are recognised by their offset and skipped.
+
+Timers: after each fold the job's earliest due timer is noted; a periodic task
+writes a `TimerFired` event for it onto the job-events topic once the wall
+clock passes its due time, so the log stays the complete source of truth.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import ssl
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+import faust
+from faust.serializers import codecs
+
+from services.contracts import Codec, Settings
+from services.contracts import records as r
+from services.contracts.topics import JOB_EVENTS
+from services.scheduler.adapters.metrics import Metrics
+from services.scheduler.adapters.processor import (
+    Incoming,
+    Processor,
+    Stored,
+    store_bytes,
+    stored_from_bytes,
+)
+from services.scheduler.core.fold import Defaults
+
+log = logging.getLogger("scalefold.scheduler")
+
+STORED_CODEC = "scalefold-stored-job"
+EXIT_BATCH_FAILED = 70  # EX_SOFTWARE
+
+
+@dataclass(frozen=True)
+class ServiceSettings:
+    """Everything `scalefold scheduler` is configured with; read once at the entry point."""
+
+    kafka: Settings
+    defaults: Defaults = ()
+    web_host: str = "127.0.0.1"
+    web_port: int = 6066
+    data_dir: Path = Path(".run/scheduler")
+    batch_size: int = 500
+    batch_window_s: float = 0.02
+    session_timeout_s: float = 10.0
+    tick_interval_s: float = 0.2
+    replication_factor: int = 1
+
+    @property
+    def app_id(self) -> str:
+        return f"{self.kafka.topic_prefix}scheduler"
+
+
+class _StoredCodec(codecs.Codec):
+    def _dumps(self, obj: Any) -> bytes:
+        return store_bytes(obj)
+
+    def _loads(self, s: bytes) -> Any:
+        return stored_from_bytes(s)
+
+
+codecs.register(STORED_CODEC, _StoredCodec())
+
+
+class JobTable(faust.Table):  # type: ignore[type-arg]
+    """A table whose changelog partition for a job is the partition of the job's events.
+
+    Faust takes the partition from the event being processed; the agent works
+    on batches, so it tells the table each job's partition instead.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Keys are job ids as UTF-8; values are our compact stored states, never JSON.
+        # (Faust derives serializers from types and would call Stored.from_data.)
+        self.key_serializer = "raw"
+        self.value_serializer = STORED_CODEC
+        self.partition_of: dict[str, int] = {}
+
+    def partition_for_key(self, key: Any) -> int | None:
+        return self.partition_of[key]
+
+
+@dataclass
+class SchedulerService:
+    settings: ServiceSettings
+    codec: Codec
+    app: faust.App
+    table: JobTable
+    processor: Processor
+    metrics: Metrics = field(default_factory=Metrics)
+    due: dict[str, int] = field(default_factory=dict)  # job -> earliest timer not yet ticked
+    ready: bool = False
+
+    async def process_batch(self, events: list[Any]) -> None:
+        staged: dict[str, Stored] = {}
+        sends = []
+        for event in events:
+            message = event.message
+            incoming = Incoming(
+                message.topic, message.partition, message.offset, message.key, message.value
+            )
+            job_id = self.processor.job_of(incoming)
+            stored = (
+                staged.get(job_id)
+                if job_id in staged
+                else (self.table.get(job_id) if job_id else None)
+            )
+            started = time.perf_counter()
+            outcome = self.processor.process(incoming, stored)
+            self._count(outcome, time.perf_counter() - started)
+            for out in outcome.outgoing:
+                sends.append(
+                    await self.app.producer.send(out.topic, out.key, out.value, None, None, None)
+                )
+            if outcome.stored is not None and outcome.job_id is not None:
+                staged[outcome.job_id] = outcome.stored
+                self.table.partition_of[outcome.job_id] = message.partition
+        await asyncio.gather(*sends)  # every output acknowledged before any state is stored
+        for job_id, stored in staged.items():
+            self.table[job_id] = stored
+            self._note_due(job_id, stored)
+
+    def _count(self, outcome: Any, seconds: float) -> None:
+        metrics = self.metrics
+        metrics.events_in += 1
+        metrics.events_skipped += int(outcome.skipped)
+        metrics.rescale_records_out += outcome.rescale_records
+        metrics.decisions_out += outcome.decisions
+        metrics.dead_letters += outcome.dead_letters
+        if not outcome.skipped:
+            metrics.observe_fold(seconds)
+
+    def _note_due(self, job_id: str, stored: Stored) -> None:
+        due = stored.job.next_due()
+        if due is None:
+            self.due.pop(job_id, None)
+        else:
+            self.due[job_id] = due
+
+    async def tick(self) -> None:
+        """Write TimerFired for every job whose earliest timer is due on the wall clock."""
+        now = int(time.time() * 1000)
+        ripe = [(job_id, due) for job_id, due in self.due.items() if due <= now]
+        for job_id, due in ripe:
+            value = self.codec.encode(r.TIMER_FIRED, {"jobId": job_id, "timestamp": due})
+            topic = self.settings.kafka.topics.job_events
+            await self.app.producer.send(topic, job_id.encode(), value, None, None, None)
+            if self.due.get(job_id) == due:  # a batch may have noted a new due time meanwhile
+                del self.due[job_id]
+            self.metrics.timer_ticks_sent += 1
+
+    def rescan(self) -> None:
+        """After a (re)start, find the jobs with pending timers in the recovered table."""
+        for job_id, stored in self.table.items():
+            self._note_due(job_id, stored)
+
+
+def create_service(settings: ServiceSettings, codec: Codec) -> SchedulerService:
+    """Build the Faust app, its table, agent, timer task and web pages."""
+    kafka = settings.kafka
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    app = faust.App(
+        settings.app_id,
+        broker=[f"kafka://{server}" for server in kafka.bootstrap_servers.split(",")],
+        broker_credentials=_credentials(kafka),
+        store="memory://",
+        datadir=str(settings.data_dir),
+        topic_partitions=JOB_EVENTS.partitions,
+        topic_replication_factor=settings.replication_factor,
+        topic_allow_declare=True,
+        table_standby_replicas=0,
+        broker_session_timeout=settings.session_timeout_s,
+        broker_heartbeat_interval=max(0.5, settings.session_timeout_s / 6),
+        consumer_auto_offset_reset="earliest",
+        producer_acks=-1,
+        web_enabled=True,
+        web_bind=settings.web_host,
+        web_host=settings.web_host,
+        web_port=settings.web_port,
+        loghandlers=[],
+    )
+    table = cast(
+        JobTable,
+        app.tables.add(
+            JobTable(
+                app,
+                name="jobs",
+                partitions=JOB_EVENTS.partitions,
+                key_type=str,
+                beacon=app.tables.beacon,
+                help="Each job's adaptive-scheduler state and the offset of its last event.",
+            )
+        ),
+    )
+    topic = app.topic(
+        kafka.topics.job_events,
+        key_serializer="raw",
+        value_serializer="raw",
+        partitions=JOB_EVENTS.partitions,
+    )
+    processor = Processor(codec, kafka.topics, settings.defaults)
+    service = SchedulerService(settings, codec, app, table, processor)
+    _wire(service, topic)
+    return service
+
+
+def _wire(service: SchedulerService, topic: faust.TopicT) -> None:
+    app, settings = service.app, service.settings
+
+    @app.agent(topic, name="fold-job-events")
+    async def fold(stream: Any) -> None:  # faust's stubs lack take_events
+        async for events in stream.take_events(settings.batch_size, within=settings.batch_window_s):
+            try:
+                await service.process_batch(list(events))
+            except BaseException:
+                # Faust would acknowledge the batch and restart the agent, skipping it.
+                # Stop at once instead, committing nothing: the restarted worker folds
+                # the batch again from the last committed offset.
+                log.critical(
+                    "a batch could not be processed; stopping without commit", exc_info=True
+                )
+                logging.shutdown()
+                os._exit(EXIT_BATCH_FAILED)
+
+    @app.timer(settings.tick_interval_s)  # type: ignore[untyped-decorator]
+    async def ticks() -> None:
+        recovery = cast(Any, app.tables).recovery
+        if not service.ready and recovery.completed.is_set() and not app.rebalancing:
+            service.rescan()
+            service.ready = True
+            log.info(
+                "scheduler ready: %d jobs in the table, consuming %s, web on http://%s:%d",
+                len(service.table),
+                settings.kafka.topics.job_events,
+                settings.web_host,
+                settings.web_port,
+            )
+        if service.ready:
+            await service.tick()
+
+    @app.page("/health")
+    async def health(web: Any, request: Any) -> Any:
+        ready = service.ready and not app.rebalancing
+        body = {
+            "status": "ready" if ready else "starting",
+            "jobs": len(service.table),
+            "eventsIn": service.metrics.events_in,
+        }
+        return web.json(body, status=200 if ready else 503)
+
+    @app.page("/metrics")
+    async def metrics(web: Any, request: Any) -> Any:
+        return web.text(service.metrics.prometheus(len(service.table)), content_type="text/plain")
+
+    @app.on_partitions_revoked.connect  # type: ignore[arg-type]
+    async def revoked(app_: Any, revoked: Any, **_: Any) -> None:
+        service.ready = False  # rescan the table once recovery of the new assignment completes
+
+
+def _credentials(kafka: Settings) -> faust.types.auth.CredentialsArg | None:
+    security = kafka.security
+    context = None
+    if security.uses_tls:
+        context = ssl.create_default_context(cafile=security.ssl_ca_location)
+        if security.ssl_certificate_location:
+            context.load_cert_chain(
+                security.ssl_certificate_location,
+                security.ssl_key_location,
+                security.ssl_key_password.reveal() if security.ssl_key_password else None,
+            )
+    if security.uses_sasl:
+        assert security.sasl_password is not None
+        return faust.SASLCredentials(
+            username=security.sasl_username,
+            password=security.sasl_password.reveal(),
+            mechanism=security.sasl_mechanism,
+            ssl_context=context,
+        )
+    return faust.SSLCredentials(context) if context is not None else None

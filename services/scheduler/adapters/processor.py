@@ -1,0 +1,196 @@
+"""One input message in, the messages to send and the job's next stored state out.
+
+This is the scheduler service without Faust: decode the raw bytes with the
+contracts codec, guard against re-applying a message (a job's stored state
+remembers the offset of the last message folded into it), fold, and encode
+every effect for its topic. Anything unusable becomes a dead letter with the
+reason. The Faust agent only moves bytes and stores what this returns.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from services.contracts import Codec, DecodeError, Topics
+from services.contracts import records as r
+from services.contracts.kafka import partition_for
+from services.contracts.topics import JOB_EVENTS
+from services.scheduler.core import handle
+from services.scheduler.core.effects import (
+    Decision,
+    Effect,
+    Rejected,
+    RescaleUpdated,
+    RuntimeRequest,
+)
+from services.scheduler.core.events import from_record
+from services.scheduler.core.fold import Defaults
+from services.scheduler.core.model import JobState
+from services.scheduler.core.serde import dumps, loads
+
+_OFFSET = struct.Struct(">q")
+
+
+@dataclass(frozen=True)
+class Incoming:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    topic: str
+    key: bytes
+    value: bytes
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A job's state and the offset of the last message folded into it."""
+
+    offset: int
+    job: JobState
+
+
+def store_bytes(stored: Stored) -> bytes:
+    return _OFFSET.pack(stored.offset) + dumps(stored.job)
+
+
+def stored_from_bytes(data: bytes) -> Stored:
+    return Stored(_OFFSET.unpack_from(data)[0], loads(data[_OFFSET.size :]))
+
+
+@dataclass
+class Outcome:
+    """What one message produced: messages to send, and the job state to store (if changed)."""
+
+    job_id: str | None
+    outgoing: list[Outgoing] = field(default_factory=list)
+    stored: Stored | None = None
+    skipped: bool = False
+    dead_letters: int = 0
+    rescale_records: int = 0
+    decisions: int = 0
+
+
+class Processor:
+    """Folds raw job-events messages for the jobs of one worker."""
+
+    def __init__(
+        self,
+        codec: Codec,
+        topics: Topics,
+        defaults: Defaults = (),
+        clock: Callable[[], float] = time.time,
+        partitions: int = JOB_EVENTS.partitions,
+    ) -> None:
+        self.codec = codec
+        self.topics = topics
+        self.defaults = defaults
+        self.partitions = partitions
+        self.clock = clock  # only for the dead letters' timestamps
+
+    def job_of(self, message: Incoming) -> str | None:
+        """The job a message is keyed to (None without a key)."""
+        return message.key.decode("utf-8", "replace") if message.key is not None else None
+
+    def process(self, message: Incoming, stored: Stored | None) -> Outcome:
+        try:
+            decoded = self.codec.decode(message.value, expected=r.INPUT_EVENTS)
+        except DecodeError as error:
+            return self._dead(message, "DecodeError", str(error))
+        event = from_record(decoded.schema, decoded.record)
+        if message.key != event.job_id.encode():
+            reason = f"the key must be the job id {event.job_id!r}, got {message.key!r}"
+            return self._dead(message, "KeyMismatch", reason)
+        expected = partition_for(message.key, self.partitions)
+        if message.partition != expected:
+            # A job's events must share one partition or their order is lost.
+            reason = (
+                f"job {event.job_id!r} belongs on partition {expected} (Kafka's murmur2 "
+                f"partitioner), this message is on {message.partition}; fix the producer"
+            )
+            return self._dead(message, "PartitionMismatch", reason)
+        if stored is not None and message.offset <= stored.offset:
+            return Outcome(event.job_id, skipped=True)  # folded before a restart: outputs were sent
+        try:
+            step = handle(stored.job if stored else None, event, self.defaults)
+        except Exception as error:  # a bug in the scheduler: keep the event, keep going
+            reason = f"{type(error).__name__}: {error}"
+            return self._dead(
+                message, "SchedulerError", f"the scheduler failed on this event: {reason}"
+            )
+        outcome = Outcome(event.job_id)
+        for effect in step.effects:
+            self._emit(effect, message, outcome)
+        if step.job is not None:
+            outcome.stored = Stored(message.offset, step.job)
+        return outcome
+
+    def _emit(self, effect: Effect, message: Incoming, outcome: Outcome) -> None:
+        key = effect.job_id.encode()
+        if isinstance(effect, RescaleUpdated):
+            value = self.codec.encode(r.RESCALE, effect.record)
+            outcome.outgoing.append(Outgoing(self.topics.rescales, key, value))
+            outcome.rescale_records += 1
+        elif isinstance(effect, Decision | RuntimeRequest):
+            value = self.codec.encode(r.SCHEDULER_DECISION, decision_record(effect))
+            outcome.outgoing.append(Outgoing(self.topics.decisions, key, value))
+            outcome.decisions += 1
+        else:
+            assert isinstance(effect, Rejected)
+            dead = self._dead(message, str(effect.kind), effect.message)
+            outcome.outgoing.extend(dead.outgoing)
+            outcome.dead_letters += 1
+
+    def _dead(self, message: Incoming, error_class: str, reason: str) -> Outcome:
+        record = {
+            "sourceTopic": message.topic,
+            "sourcePartition": message.partition,
+            "sourceOffset": message.offset,
+            "key": message.key,
+            "payload": message.value,
+            "errorClass": error_class,
+            "errorMessage": reason,
+            "service": "scheduler",
+            "timestampMillis": int(self.clock() * 1000),
+        }
+        value = self.codec.encode(r.DEAD_LETTER, record)
+        out = Outgoing(self.topics.dead_letters, message.key or b"", value)
+        return Outcome(self.job_of(message), outgoing=[out], dead_letters=1)
+
+
+def decision_record(effect: Decision | RuntimeRequest) -> dict[str, Any]:
+    """A decision or runtime request as the Avro SchedulerDecision record."""
+    if isinstance(effect, Decision):
+        return {
+            "jobId": effect.job_id,
+            "timestamp": effect.at,
+            "sequence": effect.sequence,
+            "category": "DECISION",
+            "kind": str(effect.kind),
+            "state": effect.state,
+            "phase": effect.phase,
+            "executionGraphId": None,
+            "message": effect.message,
+            "details": dict(effect.details),
+        }
+    return {
+        "jobId": effect.job_id,
+        "timestamp": effect.at,
+        "sequence": effect.sequence,
+        "category": "RUNTIME_REQUEST",
+        "kind": str(effect.kind),
+        "state": effect.state,
+        "phase": None,
+        "executionGraphId": effect.execution_graph_id,
+        "message": "",
+        "details": dict(effect.details),
+    }

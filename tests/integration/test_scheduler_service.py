@@ -1,0 +1,256 @@
+"""The scheduler service against the real broker: same output as replay, crash-safe,
+and every malformed input dead-lettered with a reason while valid work goes on."""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from services.contracts import Codec, Settings
+from services.contracts import records as r
+from services.contracts.kafka import producer_config
+from services.scheduler.core.events import Event, JobSubmitted, TaskManagerRegistered
+from tests.integration.scheduler_support import (
+    SchedulerProcess,
+    consume_records,
+    encode_events,
+    example_events,
+    latest_by_uuid,
+    replayed_records,
+)
+from tests.kafka_support import consume, produce
+
+pytestmark = pytest.mark.integration
+
+EXAMPLES = (
+    "tm-join-one-by-one.jsonl",
+    "reactive-mode.jsonl",
+    "requirements-update.jsonl",
+    "failover.jsonl",
+)
+
+
+@pytest.fixture
+def scheduler(kafka: Settings, tmp_path: Path):  # type: ignore[no-untyped-def]
+    processes: list[SchedulerProcess] = []
+
+    def start(*extra: str) -> SchedulerProcess:
+        process = SchedulerProcess(kafka, tmp_path / "scheduler", *extra).start()
+        processes.append(process)
+        process.wait_ready()
+        return process
+
+    yield start
+    for process in processes:
+        process.stop()
+
+
+def by_job(records: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    result: dict[str, list[dict[str, Any]]] = {}
+    for record in records:
+        result.setdefault(record["jobId"], []).append(record)
+    return result
+
+
+def test_rescale_records_equal_what_replay_prints(kafka: Settings, codec: Codec, scheduler) -> None:  # type: ignore[no-untyped-def]
+    events = example_events(codec, *EXAMPLES)
+    expected = replayed_records(events)
+    produce(kafka, kafka.topics.job_events, encode_events(codec, events))
+    scheduler()
+    total = sum(len(records) for records in expected.values())
+    received = consume_records(codec, kafka, lambda got: len(got) >= total)
+    assert by_job(received) == expected  # every revision, in order, byte-identical content
+    decisions = consume(kafka, kafka.topics.decisions, lambda got: len(got) >= 10)
+    assert codec.decode(decisions[0].value).schema == r.SCHEDULER_DECISION
+
+
+def workload(jobs: int, per_job: int, seed: int) -> list[Event]:
+    from bench.core_bench import job_events
+
+    streams = [list(job_events(f"crash-{j}", per_job, seed + j)) for j in range(jobs)]
+    merged = [event for stream in streams for event in stream]
+    merged.sort(key=lambda e: (e.timestamp, e.job_id))
+    return merged
+
+
+def bad_inputs(
+    codec: Codec, rng: random.Random, count: int, job: str
+) -> list[tuple[bytes | None, bytes, str]]:
+    """Malformed messages of every kind, with the error class each must be dead-lettered as.
+
+    `job` must exist by the time the messages are read (for the invalid-value cases).
+    """
+    key = job.encode()
+    valid = codec.encode(r.TIMER_FIRED, {"jobId": job, "timestamp": 1})
+    rescale = bytes.fromhex(
+        __import__("json").loads(
+            (Path(__file__).parents[1] / "contract" / "golden" / "rescale.v2.json").read_text()
+        )["hex"]
+    )
+    kinds = [
+        lambda: (key, rng.randbytes(rng.randint(0, 40)), "DecodeError"),
+        lambda: (key, valid[: rng.randint(1, len(valid) - 1)], "DecodeError"),
+        lambda: (key, valid + b"\x00", "DecodeError"),
+        lambda: (key, rescale, "DecodeError"),
+        lambda: (
+            b"nobody",
+            codec.encode(r.TIMER_FIRED, {"jobId": "nobody", "timestamp": 5}),
+            "UnknownJob",
+        ),
+        lambda: (b"someone-else", valid, "KeyMismatch"),
+        lambda: (
+            key,
+            codec.encode(
+                r.TASK_MANAGER_REGISTERED,
+                {"jobId": job, "timestamp": 5, "taskManagerId": "x", "slots": 0},
+            ),
+            "InvalidEvent",
+        ),
+        lambda: (
+            key,
+            codec.encode(
+                r.RESOURCE_REQUIREMENTS_UPDATED, {"jobId": job, "timestamp": 5, "requirements": []}
+            ),
+            "InvalidEvent",
+        ),
+    ]
+    return [rng.choice(kinds)() for _ in range(count)]
+
+
+def produce_mixed(  # noqa: PLR0917
+    settings: Settings,
+    topic: str,
+    valid: list[tuple[bytes, bytes]],
+    bad: list[tuple[bytes | None, bytes, str]],
+    rng: random.Random,
+    after: int,
+) -> dict[tuple[int, int], str]:
+    """Interleave bad messages into the valid stream after its first `after` messages;
+    return each bad one's (partition, offset) with its expected error class."""
+    from confluent_kafka import Producer
+
+    producer = Producer(producer_config(settings))
+    injected: dict[tuple[int, int], str] = {}
+    positions = sorted(rng.sample(range(after, len(valid) + len(bad)), len(bad)))
+    bad_iter, valid_iter = iter(bad), iter(valid)
+    for index in range(len(valid) + len(bad)):
+        if positions and index == positions[0]:
+            positions.pop(0)
+            key, value, error_class = next(bad_iter)
+
+            def record(err: Any, msg: Any, error_class: str = error_class) -> None:
+                assert err is None, err
+                injected[(msg.partition(), msg.offset())] = error_class
+
+            producer.produce(topic, key=key, value=value, on_delivery=record)
+        else:
+            key, value = next(valid_iter)
+            producer.produce(topic, key=key, value=value)
+        producer.poll(0)
+    assert producer.flush(30) == 0
+    return injected
+
+
+def test_kill_minus_nine_loses_and_invents_nothing(
+    kafka: Settings, codec: Codec, scheduler
+) -> None:  # type: ignore[no-untyped-def]
+    rng = random.Random(7)
+    events = workload(jobs=20, per_job=200, seed=100)  # 4,000 events
+    expected = latest_by_uuid(r for records in replayed_records(events).values() for r in records)
+    bad = bad_inputs(codec, rng, 60, "crash-3")
+    injected = produce_mixed(
+        kafka, kafka.topics.job_events, encode_events(codec, events), bad, rng, after=20
+    )
+    worker = scheduler("--batch-size", "20")
+    deadline = time.monotonic() + 60
+    while (
+        worker.metrics().get("scalefold_scheduler_events_in_total", 0) < 1_000
+        and time.monotonic() < deadline
+    ):
+        time.sleep(0.05)
+    processed_at_kill = worker.metrics()["scalefold_scheduler_events_in_total"]
+    worker.kill()
+    assert processed_at_kill < len(events) + len(bad), (
+        "the worker finished before the kill: raise the load"
+    )
+    scheduler("--batch-size", "20")
+
+    def converged(records: list[dict[str, Any]]) -> bool:
+        return latest_by_uuid(records) == expected
+
+    received = consume_records(codec, kafka, converged, timeout=180)
+    assert latest_by_uuid(received) == expected
+    letters = consume(
+        kafka,
+        kafka.topics.dead_letters,
+        lambda got: (
+            len(
+                {
+                    (
+                        codec.decode(m.value).record["sourcePartition"],
+                        codec.decode(m.value).record["sourceOffset"],
+                    )
+                    for m in got
+                }
+            )
+            >= len(injected)
+        ),
+        timeout=60,
+    )
+    seen = {
+        (d["sourcePartition"], d["sourceOffset"]): d["errorClass"]
+        for d in (codec.decode(m.value).record for m in letters)
+    }
+    assert seen == injected  # exactly the injected bad inputs, each with its reason
+
+
+def test_malformed_messages_are_dead_lettered_and_valid_work_is_unaffected(
+    kafka: Settings, codec: Codec, scheduler
+) -> None:  # type: ignore[no-untyped-def]
+    rng = random.Random(11)
+    events = example_events(codec, "tm-join-one-by-one.jsonl", "failover.jsonl")
+    expected = replayed_records(events)
+    bad = bad_inputs(codec, rng, 2_000, "clicks")
+    injected = produce_mixed(
+        kafka, kafka.topics.job_events, encode_events(codec, events), bad, rng, after=1
+    )
+    scheduler()
+    total = sum(len(records) for records in expected.values())
+    received = consume_records(codec, kafka, lambda got: len(got) >= total)
+    assert by_job(received) == expected
+    letters = consume(kafka, kafka.topics.dead_letters, lambda got: len(got) >= len(injected))
+    records = [codec.decode(m.value).record for m in letters]
+    assert {(d["sourcePartition"], d["sourceOffset"]): d["errorClass"] for d in records} == injected
+    assert all(d["errorMessage"] and d["service"] == "scheduler" for d in records)
+    payloads = {(d["sourcePartition"], d["sourceOffset"]): d["payload"] for d in records}
+    assert len(payloads) == len(injected)
+
+
+def test_two_workers_split_the_partitions(kafka: Settings, codec: Codec, scheduler) -> None:  # type: ignore[no-untyped-def]
+    vertices = example_events(codec, "tm-join-one-by-one.jsonl")[0].vertices  # type: ignore[attr-defined]
+    events: list[Event] = []
+    for j in range(12):
+        events.append(JobSubmitted(f"split-{j}", 0, "split", vertices, None, ()))
+        events.append(TaskManagerRegistered(f"split-{j}", 1000, "tm", 4, None))
+    expected = latest_by_uuid(r for records in replayed_records(events).values() for r in records)
+    first, second = scheduler(), scheduler()
+    produce(kafka, kafka.topics.job_events, encode_events(codec, events))
+    received = consume_records(codec, kafka, lambda got: latest_by_uuid(got) == expected)
+    assert latest_by_uuid(received) == expected
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        counts = [
+            w.metrics().get("scalefold_scheduler_events_in_total", 0) for w in (first, second)
+        ]
+        if all(counts) and sum(counts) >= len(events):
+            break
+        time.sleep(0.2)
+    assert all(counts), f"one worker got no partitions: {counts}"
+
+
+os.environ.setdefault("PYTHONUNBUFFERED", "1")
