@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from services.scheduler.core.events import Profile
 from services.scheduler.core.jobgraph import JobInformation
@@ -58,6 +59,7 @@ class Assignment:
         return frozenset(slot for _, slots in self.groups for slot in slots)
 
 
+@lru_cache(maxsize=2048)
 def ssg_metas(info: JobInformation) -> tuple[SsgMeta, ...]:
     """SlotSharingGroupMetaInfo.from(vertices), sorted by SSG id."""
     lower: dict[str, int] = {}
@@ -80,6 +82,7 @@ def minimal_slots(info: JobInformation) -> int:
     return sum(meta.max_lower for meta in ssg_metas(info))
 
 
+@lru_cache(maxsize=8192)
 def determine_parallelism(info: JobInformation, slot_count: int) -> Plan | None:
     """Flink's determineParallelism for `slot_count` slots, None if the minimum does not fit."""
     metas = ssg_metas(info)

@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable
-from dataclasses import replace
 from functools import lru_cache
-from typing import Any, TypeVar
+from typing import Any
 
 from services.scheduler.core import timeline as tl
 from services.scheduler.core.config import SchedulerConfig, resolve
@@ -35,6 +34,7 @@ from services.scheduler.core.effects import (
 )
 from services.scheduler.core.model import JobState, SchedulerState, StateName, Timer
 from services.scheduler.core.recording import build_record
+from services.scheduler.core.values import evolve
 
 MAX_TIMERS_PER_STEP = 10_000
 
@@ -43,21 +43,6 @@ Defaults = tuple[tuple[str, str], ...]
 
 class InvariantError(AssertionError):
     """The scheduler broke one of its own rules: a bug, never bad input."""
-
-
-_T = TypeVar("_T")
-
-
-def evolve(value: _T, **changes: Any) -> _T:
-    """`dataclasses.replace` for the fold's hot path: copies the fields without re-running
-    `__init__` (the state classes have no validation in it), several times faster."""
-    unknown = changes.keys() - value.__dict__.keys()
-    if unknown:
-        raise TypeError(f"{type(value).__name__} has no field {', '.join(sorted(unknown))}")
-    copy = object.__new__(type(value))
-    copy.__dict__.update(value.__dict__)
-    copy.__dict__.update(changes)
-    return copy
 
 
 @lru_cache(maxsize=4096)
@@ -74,6 +59,10 @@ class Fold:
     def __init__(self, job: JobState, defaults: Defaults) -> None:
         self.job = job
         self.defaults = defaults
+        # Counters live here during the step and go back into the state once, in `finish`.
+        self.sequence = job.sequence
+        self.epochs = job.epochs
+        self.timer_seq = job.timer_seq
         self.effects: list[Effect] = []
         self._touched: dict[str, tl.Rescale] = {}
         self._constructing = False
@@ -103,8 +92,16 @@ class Fold:
         self.job = evolve(self.job, state=evolve(self.job.state, **changes))
 
     def next_epoch(self) -> int:
-        self.set(epochs=self.job.epochs + 1)
-        return self.job.epochs
+        self.epochs += 1
+        return self.epochs
+
+    def finish(self) -> JobState:
+        """The job after this step, with the step's counters written back."""
+        self.flush_rescales()
+        self.job = evolve(
+            self.job, sequence=self.sequence, epochs=self.epochs, timer_seq=self.timer_seq
+        )
+        return self.job
 
     # -- timers (runIfState / runIfPhase) -----------------------------------
 
@@ -120,11 +117,13 @@ class Fold:
         self._schedule(action, delay_ms, stm.epoch)
 
     def _schedule(self, action: str, delay_ms: int, phase_epoch: int | None) -> None:
-        seq = self.job.timer_seq + 1
-        timer = Timer(self.now + max(0, delay_ms), seq, action, self.state.epoch, phase_epoch)
+        self.timer_seq += 1
+        timer = Timer(
+            self.now + max(0, delay_ms), self.timer_seq, action, self.state.epoch, phase_epoch
+        )
         timers = list(self.job.timers)
         bisect.insort(timers, timer, key=lambda t: (t.due, t.seq))
-        self.set(timers=tuple(timers), timer_seq=seq)
+        self.set(timers=tuple(timers))
 
     def advance_to(self, until: int, run: Callable[[Fold, str], None]) -> None:
         """Run the timers due at or before `until` in due order, then set the clock to it."""
@@ -166,8 +165,8 @@ class Fold:
     # -- effects -----------------------------------------------------------
 
     def _sequence(self) -> int:
-        self.set(sequence=self.job.sequence + 1)
-        return self.job.sequence
+        self.sequence += 1
+        return self.sequence
 
     def decide(self, kind: DecisionKind, message: str, **details: object) -> None:
         stm = self.state.stm
@@ -226,12 +225,12 @@ class Fold:
     def flush_rescales(self) -> None:
         """Emit one new revision of every rescale changed since the last flush."""
         for rescale in self._touched.values():
-            revised = replace(rescale, revision=rescale.revision + 1)
+            revised = evolve(rescale, revision=rescale.revision + 1)
             current = self.job.timeline.current
             if current is not None and current.uuid == rescale.uuid:
                 self.set(
-                    timeline=replace(
-                        self.job.timeline, current=replace(current, revision=revised.revision)
+                    timeline=evolve(
+                        self.job.timeline, current=evolve(current, revision=revised.revision)
                     )
                 )
             self.effects.append(

@@ -7,12 +7,12 @@ comments give Flink's place.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 
 from services.scheduler.core import timeline as tl
 from services.scheduler.core.allocator import Assignment, Plan
 from services.scheduler.core.fold import Fold
 from services.scheduler.core.timeline import TerminatedReason, TriggerCause
+from services.scheduler.core.values import evolve
 
 
 def _opened(
@@ -23,7 +23,7 @@ def _opened(
     latest = fold.job.timeline.latest_completed
 
     def fill(rescale: tl.Rescale) -> tl.Rescale:
-        rescale = tl.set_requirements(replace(rescale, trigger=trigger, start=start), info)
+        rescale = tl.set_requirements(evolve(rescale, trigger=trigger, start=start), info)
         return tl.set_pre_rescale(rescale, info, latest) if with_pre else rescale
 
     return fill
@@ -83,11 +83,11 @@ def restarting_to_rescale(fold: Fold) -> None:
 def restarting_for_failover(fold: Fold, cause: str) -> None:
     """goToRestarting for a failure: merge into the rescale in progress, or open one."""
     if fold.job.timeline.in_progress() is not None:
-        fold.update_rescale(lambda r: replace(r, spans=(), phases=()))
+        fold.update_rescale(lambda r: evolve(r, spans=(), phases=()))
     else:
         fold.open_rescale(False, lambda r: r)
     fill = _opened(fold, TriggerCause.RECOVERABLE_FAILOVER, fold.now, True)
-    fold.update_rescale(lambda r: replace(fill(r), pending_exception=cause))
+    fold.update_rescale(lambda r: evolve(fill(r), pending_exception=cause))
 
 
 def graph_created(fold: Fold, plan: Plan, assignment: Assignment) -> None:
@@ -127,4 +127,4 @@ def job_ending(fold: Fold, reason: TerminatedReason, exception: str | None = Non
 
 def set_status(fold: Fold, message: str) -> None:
     """scalefold: the in-progress rescale's statusMessage, the latest explanation."""
-    fold.update_rescale(lambda r: r if r.status == message else replace(r, status=message))
+    fold.update_rescale(lambda r: r if r.status == message else evolve(r, status=message))

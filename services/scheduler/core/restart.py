@@ -7,9 +7,10 @@ id and the failure count, so a replay restarts at the same moments.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from services.scheduler.core.config import RestartConfig, RestartStrategyType
+from services.scheduler.core.values import evolve
 
 
 @dataclass(frozen=True)
@@ -36,11 +37,11 @@ def on_failure(
     kind = config.type
     if kind is RestartStrategyType.NONE:
         decision = RestartDecision(False, 0, "restart strategy none: failures are not restarted")
-        return replace(state, failures=failures, last_failure_at=now), decision
+        return evolve(state, failures=failures, last_failure_at=now), decision
     if kind is RestartStrategyType.FIXED_DELAY:
         ok = failures <= config.fixed_attempts
         why = f"fixed-delay attempt {failures} of {config.fixed_attempts}"
-        new = replace(state, failures=failures, last_failure_at=now)
+        new = evolve(state, failures=failures, last_failure_at=now)
         return new, RestartDecision(ok, config.fixed_delay_ms, why)
     if kind is RestartStrategyType.FAILURE_RATE:
         window = tuple(t for t in state.recent_failures if now - t < config.rate_interval_ms)
@@ -50,7 +51,7 @@ def on_failure(
             f"{len(window)} failures within {config.rate_interval_ms} ms "
             f"(max {config.rate_max_failures})"
         )
-        new = replace(state, failures=failures, last_failure_at=now, recent_failures=window)
+        new = evolve(state, failures=failures, last_failure_at=now, recent_failures=window)
         return new, RestartDecision(ok, config.rate_delay_ms, why)
     return _exponential(config, state, now, job_id, failures)
 

@@ -98,8 +98,7 @@ def advance(job: JobState, until: int, defaults: Defaults = ()) -> Step:
 
 
 def _finish(fold: Fold) -> Step:
-    fold.flush_rescales()
-    return Step(fold.job, tuple(fold.effects))
+    return Step(fold.finish(), tuple(fold.effects))
 
 
 def _run_timer(fold: Fold, action: str) -> None:

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import TypeVar
 
 from services.scheduler.core.allocator import Assignment, Plan, Slot, ssg_metas
 from services.scheduler.core.events import Profile
 from services.scheduler.core.jobgraph import JobInformation
+from services.scheduler.core.values import evolve
 
 _T = TypeVar("_T")
 NAMESPACE = uuid.UUID("6b1f3c2e-8d4a-5e7b-9c0d-1a2b3c4d5e6f")
@@ -174,7 +175,7 @@ def new_rescale(timeline: Timeline, job_id: str, new_epoch: bool) -> Timeline:
     created = timeline.created + 1
     rescale = Rescale(derive_uuid(job_id, "rescale", created), requirements, attempt)
     recent = (*timeline.recent, rescale.uuid)[-timeline.size :]
-    return replace(
+    return evolve(
         timeline,
         current=rescale,
         recent=recent,
@@ -192,8 +193,8 @@ def update(timeline: Timeline, change: Callable[[Rescale], Rescale]) -> Timeline
         return timeline
     changed = change(current)
     if not changed.terminated:
-        return replace(timeline, current=changed)
-    return _terminated(replace(timeline, current=changed), changed)
+        return evolve(timeline, current=changed)
+    return _terminated(evolve(timeline, current=changed), changed)
 
 
 def _terminated(timeline: Timeline, rescale: Rescale) -> Timeline:
@@ -203,10 +204,10 @@ def _terminated(timeline: Timeline, rescale: Rescale) -> Timeline:
             tuple((v.vertex_id, v.post) for v in rescale.vertices),
             tuple((s.ssg_id, s.post) for s in rescale.slots),
         )
-        return replace(timeline, completed=timeline.completed + 1, latest_completed=done)
+        return evolve(timeline, completed=timeline.completed + 1, latest_completed=done)
     if state is TerminalState.FAILED:
-        return replace(timeline, failed=timeline.failed + 1)
-    return replace(timeline, ignored=timeline.ignored + 1)
+        return evolve(timeline, failed=timeline.failed + 1)
+    return evolve(timeline, ignored=timeline.ignored + 1)
 
 
 # Rescale setters: each returns a new Rescale (Flink's fluent setters, immutable).
@@ -217,22 +218,22 @@ def add_state_span(rescale: Rescale, span: StateSpan) -> Rescale:
     if rescale.terminated:
         return rescale
     exception = span.exception if span.exception is not None else rescale.pending_exception
-    return replace(
-        rescale, spans=(*rescale.spans, replace(span, exception=exception)), pending_exception=None
+    return evolve(
+        rescale, spans=(*rescale.spans, evolve(span, exception=exception)), pending_exception=None
     )
 
 
 def terminate(rescale: Rescale, reason: TerminatedReason, end: int) -> Rescale:
     """setTerminatedReason + setEndTimestamp; the open transition phase ends with it."""
-    return replace(close_phases(rescale, end), reason=reason, end=end)
+    return evolve(close_phases(rescale, end), reason=reason, end=end)
 
 
 def close_phases(rescale: Rescale, at: int) -> Rescale:
     """End the open transition-phase span, if any, at `at`."""
     if not rescale.phases or rescale.phases[-1].leave is not None:
         return rescale
-    last = replace(rescale.phases[-1], leave=at)
-    return replace(rescale, phases=(*rescale.phases[:-1], last))
+    last = evolve(rescale.phases[-1], leave=at)
+    return evolve(rescale, phases=(*rescale.phases[:-1], last))
 
 
 def set_requirements(rescale: Rescale, info: JobInformation) -> Rescale:
@@ -242,12 +243,12 @@ def set_requirements(rescale: Rescale, info: JobInformation) -> Rescale:
         known = vertices.get(vertex.id) or VertexRescale(
             vertex.id, vertex.name, vertex.ssg_id, vertex.ssg_name
         )
-        vertices[vertex.id] = replace(known, desired=bounds.upper, sufficient=bounds.lower)
+        vertices[vertex.id] = evolve(known, desired=bounds.upper, sufficient=bounds.lower)
     slots = {s.ssg_id: s for s in rescale.slots}
     for meta in ssg_metas(info):
         group = slots.get(meta.id) or SlotRescale(meta.id, meta.name)
-        slots[meta.id] = replace(group, desired=meta.max_upper, minimal=meta.max_lower)
-    return replace(rescale, vertices=_sorted(vertices), slots=_sorted(slots))
+        slots[meta.id] = evolve(group, desired=meta.max_upper, minimal=meta.max_lower)
+    return evolve(rescale, vertices=_sorted(vertices), slots=_sorted(slots))
 
 
 def set_pre_rescale(rescale: Rescale, info: JobInformation, latest: Completed | None) -> Rescale:
@@ -257,9 +258,9 @@ def set_pre_rescale(rescale: Rescale, info: JobInformation, latest: Completed | 
     vertex_post = dict(latest.vertex_post)
     slot_post = dict(latest.slot_post)
     rescale = set_requirements(rescale, info) if not rescale.vertices else rescale
-    vertices = tuple(replace(v, pre=vertex_post.get(v.vertex_id)) for v in rescale.vertices)
-    slots = tuple(replace(s, pre=slot_post.get(s.ssg_id)) for s in rescale.slots)
-    return replace(rescale, vertices=vertices, slots=slots)
+    vertices = tuple(evolve(v, pre=vertex_post.get(v.vertex_id)) for v in rescale.vertices)
+    slots = tuple(evolve(s, pre=slot_post.get(s.ssg_id)) for s in rescale.slots)
+    return evolve(rescale, vertices=vertices, slots=slots)
 
 
 def set_post_rescale(
@@ -272,10 +273,10 @@ def set_post_rescale(
     """setPostRescaleVertexParallelism + setPostRescaleSlots."""
     rescale = set_requirements(rescale, info) if not rescale.vertices else rescale
     post = {v.id: p for v, p in zip(info.vertices, plan.parallelism, strict=True)}
-    vertices = tuple(replace(v, post=post.get(v.vertex_id)) for v in rescale.vertices)
+    vertices = tuple(evolve(v, post=post.get(v.vertex_id)) for v in rescale.vertices)
     assigned = dict(assignment.groups)
     slots = tuple(
-        replace(
+        evolve(
             s,
             post=len(assigned.get(s.ssg_id, ())),
             acquired_profile=pool[assigned[s.ssg_id][0]].profile
@@ -284,7 +285,7 @@ def set_post_rescale(
         )
         for s in rescale.slots
     )
-    return replace(rescale, vertices=vertices, slots=slots)
+    return evolve(rescale, vertices=vertices, slots=slots)
 
 
 def _sorted(items: dict[str, _T]) -> tuple[_T, ...]:

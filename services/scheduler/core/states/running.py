@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from services.scheduler.core import history, stm
 from services.scheduler.core.allocator import desired_slots
 from services.scheduler.core.config import RuntimeMode, StabilizationPlacement
@@ -24,6 +22,7 @@ from services.scheduler.core.transitions import (
     restart_or_fail,
     transition_to,
 )
+from services.scheduler.core.values import evolve
 
 
 def graph_of(fold: Fold) -> ExecutionGraph:
@@ -111,7 +110,7 @@ class Executing(WithGraph):
     def _checkpoint_done(self, fold: Fold) -> None:
         stm_ = fold.state.stm
         if stm_ is not None and stm_.checkpoint_requested:
-            fold.set_state(stm=replace(stm_, checkpoint_requested=False))
+            fold.set_state(stm=evolve(stm_, checkpoint_requested=False))
 
     def _checkpoint_failed(self, fold: Fold) -> None:
         countdown = fold.state.checkpoint_countdown
@@ -150,7 +149,7 @@ class Executing(WithGraph):
             return
         if stm_.checkpoint_requested:
             return
-        fold.set_state(stm=replace(stm_, checkpoint_requested=True))
+        fold.set_state(stm=evolve(stm_, checkpoint_requested=True))
         fold.request(RequestKind.TRIGGER_CHECKPOINT, graph_of(fold).id, reason="rescale evaluation")
 
 
