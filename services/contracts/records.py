@@ -24,7 +24,7 @@ INPUT_EVENTS = frozenset(
 """Everything a job's scheduler folds; all of it travels on the job-events topic."""
 
 RESCALE = "scalefold.rescale.Rescale"
-SCHEDULER_DECISION = "scalefold.decisions.SchedulerDecision"
+SCHEDULER_DECISIONS = "scalefold.decisions.SchedulerDecisions"
 SCALING_COMMAND = "scalefold.commands.ScalingCommand"
 COMMAND_OUTCOME = "scalefold.commands.CommandOutcome"
 DEAD_LETTER = "scalefold.deadletter.DeadLetter"

@@ -61,9 +61,9 @@ DECISIONS = TopicSpec(
     "decisions",
     partitions=6,
     key="jobId",
-    values=frozenset({records.SCHEDULER_DECISION}),
+    values=frozenset({records.SCHEDULER_DECISIONS}),
     retention_ms=7 * 24 * 3600 * 1000,
-    doc="Every decision of every job's scheduler and its requests to the runtime; kept 7 days.",
+    doc="Each folded input's decisions and runtime requests, per job; kept 7 days.",
 )
 COMMANDS = TopicSpec(
     "commands",

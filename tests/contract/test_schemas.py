@@ -26,7 +26,7 @@ def test_every_schema_file_parses_and_is_named_by_version(registry: SchemaRegist
 def test_every_record_scalefold_uses_has_a_schema(registry: SchemaRegistry) -> None:
     used = r.INPUT_EVENTS | {
         r.RESCALE,
-        r.SCHEDULER_DECISION,
+        r.SCHEDULER_DECISIONS,
         r.SCALING_COMMAND,
         r.COMMAND_OUTCOME,
         r.DEAD_LETTER,

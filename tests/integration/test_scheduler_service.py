@@ -66,7 +66,7 @@ def test_rescale_records_equal_what_replay_prints(kafka: Settings, codec: Codec,
     received = consume_records(codec, kafka, lambda got: len(got) >= total)
     assert by_job(received) == expected  # every revision, in order, byte-identical content
     decisions = consume(kafka, kafka.topics.decisions, lambda got: len(got) >= 10)
-    assert codec.decode(decisions[0].value).schema == r.SCHEDULER_DECISION
+    assert codec.decode(decisions[0].value).schema == r.SCHEDULER_DECISIONS
 
 
 def workload(jobs: int, per_job: int, seed: int) -> list[Event]:

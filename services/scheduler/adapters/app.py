@@ -29,6 +29,7 @@ from faust.serializers import codecs
 
 from services.contracts import Codec, Settings
 from services.contracts import records as r
+from services.contracts.kafka import producer_config
 from services.contracts.topics import JOB_EVENTS
 from services.scheduler.adapters.metrics import Metrics
 from services.scheduler.adapters.processor import (
@@ -96,6 +97,35 @@ class JobTable(faust.Table):  # type: ignore[type-arg]
         return self.partition_of[key]
 
 
+class Output:
+    """The service's librdkafka producer: records are handed over without waiting and
+    `delivered()` waits, off the event loop, until the broker has acknowledged them all."""
+
+    def __init__(self, kafka: Settings) -> None:
+        from confluent_kafka import Producer
+
+        self.producer = Producer(producer_config(kafka, **{"linger.ms": 2, "logger": log}))
+        self.errors: list[str] = []
+
+    def send(self, topic: str, key: bytes, value: bytes) -> None:
+        while True:
+            try:
+                self.producer.produce(topic, value=value, key=key, on_delivery=self._delivered)
+                return
+            except BufferError:  # the local queue is full: let librdkafka send some
+                self.producer.poll(0.05)
+
+    def _delivered(self, error: Any, message: Any) -> None:
+        if error is not None:
+            self.errors.append(f"{message.topic()}: {error}")
+
+    async def delivered(self) -> None:
+        loop = asyncio.get_running_loop()
+        remaining = await loop.run_in_executor(None, self.producer.flush, 60.0)
+        if remaining or self.errors:
+            raise RuntimeError(f"{remaining} outputs undelivered; errors: {self.errors[:3]}")
+
+
 @dataclass
 class SchedulerService:
     settings: ServiceSettings
@@ -103,13 +133,13 @@ class SchedulerService:
     app: faust.App
     table: JobTable
     processor: Processor
+    output: Output
     metrics: Metrics = field(default_factory=Metrics)
     due: dict[str, int] = field(default_factory=dict)  # job -> earliest timer not yet ticked
     ready: bool = False
 
     async def process_batch(self, events: list[Any]) -> None:
         staged: dict[str, Stored] = {}
-        sends = []
         for event in events:
             message = event.message
             incoming = Incoming(
@@ -125,13 +155,11 @@ class SchedulerService:
             outcome = self.processor.process(incoming, stored)
             self._count(outcome, time.perf_counter() - started)
             for out in outcome.outgoing:
-                sends.append(
-                    await self.app.producer.send(out.topic, out.key, out.value, None, None, None)
-                )
+                self.output.send(out.topic, out.key, out.value)
             if outcome.stored is not None and outcome.job_id is not None:
                 staged[outcome.job_id] = outcome.stored
                 self.table.partition_of[outcome.job_id] = message.partition
-        await asyncio.gather(*sends)  # every output acknowledged before any state is stored
+        await self.output.delivered()  # every output acknowledged before any state is stored
         for job_id, stored in staged.items():
             self.table[job_id] = stored
             self._note_due(job_id, stored)
@@ -159,8 +187,7 @@ class SchedulerService:
         ripe = [(job_id, due) for job_id, due in self.due.items() if due <= now]
         for job_id, due in ripe:
             value = self.codec.encode(r.TIMER_FIRED, {"jobId": job_id, "timestamp": due})
-            topic = self.settings.kafka.topics.job_events
-            await self.app.producer.send(topic, job_id.encode(), value, None, None, None)
+            self.output.send(self.settings.kafka.topics.job_events, job_id.encode(), value)
             if self.due.get(job_id) == due:  # a batch may have noted a new due time meanwhile
                 del self.due[job_id]
             self.metrics.timer_ticks_sent += 1
@@ -215,7 +242,7 @@ def create_service(settings: ServiceSettings, codec: Codec) -> SchedulerService:
         partitions=JOB_EVENTS.partitions,
     )
     processor = Processor(codec, kafka.topics, settings.defaults)
-    service = SchedulerService(settings, codec, app, table, processor)
+    service = SchedulerService(settings, codec, app, table, processor, Output(kafka))
     _wire(service, topic)
     return service
 
@@ -253,6 +280,7 @@ def _wire(service: SchedulerService, topic: faust.TopicT) -> None:
             )
         if service.ready:
             await service.tick()
+            await service.output.delivered()
 
     @app.page("/health")
     async def health(web: Any, request: Any) -> Any:

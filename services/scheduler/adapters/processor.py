@@ -130,6 +130,8 @@ class Processor:
         outcome = Outcome(event.job_id)
         for effect in step.effects:
             self._emit(effect, message, outcome)
+        at = step.job.now if step.job is not None else event.timestamp
+        self._emit_decisions(step.effects, event.job_id, at, message, outcome)
         if step.job is not None:
             outcome.stored = Stored(message.offset, step.job)
         return outcome
@@ -141,14 +143,23 @@ class Processor:
             outcome.outgoing.append(Outgoing(self.topics.rescales, key, value))
             outcome.rescale_records += 1
         elif isinstance(effect, Decision | RuntimeRequest):
-            value = self.codec.encode(r.SCHEDULER_DECISION, decision_record(effect))
-            outcome.outgoing.append(Outgoing(self.topics.decisions, key, value))
-            outcome.decisions += 1
+            pass  # sent together, one record per folded input
         else:
             assert isinstance(effect, Rejected)
             dead = self._dead(message, str(effect.kind), effect.message)
             outcome.outgoing.extend(dead.outgoing)
             outcome.dead_letters += 1
+
+    def _emit_decisions(
+        self, effects: tuple[Effect, ...], job_id: str, at: int, message: Incoming, outcome: Outcome
+    ) -> None:
+        items = [decision_record(e) for e in effects if isinstance(e, Decision | RuntimeRequest)]
+        if not items:
+            return
+        record = {"jobId": job_id, "timestamp": at, "sourceOffset": message.offset, "items": items}
+        value = self.codec.encode(r.SCHEDULER_DECISIONS, record)
+        outcome.outgoing.append(Outgoing(self.topics.decisions, job_id.encode(), value))
+        outcome.decisions += len(items)
 
     def _dead(self, message: Incoming, error_class: str, reason: str) -> Outcome:
         record = {
@@ -168,10 +179,9 @@ class Processor:
 
 
 def decision_record(effect: Decision | RuntimeRequest) -> dict[str, Any]:
-    """A decision or runtime request as the Avro SchedulerDecision record."""
+    """A decision or runtime request as an item of the Avro SchedulerDecisions record."""
     if isinstance(effect, Decision):
         return {
-            "jobId": effect.job_id,
             "timestamp": effect.at,
             "sequence": effect.sequence,
             "category": "DECISION",
@@ -183,7 +193,6 @@ def decision_record(effect: Decision | RuntimeRequest) -> dict[str, Any]:
             "details": dict(effect.details),
         }
     return {
-        "jobId": effect.job_id,
         "timestamp": effect.at,
         "sequence": effect.sequence,
         "category": "RUNTIME_REQUEST",

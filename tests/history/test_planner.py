@@ -1,0 +1,255 @@
+"""The planner's rules, each at its boundary: pure, no Spark, no broker."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from services.contracts import Codec
+from services.contracts import records as r
+from services.history.planner import (
+    PROVISION,
+    RAISE_COOLDOWN,
+    RELEASE,
+    PlannerConfig,
+    Rescale,
+    command_id,
+    plan,
+)
+
+NOW = 1_800_000_000_000
+CONFIG = PlannerConfig()
+SECOND = 1_000
+
+
+def waiting(
+    waited_ms: int = 60 * SECOND, available: int = 2, minimal: int = 4, desired: int = 8, **kw: Any
+) -> Rescale:
+    """An in-progress rescale whose open span is WaitingForResources, entered `waited_ms` ago."""
+    fields: dict[str, Any] = {
+        "job_id": "job",
+        "rescale_uuid": "r-wait",
+        "updated_at_ms": NOW - 1_000,
+        "start_timestamp_ms": NOW - waited_ms - 5_000,
+        "end_timestamp_ms": None,
+        "terminal_state": None,
+        "available_slots": available,
+        "reactive_mode": False,
+        "cooldown_ms": None,
+        "total_desired_slots": desired,
+        "total_minimal_required_slots": minimal,
+        "total_post_rescale_slots": None,
+        "current_state": "WaitingForResources",
+        "current_state_enter_ms": NOW - waited_ms,
+        "current_state_open": True,
+    }
+    fields.update(kw)
+    return Rescale(**fields)
+
+
+def completed(
+    ended_ms_ago: int = 300 * SECOND,
+    post: int = 4,
+    desired: int = 4,
+    available: int = 4,
+    uuid: str = "r-done",
+    **kw: Any,
+) -> Rescale:
+    end = NOW - ended_ms_ago
+    fields: dict[str, Any] = {
+        "rescale_uuid": uuid,
+        "start_timestamp_ms": end - 10_000,
+        "end_timestamp_ms": end,
+        "updated_at_ms": end,
+        "terminal_state": "COMPLETED",
+        "available_slots": available,
+        "total_post_rescale_slots": post,
+        "total_desired_slots": desired,
+        "total_minimal_required_slots": 1,
+        "current_state": "Executing",
+        "current_state_enter_ms": end,
+        "current_state_open": False,
+    }
+    fields.update(kw)
+    return replace(waiting(), **fields)
+
+
+def actions(rows: list[Rescale], config: PlannerConfig = CONFIG) -> list[tuple[str, int]]:
+    return [(c["action"], c["amount"]) for c in plan(rows, NOW, config)]
+
+
+# PROVISION_TASK_MANAGERS while waiting for resources
+
+
+def test_waiting_below_minimum_for_the_grace_period_provisions_the_gap_to_desired() -> None:
+    assert actions([waiting(waited_ms=30 * SECOND)]) == [(PROVISION, 6)]
+
+
+def test_waiting_one_millisecond_less_than_the_grace_period_provisions_nothing() -> None:
+    assert actions([waiting(waited_ms=30 * SECOND - 1)]) == []
+
+
+def test_waiting_with_the_minimum_available_provisions_nothing() -> None:
+    assert actions([waiting(available=4, minimal=4)]) == []
+    assert actions([waiting(available=3, minimal=4)]) == [(PROVISION, 5)]
+
+
+def test_only_an_open_waiting_span_counts() -> None:
+    assert actions([waiting(current_state="Restarting")]) == []
+    assert actions([waiting(current_state_open=False)]) == []
+
+
+def test_provisioning_is_capped_by_the_pool_limit() -> None:
+    assert actions([waiting(available=30, minimal=31, desired=40)]) == [(PROVISION, 2)]
+    assert actions([waiting(available=32, minimal=33, desired=40)]) == []
+
+
+def test_unknown_pool_size_provisions_nothing() -> None:
+    """A v1 writer does not report availableSlots: no evidence, no command."""
+    assert actions([waiting(available=None)]) == []
+
+
+# PROVISION_TASK_MANAGERS after a rescale that completed below desired
+
+
+def test_completed_below_desired_provisions_after_the_grace_period() -> None:
+    row = completed(ended_ms_ago=30 * SECOND, post=4, desired=8, available=4)
+    assert actions([row]) == [(PROVISION, 4)]
+    assert actions([replace(row, end_timestamp_ms=NOW - 30 * SECOND + 1)]) == []
+
+
+def test_completed_at_desired_provisions_nothing() -> None:
+    assert actions([completed(post=8, desired=8, available=8)]) == []
+
+
+def test_reactive_jobs_are_not_provisioned_unless_asked() -> None:
+    row = completed(post=4, desired=128, available=4, reactive_mode=True)
+    assert actions([row]) == []
+    assert actions([row], replace(CONFIG, provision_reactive=True)) == [(PROVISION, 28)]
+
+
+def test_a_newer_rescale_in_progress_defers_below_desired_provisioning() -> None:
+    done = completed(post=4, desired=8, available=4)
+    newer = waiting(waited_ms=1_000, available=4, minimal=2, rescale_uuid="r-new")
+    assert actions([done, newer]) == []
+
+
+def test_below_desired_with_the_desired_slots_available_provisions_nothing() -> None:
+    assert actions([completed(post=4, desired=8, available=8)]) == []
+
+
+# RELEASE_TASK_MANAGERS
+
+
+def test_idle_slots_are_released_after_the_release_grace() -> None:
+    row = completed(ended_ms_ago=120 * SECOND, post=4, desired=4, available=6)
+    assert actions([row]) == [(RELEASE, 2)]
+    assert actions([replace(row, end_timestamp_ms=NOW - 120 * SECOND + 1)]) == []
+
+
+def test_no_idle_slots_no_release() -> None:
+    assert actions([completed(post=4, desired=4, available=4)]) == []
+    assert actions([completed(post=4, desired=4, available=5)]) == [(RELEASE, 1)]
+
+
+def test_no_release_while_a_rescale_is_in_progress_or_after_a_failure() -> None:
+    done = completed(post=4, desired=4, available=6)
+    running = waiting(available=6, minimal=2, rescale_uuid="r-run")
+    assert actions([done, running]) == []
+    assert actions([replace(done, terminal_state="FAILED")]) == []
+
+
+def test_a_job_below_desired_keeps_its_idle_slots_for_the_next_rescale() -> None:
+    row = completed(post=4, desired=8, available=6)
+    assert actions([row]) == [(PROVISION, 2)]
+
+
+# RAISE_COOLDOWN
+
+
+def flapping(
+    slots: list[int], cooldown_ms: int | None = None, spacing: int = 60_000
+) -> list[Rescale]:
+    """Completed rescales `spacing` apart, the last ending 10 minutes ago, with these post slots."""
+    count = len(slots)
+    return [
+        completed(
+            ended_ms_ago=600 * SECOND + (count - 1 - i) * spacing,
+            post=s,
+            desired=s,
+            available=s,
+            uuid=f"r-{i}",
+            cooldown_ms=cooldown_ms,
+        )
+        for i, s in enumerate(slots)
+    ]
+
+
+def test_three_reversals_raise_the_cooldown_from_the_default() -> None:
+    assert actions(flapping([2, 4, 2, 4, 2])) == [(RAISE_COOLDOWN, 60_000)]
+
+
+def test_two_reversals_are_not_flapping() -> None:
+    assert actions(flapping([2, 4, 2, 4])) == []
+    assert actions(flapping([2, 4, 6, 4, 4, 2])) == []  # one reversal; flat steps do not count
+
+
+def test_the_new_cooldown_doubles_and_is_capped() -> None:
+    assert actions(flapping([2, 4, 2, 4, 2], cooldown_ms=100_000)) == [(RAISE_COOLDOWN, 200_000)]
+    assert actions(flapping([2, 4, 2, 4, 2], cooldown_ms=400_000)) == [(RAISE_COOLDOWN, 600_000)]
+    assert actions(flapping([2, 4, 2, 4, 2], cooldown_ms=600_000)) == []
+
+
+def test_only_rescales_within_the_hour_before_the_latest_count() -> None:
+    at_the_edge = flapping([2, 4, 2, 4, 2], spacing=15 * 60_000)  # first ends exactly 1 h earlier
+    assert actions(at_the_edge) == [(RAISE_COOLDOWN, 60_000)]
+    beyond = flapping([2, 4, 2, 4, 2], spacing=15 * 60_000 + 1)
+    assert actions(beyond) == []
+
+
+def test_cooldown_evidence_is_the_window_and_the_time_its_newest_record() -> None:
+    rows = flapping([2, 4, 2, 4, 2])
+    (command,) = plan(rows, NOW, CONFIG)
+    assert command["evidence"] == [f"r-{i}" for i in range(5)]
+    assert command["issuedAtMillis"] == max(row.updated_at_ms for row in rows)
+
+
+# Commands as data
+
+
+def test_command_ids_are_stable_and_name_job_action_and_evidence() -> None:
+    first = plan([waiting()], NOW, CONFIG)
+    later = plan([replace(waiting(), updated_at_ms=NOW)], NOW + 60_000, CONFIG)
+    assert first[0]["commandId"] == later[0]["commandId"]
+    assert first[0]["commandId"] == command_id("job", PROVISION, ["r-wait"])
+    assert first[0]["commandId"].startswith("provision-")
+    assert command_id("job", PROVISION, ["a"]) != command_id("job", PROVISION, ["b"])
+    assert command_id("job", PROVISION, ["a"]) != command_id("other", PROVISION, ["a"])
+    assert command_id("job", RELEASE, ["a"]).startswith("release-")
+
+
+def test_commands_fit_the_scaling_command_schema(codec: Codec) -> None:
+    rows = [
+        waiting(),
+        *[replace(row, job_id="flappy") for row in flapping([2, 4, 2, 4, 2])],
+        replace(completed(post=4, desired=4, available=6), job_id="idle"),
+    ]
+    commands = plan(rows, NOW, CONFIG)
+    assert sorted(c["action"] for c in commands) == sorted([PROVISION, RAISE_COOLDOWN, RELEASE])
+    for command in commands:
+        codec.validate(r.SCALING_COMMAND, command)
+        assert command["reason"].endswith(".")
+        decoded = codec.decode(codec.encode(r.SCALING_COMMAND, command)).record
+        assert decoded == command
+
+
+def test_rows_from_the_view_are_accepted_as_mappings() -> None:
+    row = {**waiting().__dict__, "revision": 3, "extra_column": "ignored"}
+    assert [c["action"] for c in plan([row], NOW, CONFIG)] == [PROVISION]
+
+
+@pytest.mark.parametrize("state", ["FAILED", "IGNORED"])
+def test_only_completed_rescales_lead_to_provisioning_below_desired(state: str) -> None:
+    assert actions([completed(post=4, desired=8, available=4, terminal_state=state)]) == []

@@ -1,0 +1,218 @@
+"""The query layer on a hand-made history: exact aggregates, and the `history` CLI verbs.
+
+No broker: the records go through the same decode and table transforms as the
+streaming job, written as plain Parquet (the views read such directories as is).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from services.cli import main
+from services.contracts import Codec
+from services.contracts import records as r
+from services.history import aggregates, planner, synthetic
+from services.history.decode import RescaleSchemas, decode, valid
+from services.history.tables import PARTITION_COLUMN, TABLES
+from services.history.views import KAFKA_SOURCE_SCHEMA, Layout, build_views
+
+pytestmark = pytest.mark.spark
+
+T0 = 1_700_000_000_000
+S = 1_000
+
+
+def _spans(start: int, downtime: list[tuple[str, int]], total: int) -> list[synthetic.Span]:
+    """Executing for 1 s, then the `downtime` states, then Executing until `total` ms."""
+    spans: list[synthetic.Span] = [("Executing", start, start + S)]
+    at = start + S
+    for state, length in downtime:
+        spans.append((state, at, at + length))
+        at += length
+    spans.append(("Executing", at, start + total))
+    return spans
+
+
+def _job_a() -> list[dict[str, Any]]:
+    """Two completed, one failed, one ignored, one in progress; durations 10/20/30/40 s."""
+    group = synthetic.Group(desired=4, pre=2, post=2)
+    rows = [
+        ("SUCCEEDED", 10 * S, [("Restarting", 1 * S), ("WaitingForResources", 5 * S)], group),
+        (
+            "SUCCEEDED",
+            20 * S,
+            [("Restarting", 2 * S), ("CreatingExecutionGraph", 2 * S)],
+            synthetic.Group(desired=4, pre=2, post=4),
+        ),
+        ("EXCEPTION_OCCURRED", 30 * S, [("Restarting", 3 * S)], group),
+        ("RESOURCE_REQUIREMENTS_UPDATED", 40 * S, [("WaitingForResources", 4 * S)], group),
+    ]
+    records = []
+    for i, (reason, total, downtime, slots) in enumerate(rows):
+        start = T0 + i * 60 * S
+        spans = _spans(start, downtime, total)
+        records.append(
+            synthetic.rescale(
+                "a", f"a-{i}", spans=spans, groups=[slots], reason=reason, available_slots=4
+            )
+        )
+    waiting = [
+        ("Restarting", T0 + 300 * S, T0 + 301 * S),
+        ("WaitingForResources", T0 + 301 * S, None),
+    ]
+    records.append(synthetic.rescale("a", "a-4", spans=waiting, available_slots=4))
+    return records
+
+
+def _job_b() -> list[dict[str, Any]]:
+    """Five completed rescales alternating 2, 4, 2, 4, 2 slots: three reversals."""
+    records = []
+    for i, post in enumerate([2, 4, 2, 4, 2]):
+        start = T0 + i * 300 * S
+        records.append(
+            synthetic.rescale(
+                "b",
+                f"b-{i}",
+                spans=_spans(start, [("Restarting", S)], 5 * S),
+                groups=[synthetic.Group(desired=post, pre=6 - post, post=post)],
+                reason="SUCCEEDED",
+                available_slots=post,
+                cooldown_ms=30_000,
+            )
+        )
+    return records
+
+
+@pytest.fixture(scope="module")
+def layout(spark: Any, codec: Codec, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Layout]:
+    records = [*_job_a(), *_job_b()]
+    stale = {**records[0], "revision": 0}  # an older revision arriving late must not win
+    when = datetime(2024, 1, 1, tzinfo=UTC)  # Kafka's timestamp column; unused here
+    rows = [
+        (rec["jobId"].encode(), codec.encode(r.RESCALE, rec), "t", 0, offset, when, 0)
+        for offset, rec in enumerate([*records, stale])
+    ]
+    raw = spark.createDataFrame(rows, KAFKA_SOURCE_SCHEMA)
+    # Decoded once; the checkpoint cuts the Avro expressions out of the five table plans.
+    decoded = valid(decode(raw, RescaleSchemas.of(codec.registry))).localCheckpoint()
+    result = Layout(tmp_path_factory.mktemp("queries"))
+    for name, transform in TABLES.items():
+        transform(decoded).write.partitionBy(PARTITION_COLUMN).parquet(str(result.table(name)))
+    yield result
+
+
+@pytest.fixture(scope="module")
+def found(spark: Any, layout: Layout, codec: Codec) -> dict[str, Any]:
+    return build_views(spark, layout, RescaleSchemas.of(codec.registry))
+
+
+def test_job_summary_counts_percentiles_downtime_and_flapping(found: dict[str, Any]) -> None:
+    rows = {row["job_id"]: row for row in found["job_summary"].collect()}
+    a, b = rows["a"], rows["b"]
+    assert (a["total"], a["in_progress"], a["completed"], a["failed"], a["ignored"]) == (
+        5,
+        1,
+        2,
+        1,
+        1,
+    )
+    assert a["reason_succeeded"] == 2
+    assert a["reason_exception_occurred"] == 1
+    assert a["reason_resource_requirements_updated"] == 1
+    assert a["reason_job_canceled"] == 0
+    # durations 10, 20, 30, 40 s; Spark's percentile interpolates linearly
+    assert (a["duration_p50_ms"], a["duration_p95_ms"], a["duration_p99_ms"]) == (
+        25_000.0,
+        38_500.0,
+        39_700.0,
+    )
+    # downtime: 6 s, 4 s, 3 s, 4 s (every span that is not Executing)
+    assert a["downtime_p50_ms"] == 4_000.0
+    assert a["rescales_per_hour"] == 5.0  # five starts within one hour
+    assert a["flapping_score"] == 0  # 2 -> 4 slots: one direction
+    assert b["flapping_score"] == 3
+    assert b["rescales_per_hour"] == 5.0
+    (fleet,) = found["fleet_summary"].collect()
+    assert (fleet["jobs"], fleet["total"], fleet["max_flapping_score"]) == (2, 10, 3)
+
+
+def test_a_late_stale_revision_does_not_replace_the_latest(found: dict[str, Any]) -> None:
+    row = found["rescales"].where("rescale_uuid = 'a-0'").first()
+    assert row["revision"] == 1
+    assert row["terminal_state"] == "COMPLETED"
+    assert found["raw_rescales"].where("rescale_uuid = 'a-0'").count() == 2
+
+
+def test_sql_and_python_planner_agree_on_flapping(found: dict[str, Any]) -> None:
+    rows = [row.asDict() for row in aggregates.planner_input(found["rescales"]).collect()]
+    job_b = planner.JobView.of([planner.Rescale.from_row(x) for x in rows if x["job_id"] == "b"])
+    assert planner.flapping(job_b, aggregates.FLAP_WINDOW_MS)[0] == 3
+    commands = planner.plan(rows, T0 + 10 * 3_600_000, planner.PlannerConfig())
+    # job a: its latest terminated rescale was IGNORED and a-4 waits with enough slots
+    assert [(c["jobId"], c["action"], c["amount"]) for c in commands] == [
+        ("b", "RAISE_COOLDOWN", 60_000)
+    ]
+    assert commands[0]["evidence"] == [f"b-{i}" for i in range(5)]
+
+
+def _cli(layout: Layout, *args: str) -> int:
+    return main(["history", *args[:1], "--data-dir", str(layout.data_dir), *args[1:]])
+
+
+def test_sql_prints_csv_and_json(layout: Layout, capsys: pytest.CaptureFixture[str]) -> None:
+    query = "SELECT job_id, total, flapping_score FROM job_summary ORDER BY job_id"
+    assert _cli(layout, "sql", query, "--format", "csv") == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "job_id,total,flapping_score",
+        "a,5,0",
+        "b,5,3",
+    ]
+    assert _cli(layout, "sql", query, "--format", "json") == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert lines[1] == {"job_id": "b", "total": 5, "flapping_score": 3}
+    assert _cli(layout, "sql", "SELECT state, count(*) n FROM rescale_states GROUP BY state") == 0
+    table = capsys.readouterr().out
+    assert "WaitingForResources" in table and "(4 rows)" in table
+
+
+def test_sql_reports_a_bad_query_with_the_view_names(
+    layout: Layout, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _cli(layout, "sql", "SELECT * FROM no_such_view") == 1
+    err = capsys.readouterr().err
+    assert "no_such_view" in err
+    assert "job_summary" in err
+
+
+def test_summary_is_flip_487s_overview_and_summary(
+    layout: Layout, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _cli(layout, "summary", "--job", "a") == 0
+    out = capsys.readouterr().out
+    assert "Rescale overview of job a" in out
+    for label, count in (("in progress", 1), ("completed", 2), ("failed", 1), ("ignored", 1)):
+        assert any(line.split() == [*label.split(), str(count)] for line in out.splitlines()), label
+    assert "a-3" in out  # the latest IGNORED rescale
+    stats = next(line for line in out.splitlines() if line.strip().startswith("ALL"))
+    assert "25.0 s" in stats  # p50 of 10/20/30/40 s
+    assert _cli(layout, "summary", "--job", "nobody") == 1
+
+
+def test_timeline_draws_png_and_html(layout: Layout, tmp_path: Path) -> None:
+    png, page = tmp_path / "a.png", tmp_path / "a.html"
+    assert _cli(layout, "timeline", "--job", "a", "--out", str(png)) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert png.stat().st_size > 10_000
+    assert _cli(layout, "timeline", "--job", "a", "--out", str(page), "--relative") == 0
+    text = page.read_text()
+    assert text.count("<rect") == 4 + 4 + 3 + 3 + 2  # the spans of a-0 .. a-4
+    for state in ("Executing", "Restarting", "WaitingForResources", "CreatingExecutionGraph"):
+        assert state in text
+    assert 'class="open"' in text  # a-4 is still waiting
+    assert "<script" not in text

@@ -1,0 +1,153 @@
+"""`scalefold history run` as a process: killed mid-run it loses and repeats nothing, and
+it sends a scaling command once, also when it is started again."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from services.contracts import Codec, Settings
+from services.contracts import records as r
+from services.history import synthetic
+from services.history.decode import RescaleSchemas
+from services.history.sinklog import committed_files, uncommitted_files
+from services.history.tables import TABLES
+from services.history.views import Layout
+from tests.history.support import HistoryProcess, encoded, read_topic, views, wait_for
+from tests.kafka_support import produce
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+START = 1_700_000_000_000
+
+
+def _fleet_messages(codec: Codec) -> list[tuple[bytes, bytes]]:
+    records = list(synthetic.fleet(jobs=6, rescales_per_job=10, start_ms=START))
+    return encoded(codec, records)
+
+
+def test_killed_and_restarted_job_neither_loses_nor_repeats_rows(
+    kafka: Settings, codec: Codec, spark: Any, schemas: RescaleSchemas, tmp_path: Path
+) -> None:
+    messages = _fleet_messages(codec)  # 60 rescales, 300 messages
+    first, during, after = messages[:100], messages[100:220], messages[220:]
+    topic = kafka.topics.rescales
+    produce(kafka, topic, first)
+    layout = Layout(tmp_path / "data")
+    job = HistoryProcess(
+        kafka, layout.data_dir, tmp_path / "run-1.log", "--trigger-seconds", "1", "--no-commands"
+    )
+    try:
+        wait_for(
+            lambda: job.running() and bool(committed_files(layout.table("rescale_states"))),
+            120,
+            "the first committed batch",
+        )
+        halfway = threading.Event()
+        feeder = threading.Thread(target=_trickle, args=(kafka, topic, during, halfway))
+        feeder.start()
+        # Kill while records still arrive every few ms: a batch is likely in flight.
+        assert halfway.wait(60), "the trickle did not get halfway"
+    finally:
+        job.kill()
+    feeder.join()
+    produce(kafka, topic, after)
+
+    restarted = HistoryProcess(
+        kafka, layout.data_dir, tmp_path / "run-2.log", "--available-now", "--no-commands"
+    )
+    assert restarted.wait(180) == 0, restarted.tail()
+
+    found = views(spark, layout, schemas)
+    raw = found["raw_rescales"]
+    assert raw.count() == len(messages)
+    assert raw.select("kafka_partition", "kafka_offset").distinct().count() == len(messages)
+    for table in ("rescale_vertices", "rescale_slots", "rescale_states"):
+        index = {"rescale_vertices": "vertex_index", "rescale_slots": "slot_index"}.get(
+            table, "span_index"
+        )
+        rows = found[f"raw_{table}"]
+        keys = rows.select("kafka_partition", "kafka_offset", index).distinct().count()
+        assert keys == rows.count(), f"{table} holds a row twice"
+    latest = found["rescales"].collect()
+    assert len(latest) == 60
+    assert {row["revision"] for row in latest} == {5}
+    assert all(row["terminal_state"] == "COMPLETED" for row in latest)
+    for table in TABLES:  # the restart removed what the killed batch had left behind
+        assert uncommitted_files(layout.table(table)) == []
+
+
+def _trickle(
+    settings: Settings, topic: str, messages: list[tuple[bytes, bytes]], halfway: threading.Event
+) -> None:
+    for start in range(0, len(messages), 10):
+        produce(settings, topic, messages[start : start + 10])
+        if start >= len(messages) // 2:
+            halfway.set()
+        time.sleep(0.05)  # pacing the producer, not waiting for anything
+
+
+def _starving_job(codec: Codec) -> tuple[list[tuple[bytes, bytes]], str, int]:
+    """A rescale stuck in WaitingForResources with 2 of 4 minimal slots, updated 3 times."""
+    uuid = synthetic.stable_uuid("starving", 1)
+    base = [("Executing", START, START + 1_000), ("Restarting", START + 1_000, START + 2_000)]
+    wait_since = START + 2_000
+    revisions = []
+    for revision in range(1, 4):
+        spans = [*base, ("WaitingForResources", wait_since, None)]
+        record = synthetic.rescale(
+            "starving",
+            uuid,
+            spans=spans,
+            groups=[synthetic.Group(desired=8, minimal=4, pre=4)],
+            revision=revision,
+            available_slots=2,
+        )
+        record["updatedAtMillis"] = wait_since + revision * 10_000
+        revisions.append(record)
+    healthy = synthetic.rescale(  # at its desired slots, none idle: no command
+        "healthy",
+        synthetic.stable_uuid("healthy", 1),
+        spans=[("Restarting", START, START + 500), ("Executing", START + 500, START + 500)],
+        groups=[synthetic.Group(desired=4, pre=2, post=4)],
+        reason="SUCCEEDED",
+        available_slots=4,
+    )
+    messages = encoded(codec, [*revisions, healthy])
+    messages += messages[:2]  # re-sent by a scheduler that crashed
+    return messages, uuid, revisions[-1]["updatedAtMillis"]
+
+
+def _commands(settings: Settings, codec: Codec) -> list[dict[str, Any]]:
+    return [
+        codec.decode(m.value, expected=frozenset({r.SCALING_COMMAND})).record
+        for m in read_topic(settings, settings.topics.commands)
+    ]
+
+
+def test_a_starving_rescale_gets_one_provisioning_command_across_restarts(
+    kafka: Settings, codec: Codec, tmp_path: Path
+) -> None:
+    messages, uuid, updated_at = _starving_job(codec)
+    produce(kafka, kafka.topics.rescales, messages)
+    data = tmp_path / "data"
+
+    first = HistoryProcess(kafka, data, tmp_path / "run-1.log", "--available-now")
+    assert first.wait(180) == 0, first.tail()
+    (command,) = _commands(kafka, codec)
+    assert command["jobId"] == "starving"
+    assert command["action"] == "PROVISION_TASK_MANAGERS"
+    assert command["amount"] == 6  # 8 desired - 2 available
+    assert command["evidence"] == [uuid]
+    assert command["issuedAtMillis"] == updated_at
+    assert "WaitingForResources" not in command["reason"]  # a sentence, not a state dump
+    assert "waited for resources" in command["reason"]
+
+    again = HistoryProcess(kafka, data, tmp_path / "run-2.log", "--available-now")
+    assert again.wait(180) == 0, again.tail()
+    assert "1 commands already issued" in again.tail(200)
+    assert _commands(kafka, codec) == [command]
