@@ -47,3 +47,32 @@ def build_session(
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     return session
+
+
+HISTORY_CONF = {
+    # Parquet's standard timestamp type; Spark's default (INT96) is deprecated in Parquet.
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    # The CLI prints its own progress; Spark's bar garbles logs of a long-running job.
+    "spark.ui.showConsoleProgress": "false",
+}
+QUIET_LOGGERS = (
+    # Warns on every task that re-encodes a record to detect trailing bytes (decode.py):
+    # the decoded struct is nullable in Catalyst, the Avro fields are not.
+    "org.apache.spark.sql.avro.AvroSerializer",
+    # Warns at every query start that adaptive execution is off for streaming (as intended).
+    "org.apache.spark.sql.execution.streaming.ResolveWriteToStream",
+    # Warns that the plan of the Avro-decoding query is too long to print.
+    "org.apache.spark.sql.catalyst.util.SparkStringUtils",
+)
+
+
+def history_session(jars: list[Path], master: str = "local[*]") -> SparkSession:
+    """The session of the history service: `build_session` plus its Parquet and log settings."""
+    session = build_session(jars, master, app_name="scalefold-history", conf=HISTORY_CONF)
+    jvm = session.sparkContext._jvm
+    assert jvm is not None
+    for logger in QUIET_LOGGERS:
+        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+            logger, jvm.org.apache.logging.log4j.Level.ERROR
+        )
+    return session

@@ -27,8 +27,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     fetch = verbs.add_parser("fetch", help="resolve the broker's and Spark's connector jars")
     fetch.set_defaults(handler=_fetch)
 
-    up = verbs.add_parser("up", help="start the broker and create the topics")
+    up = verbs.add_parser(
+        "up",
+        help="start the broker, create the topics, start the scheduler service",
+        description="Start the local stack in RUN_DIR: the Kafka broker, scalefold's topics, "
+        "and the scheduler service (its web endpoint on 127.0.0.1). Idempotent.",
+    )
     up.add_argument("--fresh", action="store_true", help="discard the stack's earlier data")
+    up.add_argument("--broker-only", action="store_true", help="start no service")
     up.add_argument("--run-dir", default=str(RUN_ROOT / "local"))
     up.set_defaults(handler=_up)
 
@@ -74,29 +80,64 @@ def _fetch(args: argparse.Namespace, context: Context) -> int:
 def _up(args: argparse.Namespace, context: Context) -> int:
     from services.contracts.kafka import ensure_topics
 
+    from pathlib import Path
+
+    from services.localstack import stack
+
+    run_dir = Path(args.run_dir)
+    if args.fresh:
+        stack.stop_all(run_dir, _say)
     bootstrap = _broker(args, context).start(fresh=args.fresh, progress=_say)
     settings = context.settings.with_overrides(bootstrap_servers=bootstrap)
     created = ensure_topics(settings, settings.topics.all())
     if created:
         _say(f"created topics: {', '.join(created)}")
+    if not args.broker_only:
+        known = {p.name: p for p in stack.services(run_dir)}
+        scheduler = known.get("scheduler")
+        port = (
+            int(scheduler.args[scheduler.args.index("--web-port") + 1])
+            if scheduler
+            else stack.free_port()
+        )
+        scheduler = scheduler or stack.scheduler_process(run_dir, port)
+        pid = stack.start(scheduler, settings)
+        _say(f"scheduler running (pid {pid}); waiting until it is ready")
+        stack.wait_healthy(scheduler, port)
+        _say(f"scheduler ready: http://127.0.0.1:{port}/health and /metrics (log: {scheduler.log})")
     _say("the local stack is up; point clients at it with")
     print(f"export SCALEFOLD_BOOTSTRAP_SERVERS={bootstrap}")
     return 0
 
 
 def _down(args: argparse.Namespace, context: Context) -> int:
+    from pathlib import Path
+
+    from services.localstack import stack
+
+    stack.stop_all(Path(args.run_dir), _say)
     if not _broker(args, context).stop(progress=_say):
-        _say("nothing was running")
+        _say("the broker was not running")
     return 0
 
 
 def _status(args: argparse.Namespace, context: Context) -> int:
+    from pathlib import Path
+
+    from services.localstack import stack
+
     running = _broker(args, context).status()
-    if running is None:
-        print("broker: stopped")
-        return 1
-    print(f"broker: running, pid {running.pid}, bootstrap {running.bootstrap}")
-    return 0
+    print(
+        f"broker: running, pid {running.pid}, bootstrap {running.bootstrap}"
+        if running
+        else "broker: stopped"
+    )
+    for process in stack.services(Path(args.run_dir)):
+        pid = process.pid()
+        print(
+            f"{process.name}: " + (f"running, pid {pid}, log {process.log}" if pid else "stopped")
+        )
+    return 0 if running else 1
 
 
 def _run(args: argparse.Namespace, context: Context) -> int:

@@ -62,4 +62,6 @@ def executing_assessment(fold: Fold, current: tuple[int, ...]) -> Assessment:
     desired = slots >= wanted
     grade = "desired" if desired else "sufficient"
     change = f"{describe(info, current)} -> {describe(info, target)}"
-    return Assessment(True, desired, f"{grade} resources for {change} ({slots} of {wanted} slots)")
+    return Assessment(
+        True, desired, f"{grade} resources for {change} ({slots} slots, {wanted} desired)"
+    )

@@ -1,0 +1,190 @@
+"""Per-job and fleet-wide aggregates over the deduplicated views: pure DataFrame transforms.
+
+They are computed from the latest revision of every rescale on each query, so
+they are never stale and a re-sent or updated record cannot be counted twice.
+
+Definitions (also in services/history/README.md):
+- duration: `end - start` of a terminated rescale (FLIP-487's summary statistics);
+- downtime: the summed durations of a terminated rescale's scheduler-state spans
+  other than `Executing` (the job is not processing records in them);
+- rescales per hour: rescales / hours between the job's first and latest start,
+  at least one hour (a job with a single burst is not extrapolated);
+- flapping score: direction reversals (up <-> down) of the total post-rescale
+  slots along the job's COMPLETED rescales, ordered by end time, within the hour
+  that ends at the job's latest COMPLETED rescale. Anchoring the window on event
+  time keeps the view (and the planner, which uses the same rule) replayable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+EXECUTING = "Executing"
+TERMINAL_STATES = ("COMPLETED", "FAILED", "IGNORED")
+PERCENTILES = (0.5, 0.95, 0.99)
+HOUR_MS = 3_600_000
+FLAP_WINDOW_MS = HOUR_MS
+
+
+MESSAGE = ("rescale_uuid", "kafka_partition", "kafka_offset")
+"""The columns naming the Kafka message a row came from."""
+
+
+def downtime(states: DataFrame) -> DataFrame:
+    """Per message (`MESSAGE`): `downtime_ms`, the time outside `Executing`, closed spans only.
+
+    `states` may hold every revision (`raw_rescale_states`): joining the result
+    to the latest revisions on the message picks the right one, which saves
+    deduplicating the spans first.
+    """
+    from pyspark.sql import functions as F
+
+    span = F.coalesce(
+        F.col("duration_ms"), F.col("leave_timestamp_ms") - F.col("enter_timestamp_ms")
+    )
+    return (
+        states.where(F.col("state") != EXECUTING)
+        .groupBy(*MESSAGE)
+        .agg(F.sum(span).alias("downtime_ms"))
+    )
+
+
+def _with_downtime(latest: DataFrame, states: DataFrame) -> DataFrame:
+    """`latest` plus `downtime_ms` for terminated rescales (0 when every span was Executing)."""
+    from pyspark.sql import functions as F
+
+    joined = latest.join(downtime(states), on=list(MESSAGE), how="left")
+    terminated = F.col("terminal_state").isNotNull()
+    return joined.withColumn(
+        "downtime_ms", F.when(terminated, F.coalesce(F.col("downtime_ms"), F.lit(0)))
+    )
+
+
+def _percentiles(column: str, prefix: str) -> list[Column]:
+    from pyspark.sql import functions as F
+
+    values = F.percentile(F.col(column), list(PERCENTILES))
+    return [values[i].alias(f"{prefix}_p{round(p * 100)}_ms") for i, p in enumerate(PERCENTILES)]
+
+
+def _measures(reasons: Sequence[str]) -> list[Column]:
+    """The aggregate columns shared by `job_summary` and `fleet_summary`."""
+    from pyspark.sql import functions as F
+
+    first, last = F.min("start_timestamp_ms"), F.max("start_timestamp_ms")
+    hours = F.greatest(F.lit(1.0), (last - first) / F.lit(float(HOUR_MS)))
+    return [
+        F.count(F.lit(1)).alias("total"),
+        F.count_if(F.col("in_progress")).alias("in_progress"),
+        *[
+            F.count_if(F.col("terminal_state") == s).alias(s.lower())
+            for s in ("COMPLETED", "FAILED", "IGNORED")
+        ],
+        *[
+            F.count_if(F.col("terminated_reason") == r).alias(f"reason_{r.lower()}")
+            for r in reasons
+        ],
+        *_percentiles("duration_ms", "duration"),
+        *_percentiles("downtime_ms", "downtime"),
+        (F.count(F.lit(1)) / hours).alias("rescales_per_hour"),
+        F.timestamp_millis(last).alias("latest_rescale_time"),
+        F.max("updated_at").alias("latest_update_time"),
+    ]
+
+
+def completed_in_window(latest: DataFrame, window_ms: int = FLAP_WINDOW_MS) -> DataFrame:
+    """Each job's COMPLETED rescales in the window ending at its latest COMPLETED one."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    completed = latest.where(
+        (F.col("terminal_state") == "COMPLETED") & F.col("end_timestamp_ms").isNotNull()
+    )
+    anchor = F.max("end_timestamp_ms").over(Window.partitionBy("job_id"))
+    return (
+        completed.withColumn("_anchor", anchor)
+        .where(F.col("end_timestamp_ms") >= F.col("_anchor") - F.lit(window_ms))
+        .drop("_anchor")
+    )
+
+
+def flapping_scores(latest: DataFrame, window_ms: int = FLAP_WINDOW_MS) -> DataFrame:
+    """`job_id, flapping_score` of every job whose total slots changed in the window.
+
+    Jobs that are missing scored 0; callers join and coalesce.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    order = Window.partitionBy("job_id").orderBy(
+        "end_timestamp_ms", "start_timestamp_ms", "rescale_uuid"
+    )
+    slots = F.col("total_post_rescale_slots")
+    steps = (
+        completed_in_window(latest, window_ms)
+        .where(slots.isNotNull())
+        .withColumn("_direction", F.signum(slots - F.lag(slots).over(order)))
+        .where(F.col("_direction").isNotNull() & (F.col("_direction") != 0))
+    )
+    previous = F.lag("_direction").over(order)
+    reversal = (previous.isNotNull() & (previous != F.col("_direction"))).cast("int")
+    scored = steps.withColumn("_reversal", reversal)
+    return scored.groupBy("job_id").agg(F.sum("_reversal").alias("flapping_score"))
+
+
+def job_summary(latest: DataFrame, states: DataFrame, reasons: Sequence[str]) -> DataFrame:
+    """One row per job: counts, reason counts, duration and downtime percentiles, flapping.
+
+    `latest`: the `rescales` view; `states`: the raw or the deduplicated spans.
+    """
+    from pyspark.sql import functions as F
+
+    per_job = _with_downtime(latest, states).groupBy("job_id").agg(*_measures(reasons))
+    flapping = flapping_scores(latest)
+    return per_job.join(flapping, on="job_id", how="left").withColumn(
+        "flapping_score", F.coalesce(F.col("flapping_score"), F.lit(0))
+    )
+
+
+def fleet_summary(latest: DataFrame, states: DataFrame, reasons: Sequence[str]) -> DataFrame:
+    """One row for the whole fleet: the `job_summary` measures over every rescale."""
+    from pyspark.sql import functions as F
+
+    totals = _with_downtime(latest, states).agg(
+        F.count_distinct("job_id").alias("jobs"), *_measures(reasons)
+    )
+    flapping = flapping_scores(latest).agg(
+        F.coalesce(F.max("flapping_score"), F.lit(0)).alias("max_flapping_score"),
+        F.count_if(F.col("flapping_score") > 0).alias("jobs_with_reversals"),
+    )
+    return totals.crossJoin(flapping)
+
+
+def planner_input(latest: DataFrame, window_ms: int = FLAP_WINDOW_MS) -> DataFrame:
+    """The few rows per job the planner needs, small enough to collect.
+
+    In-progress rescales, the latest terminated one, and the COMPLETED ones of
+    the flapping window; the planner (`planner.py`) decides on these alone.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    terminated = Window.partitionBy("job_id").orderBy(
+        F.col("in_progress").asc(),  # terminated first
+        F.col("end_timestamp_ms").desc_nulls_last(),
+        F.col("start_timestamp_ms").desc(),
+        F.col("rescale_uuid").desc(),
+    )
+    ranked = latest.withColumn("_rank", F.row_number().over(terminated))
+    newest_terminated = ranked.where(~F.col("in_progress") & (F.col("_rank") == 1)).drop("_rank")
+    in_progress = latest.where(F.col("in_progress"))
+    window = completed_in_window(latest, window_ms)
+    return (
+        in_progress.unionByName(newest_terminated)
+        .unionByName(window)
+        .dropDuplicates(["rescale_uuid"])
+    )

@@ -1,0 +1,142 @@
+"""Sending the planner's commands to Kafka, each `commandId` once, across restarts.
+
+The commands topic is its own ledger: at start the history service reads it
+from the beginning and remembers every id it finds (per job); afterwards it
+adds an id only once the broker has acknowledged it (idempotent producer,
+acks=all, flushed). A restarted service therefore never re-sends a command,
+and a command whose delivery failed is tried again on the next planner tick.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from services.contracts import Codec, DecodeError, Settings
+from services.contracts import records as r
+from services.contracts.kafka import librdkafka_config
+
+log = logging.getLogger(__name__)
+
+Command = dict[str, Any]
+
+
+class CommandSendError(RuntimeError):
+    """The broker did not acknowledge a command; it was not counted as issued."""
+
+
+@dataclass
+class IssuedCommands:
+    """The command ids already on the commands topic, by job."""
+
+    by_job: dict[str, set[str]] = field(default_factory=dict)
+
+    def __contains__(self, command: Command) -> bool:
+        return command["commandId"] in self.by_job.get(command["jobId"], set())
+
+    def add(self, job_id: str, command_id: str) -> None:
+        self.by_job.setdefault(job_id, set()).add(command_id)
+
+    def __len__(self) -> int:
+        return sum(len(ids) for ids in self.by_job.values())
+
+
+def read_issued(settings: Settings, codec: Codec, timeout: float = 30.0) -> IssuedCommands:
+    """Every command on the commands topic, read from the beginning to its current end."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+    topic = settings.topics.commands
+    consumer = Consumer(
+        librdkafka_config(
+            settings,
+            **{
+                "group.id": f"history-ledger-{uuid.uuid4().hex}",
+                "enable.auto.commit": False,
+                # End of partition as an event: offsets may have gaps (retention, compaction).
+                "enable.partition.eof": True,
+            },
+        )
+    )
+    issued = IssuedCommands()
+    try:
+        metadata = consumer.list_topics(topic, timeout=timeout).topics[topic]
+        if metadata.error is not None:
+            raise CommandSendError(f"cannot read {topic}: {metadata.error}")
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1]
+            for p in metadata.partitions
+        }
+        pending = {p for p, end in ends.items() if end > 0}
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in pending])
+        while pending:
+            message = consumer.poll(timeout)
+            if message is None:
+                raise CommandSendError(f"timed out reading {topic} up to offsets {ends}")
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    pending.discard(message.partition())
+                continue
+            _remember(issued, codec, message.value(), topic)
+            if (message.offset() or 0) + 1 >= ends[message.partition()]:
+                pending.discard(message.partition())
+    finally:
+        consumer.close()
+    return issued
+
+
+def _remember(issued: IssuedCommands, codec: Codec, value: bytes | None, topic: str) -> None:
+    try:
+        record = codec.decode(value or b"", expected=frozenset({r.SCALING_COMMAND})).record
+    except DecodeError as error:
+        log.warning("skipping an undecodable message on %s: %s", topic, error)
+        return
+    issued.add(record["jobId"], record["commandId"])
+
+
+class CommandSender:
+    """An idempotent producer of `ScalingCommand`s that skips ids already issued."""
+
+    def __init__(self, settings: Settings, codec: Codec, issued: IssuedCommands) -> None:
+        from confluent_kafka import Producer
+
+        self._topic = settings.topics.commands
+        self._codec = codec
+        self.issued = issued
+        self._producer = Producer(
+            librdkafka_config(settings, **{"enable.idempotence": True, "acks": "all"})
+        )
+
+    def send(self, commands: Iterable[Command], timeout: float = 30.0) -> list[Command]:
+        """Send the commands not issued yet; return those the broker acknowledged."""
+        fresh = [c for c in commands if c not in self.issued]
+        delivered: list[Command] = []
+        failures: list[str] = []
+
+        def on_delivery(command: Command) -> Any:
+            def callback(error: Any, _message: Any) -> None:
+                if error is None:
+                    delivered.append(command)
+                else:
+                    failures.append(f"{command['commandId']}: {error}")
+
+            return callback
+
+        for command in fresh:
+            value = self._codec.encode(r.SCALING_COMMAND, command)
+            key = command["jobId"].encode()
+            self._producer.produce(
+                self._topic, key=key, value=value, on_delivery=on_delivery(command)
+            )
+        remaining = self._producer.flush(timeout)
+        for command in delivered:
+            self.issued.add(command["jobId"], command["commandId"])
+        if failures or remaining:
+            raise CommandSendError(
+                f"{len(failures) + remaining} of {len(fresh)} commands not acknowledged: "
+                + "; ".join(failures or ["flush timed out"])
+            )
+        return delivered

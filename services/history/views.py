@@ -1,0 +1,115 @@
+"""The query layer: the Parquet sinks read back, one row per rescale, as Spark SQL views.
+
+A rescale is sent once per update (FLIP-495 records change while in progress),
+and a crashed scheduler may send a revision again byte for byte. The views show
+each rescaleUuid once, in its latest state: the highest `revision`, and among
+equal revisions (duplicates, or v1 records which all carry revision 0) the
+highest Kafka offset. Child tables keep the rows of that one message.
+
+The sinks are read with `spark.read.parquet`, which follows the file sink's
+`_spark_metadata` log: files of a batch that was not committed stay invisible.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from services.history import aggregates
+from services.history.decode import RescaleSchemas, decode, valid
+from services.history.tables import CHILD_TABLES, TABLES
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+KAFKA_SOURCE_SCHEMA = (
+    "key binary, value binary, topic string, partition int, offset long, "
+    "timestamp timestamp, timestampType int"
+)
+"""The columns of Spark's Kafka source, for building frames without a broker."""
+
+LATEST_ORDER = ("revision", "kafka_offset", "kafka_partition")
+"""What "latest" means: highest revision, then the message written last."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where the history keeps its tables and its streaming checkpoints."""
+
+    data_dir: Path
+
+    def table(self, name: str) -> Path:
+        return self.data_dir / "tables" / name
+
+    def checkpoint(self, name: str) -> Path:
+        return self.data_dir / "checkpoints" / name
+
+
+def table_schemas(spark: SparkSession, schemas: RescaleSchemas) -> dict[str, StructType]:
+    """The schema of every table, derived from the transforms (no data needed)."""
+    empty = valid(decode(spark.createDataFrame([], KAFKA_SOURCE_SCHEMA), schemas))
+    return {name: transform(empty).schema for name, transform in TABLES.items()}
+
+
+def read_table(spark: SparkSession, path: Path, schema: StructType) -> DataFrame:
+    """A table's committed rows; empty (with the schema) before the sink exists.
+
+    The file sink creates `_spark_metadata` before it writes its first file, and
+    Spark reads only the files that log lists; a directory without it holds
+    batch-written Parquet (the benchmark's synthetic tables) and is read as is.
+    The explicit schema keeps columns added later readable from older files (as null).
+    """
+    if not path.is_dir():
+        return spark.createDataFrame([], schema)
+    return spark.read.schema(schema).parquet(str(path))
+
+
+def latest_revisions(rescales: DataFrame) -> DataFrame:
+    """One row per rescale_uuid: the row of its latest revision.
+
+    A window rather than `max_by(struct(*))`: Spark prunes the columns a query
+    does not read through a window (not through a struct), and turns
+    `row_number() = 1` into a group limit applied before the shuffle.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    order = Window.partitionBy("rescale_uuid").orderBy(*[F.col(c).desc() for c in LATEST_ORDER])
+    ranked = rescales.withColumn("_rank", F.row_number().over(order))
+    return ranked.where(F.col("_rank") == 1).drop("_rank")
+
+
+def latest_children(children: DataFrame, latest: DataFrame) -> DataFrame:
+    """The rows of `children` that belong to the message chosen by `latest_revisions`."""
+    keys = ["rescale_uuid", "kafka_partition", "kafka_offset"]
+    return children.join(latest.select(*keys), on=keys, how="left_semi")
+
+
+def build_views(
+    spark: SparkSession, layout: Layout, schemas: RescaleSchemas
+) -> dict[str, DataFrame]:
+    """Every view by name: `raw_<table>` (all revisions), the deduped tables, the summaries."""
+    found = table_schemas(spark, schemas)
+    raw = {name: read_table(spark, layout.table(name), found[name]) for name in TABLES}
+    latest = latest_revisions(raw["rescales"])
+    views = {f"raw_{name}": frame for name, frame in raw.items()}
+    views["rescales"] = latest
+    for name in CHILD_TABLES:
+        views[name] = latest_children(raw[name], latest)
+    reasons = schemas.enum_symbols("TerminatedReason")
+    states = raw["rescale_states"]  # joined on the latest message: no dedup needed
+    views["job_summary"] = aggregates.job_summary(latest, states, reasons)
+    views["fleet_summary"] = aggregates.fleet_summary(latest, states, reasons)
+    return views
+
+
+def register_views(
+    spark: SparkSession, layout: Layout, schemas: RescaleSchemas
+) -> dict[str, DataFrame]:
+    """`build_views`, each registered as a temporary view of its name."""
+    views = build_views(spark, layout, schemas)
+    for name, frame in views.items():
+        frame.createOrReplaceTempView(name)
+    return views

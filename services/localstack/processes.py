@@ -1,0 +1,80 @@
+"""The local stack's service processes: started detached, found again by pid file, stopped."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from services.localstack.broker import _alive, _read_int
+from services.localstack.layout import PROJECT_ROOT
+
+
+@dataclass(frozen=True)
+class ServiceProcess:
+    """One `scalefold <service>` process of a run directory."""
+
+    name: str
+    args: tuple[str, ...]
+    run_dir: Path
+
+    @property
+    def pid_file(self) -> Path:
+        return self.run_dir / f"{self.name}.pid"
+
+    @property
+    def log(self) -> Path:
+        return self.run_dir / f"{self.name}.log"
+
+    def pid(self) -> int | None:
+        pid = _read_int(self.pid_file)
+        return pid if pid is not None and _alive(pid) else None
+
+    def start(self, env: Mapping[str, str]) -> int:
+        """Start the service in its own session, unless it already runs; return its pid."""
+        running = self.pid()
+        if running is not None:
+            return running
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        command: Sequence[str] = (sys.executable, "-m", "services.cli", *self.args)
+        with self.log.open("ab") as log:
+            process = subprocess.Popen(
+                command,
+                env={**os.environ, **env},
+                cwd=PROJECT_ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        self.pid_file.write_text(str(process.pid))
+        return process.pid
+
+    def stop(self, timeout: float = 30.0) -> bool:
+        """SIGTERM, then SIGKILL after `timeout`; True if it was running."""
+        pid = self.pid()
+        self.pid_file.unlink(missing_ok=True)
+        if pid is None:
+            return False
+        for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10.0)):
+            try:
+                os.killpg(pid, sig)
+            except ProcessLookupError:
+                return True
+            deadline = time.monotonic() + wait
+            while _alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if not _alive(pid):
+                return True
+        return True
+
+    def tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"

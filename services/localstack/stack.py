@@ -1,0 +1,77 @@
+"""The local stack: the broker plus scalefold's services, as `make up` runs them."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+from services.contracts.settings import Settings
+from services.localstack.processes import ServiceProcess
+
+Progress = Callable[[str], None]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def scheduler_process(run_dir: Path, web_port: int, *extra: str) -> ServiceProcess:
+    args = (
+        "scheduler",
+        "--web-port",
+        str(web_port),
+        "--data-dir",
+        str(run_dir / "scheduler"),
+        *extra,
+    )
+    return ServiceProcess("scheduler", args, run_dir)
+
+
+def services(run_dir: Path) -> list[ServiceProcess]:
+    """The services of a run directory, as recorded when they were started."""
+    names = ("scheduler",)
+    found = []
+    for name in names:
+        args_file = run_dir / f"{name}.args"
+        if args_file.exists():
+            found.append(ServiceProcess(name, tuple(json.loads(args_file.read_text())), run_dir))
+    return found
+
+
+def start(process: ServiceProcess, settings: Settings) -> int:
+    (process.run_dir / f"{process.name}.args").write_text(json.dumps(process.args))
+    env = {
+        "SCALEFOLD_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
+        "SCALEFOLD_TOPIC_PREFIX": settings.topic_prefix,
+    }
+    return process.start(env)
+
+
+def wait_healthy(process: ServiceProcess, port: int, timeout: float = 120.0) -> None:
+    """Poll the service's /health until it says ready; fail with its log if it dies."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.pid() is None:
+            raise RuntimeError(
+                f"{process.name} exited; last lines of {process.log}:\n{process.tail()}"
+            )
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as response:
+                if json.load(response).get("status") == "ready":
+                    return
+        except OSError:
+            pass
+        time.sleep(0.3)
+    raise RuntimeError(f"{process.name} not ready in {timeout:.0f} s; see {process.log}")
+
+
+def stop_all(run_dir: Path, progress: Progress) -> None:
+    for process in reversed(services(run_dir)):
+        if process.stop():
+            progress(f"stopped {process.name}")
