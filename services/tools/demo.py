@@ -200,7 +200,8 @@ def print_history(records: list[dict[str, Any]]) -> None:
             else "in progress"
         )
         post = " ".join(
-            f"{v['jobVertexId']} {_n(v['preRescaleParallelism'])}->{_n(v['postRescaleParallelism'])}"
+            f"{v['jobVertexId']} {_n(v['preRescaleParallelism'])}->"
+            f"{_n(v['postRescaleParallelism'])}"
             for v in rec["vertices"]
         )
         down = sum(
