@@ -28,7 +28,12 @@ from bench.core_bench import workload
 from services.contracts import Codec, SchemaRegistry, Settings
 from services.contracts.kafka import ensure_topics, librdkafka_config, producer_config
 from services.scheduler.core import config as c
-from services.scheduler.core.events import JobSubmitted, TaskManagerRegistered, VertexSpec, to_record
+from services.scheduler.core.events import (
+    JobSubmitted,
+    TaskManagerRegistered,
+    VertexSpec,
+    to_record,
+)
 from tests.integration.scheduler_support import SchedulerProcess
 
 ZERO = {

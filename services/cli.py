@@ -94,7 +94,10 @@ def _split_compare(argv: list[str]) -> tuple[list[str], list[str] | None]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     head, compare = _split_compare(list(sys.argv[1:] if argv is None else argv))
-    args = build_parser().parse_args(head)
+    args, extra = build_parser().parse_known_args(head)
+    if extra and not getattr(args, "takes_extra", False):
+        build_parser().error(f"unrecognized arguments: {' '.join(extra)}")
+    args.extra = extra
     if compare is not None:
         args.compare = compare
     logging.basicConfig(

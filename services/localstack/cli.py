@@ -78,10 +78,9 @@ def _fetch(args: argparse.Namespace, context: Context) -> int:
 
 
 def _up(args: argparse.Namespace, context: Context) -> int:
-    from services.contracts.kafka import ensure_topics
-
     from pathlib import Path
 
+    from services.contracts.kafka import ensure_topics
     from services.localstack import stack
 
     run_dir = Path(args.run_dir)

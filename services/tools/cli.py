@@ -28,6 +28,52 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     demo.set_defaults(handler=_demo)
 
+    produce = commands.add_parser(
+        "produce",
+        help="put an input event (or a JSON-lines log of them) on the job-events topic",
+        description="Build one input event from --field value options (fields of its Avro "
+        "schema, camelCase or kebab-case; JSON for arrays, maps and records; timestamp "
+        "defaults to now), validate it against the schema, and produce it keyed by job id. "
+        "With --from, produce every event of a JSON-lines log (the replay format).",
+        epilog="examples:\n"
+        "  scalefold produce tm-registered --job-id j1 --task-manager-id tm-1 --slots 2\n"
+        "  scalefold produce lifecycle --job-id j1 --kind CHECKPOINT_COMPLETED --checkpoint-id 7\n"
+        "  scalefold produce requirements --job-id j1 --requirements "
+        '\'[{"vertexId": "source", "lowerBound": 1, "upperBound": 2}]\'\n'
+        "  scalefold produce --from examples/tm-join-one-by-one.jsonl --now",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    produce.add_argument(
+        "event_type",
+        nargs="?",
+        help="e.g. job-submitted, tm-registered, tm-lost, lifecycle, requirements",
+    )
+    produce.add_argument(
+        "--from", dest="from_file", metavar="FILE.jsonl", help="produce a whole event log"
+    )
+    produce.add_argument(
+        "--now", action="store_true", help="with --from: shift the log's times to start now"
+    )
+    produce.add_argument("--dry-run", action="store_true", help="print the records, send nothing")
+    produce.set_defaults(handler=_produce, takes_extra=True)
+
+    tail = commands.add_parser(
+        "tail",
+        help="print a scalefold topic's records, decoded",
+        description="Consume TOPIC (a scalefold topic's short name, e.g. rescales, decisions, "
+        "dead-letters, commands, command-outcomes, job-events; default rescales) and print "
+        "each record decoded, one line each.",
+    )
+    tail.add_argument("topic", nargs="?", default="rescales")
+    tail.add_argument("--from-beginning", action="store_true", help="default: only new records")
+    tail.add_argument("--max", type=int, help="stop after this many records")
+    tail.add_argument(
+        "--idle", type=float, metavar="SECONDS", help="stop after this long without a record"
+    )
+    tail.add_argument("--job", help="only records of this job")
+    tail.add_argument("--format", choices=["text", "json"], default="text")
+    tail.set_defaults(handler=_tail)
+
 
 def _topics(args: argparse.Namespace, context: Context) -> int:
     from services.contracts.kafka import ensure_topics
@@ -45,3 +91,96 @@ def _demo(args: argparse.Namespace, context: Context) -> int:
     from services.tools.demo import run_demo
 
     return run_demo(context)
+
+
+def _produce(args: argparse.Namespace, context: Context) -> int:
+    from pathlib import Path
+
+    from confluent_kafka import Producer
+
+    from services.contracts import Codec, SchemaRegistry
+    from services.contracts.kafka import producer_config
+    from services.scheduler.core.events import to_record
+    from services.scheduler.replay import LogError, read_log
+    from services.tools.produce import ProduceError, event_type, now_ms, record_from_args
+
+    codec = Codec(SchemaRegistry.load(context.settings.schemas_dir))
+    try:
+        if args.from_file:
+            events = read_log(Path(args.from_file), codec)
+            shift = now_ms() - min(e.timestamp for e in events) if args.now and events else 0
+            records = [to_record(e) for e in events]
+            records = [
+                (name, {**rec, "timestamp": rec["timestamp"] + shift}) for name, rec in records
+            ]
+        elif args.event_type:
+            name = event_type(args.event_type)
+            records = [(name, record_from_args(codec, name, args.extra, now_ms()))]
+        else:
+            print("scalefold produce: give an event type or --from FILE", file=sys.stderr)
+            return 2
+    except (ProduceError, LogError, OSError) as error:
+        print(f"scalefold produce: {error}", file=sys.stderr)
+        return 2
+    if args.dry_run:
+        for name, record in records:
+            print(codec.to_avro_json(name, record))
+        return 0
+    producer = Producer(producer_config(context.settings))
+    topic = context.settings.topics.job_events
+    for name, record in records:
+        producer.produce(topic, key=record["jobId"].encode(), value=codec.encode(name, record))
+        producer.poll(0)
+    left = producer.flush(30)
+    print(f"produced {len(records) - left} event(s) to {topic}", file=sys.stderr)
+    return 0 if left == 0 else 1
+
+
+def _tail(args: argparse.Namespace, context: Context) -> int:
+    import time
+    import uuid
+
+    from confluent_kafka import Consumer
+
+    from services.contracts import Codec, SchemaRegistry
+    from services.contracts.kafka import librdkafka_config
+    from services.tools.tail import render
+
+    topics = context.settings.topics
+    name = args.topic if args.topic in topics.all() else topics.prefix + args.topic
+    if name not in topics.all():
+        short = ", ".join(spec.suffix for spec in topics.all().values())
+        print(f"scalefold tail: {args.topic!r} is not a scalefold topic ({short})", file=sys.stderr)
+        return 2
+    codec = Codec(SchemaRegistry.load(context.settings.schemas_dir))
+    offset_reset = "earliest" if args.from_beginning else "latest"
+    consumer = Consumer(
+        librdkafka_config(
+            context.settings,
+            **{
+                "group.id": f"scalefold-tail-{uuid.uuid4().hex[:8]}",
+                "auto.offset.reset": offset_reset,
+                "enable.auto.commit": False,
+            },
+        )
+    )
+    consumer.subscribe([name])
+    seen, last = 0, time.monotonic()
+    try:
+        while args.max is None or seen < args.max:
+            if args.idle is not None and time.monotonic() - last > args.idle:
+                break
+            message = consumer.poll(0.5)
+            if message is None or message.error():
+                continue
+            last = time.monotonic()
+            if args.job and message.key() != args.job.encode():
+                continue
+            print(
+                f"p{message.partition()}@{message.offset():<6} {render(codec, message.value(), args.format)}",
+                flush=True,
+            )
+            seen += 1
+    finally:
+        consumer.close()
+    return 0

@@ -65,14 +65,7 @@ def script() -> list[Step]:
             "submit the job (wants 4 slots)",
             lambda t: JobSubmitted(JOB, t, "clicks", vertices, None, config),
         ),
-        *(
-            Step(
-                1 + 6 * i,
-                f"TaskManager tm-{i + 1} joins with 1 slot",
-                lambda t, i=i: TaskManagerRegistered(JOB, t, f"tm-{i + 1}", 1, None),
-            )
-            for i in range(4)
-        ),
+        *(_join(i) for i in range(4)),
         Step(
             40,
             "requirements lowered to parallelism 2",
@@ -86,6 +79,15 @@ def script() -> list[Step]:
             lambda t: TaskManagerLost(JOB, t, "tm-1", "demo: node lost"),
         ),
     ]
+
+
+def _join(i: int) -> Step:
+    tm = f"tm-{i + 1}"
+    return Step(
+        1 + 6 * i,
+        f"TaskManager {tm} joins with 1 slot",
+        lambda t: TaskManagerRegistered(JOB, t, tm, 1, None),
+    )
 
 
 class Watcher(threading.Thread):
@@ -112,7 +114,7 @@ class Watcher(threading.Thread):
             message = consumer.poll(0.2)
             if message is None or message.error():
                 continue
-            decoded = self.codec.decode(message.value())
+            decoded = self.codec.decode(message.value() or b"")
             if decoded.schema == r.RESCALE:
                 self._rescale(decoded.record)
             else:

@@ -1,0 +1,51 @@
+"""`scalefold tail`: print a topic's records decoded, one readable line each."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from services.contracts import Codec, DecodeError
+from services.contracts import records as r
+from services.scheduler.output import rescale_line
+
+
+def render(codec: Codec, value: bytes | None, fmt: str = "text") -> str:
+    """One record as a line: JSON of the decoded record, or a short text."""
+    try:
+        decoded = codec.decode(value or b"")
+    except DecodeError as error:
+        return f"(not a scalefold record: {error})"
+    record = decoded.record
+    if fmt == "json":
+        return json.dumps(
+            {"schema": decoded.schema, "version": decoded.writer_version, "record": record},
+            default=_bytes,
+            sort_keys=True,
+        )
+    return f"{r.short_name(decoded.schema):<26} {_text(decoded.schema, record)}"
+
+
+def _text(schema: str, record: dict[str, Any]) -> str:
+    if schema == r.RESCALE:
+        return f"{record['jobId']} {rescale_line(record)}"
+    if schema == r.SCHEDULER_DECISIONS:
+        items = "; ".join(f"{i['kind']}: {i['message'] or i['details']}" for i in record["items"])
+        return f"{record['jobId']} @{record['timestamp']} {items}"
+    if schema == r.DEAD_LETTER:
+        where = f"{record['sourceTopic']}[{record['sourcePartition']}]@{record['sourceOffset']}"
+        return f"{record['errorClass']} from {where}: {record['errorMessage']}"
+    if schema == r.SCALING_COMMAND:
+        return f"{record['jobId']} {record['action']} {record['amount']} ({record['commandId']}): {record['reason']}"
+    if schema == r.COMMAND_OUTCOME:
+        return f"{record['jobId']} {record['commandId']} {record['status']}: {record['message']}"
+    fields = {
+        k: v
+        for k, v in record.items()
+        if k not in ("jobId", "timestamp") and v not in (None, {}, [])
+    }
+    return f"{record.get('jobId', '')} @{record.get('timestamp', '')} {json.dumps(fields, default=_bytes)}"
+
+
+def _bytes(value: Any) -> Any:
+    return value.hex() if isinstance(value, bytes) else str(value)
