@@ -57,12 +57,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
 
+    from services.actuator.cli import register as register_actuator
     from services.history.cli import register as register_history
     from services.localstack.cli import register as register_local
     from services.scheduler.cli import register as register_scheduler
     from services.tools.cli import register as register_tools
 
     register_local(commands)
+    register_actuator(commands)
     register_scheduler(commands)
     register_tools(commands)
     register_history(commands)

@@ -93,17 +93,18 @@ def _up(args: argparse.Namespace, context: Context) -> int:
         _say(f"created topics: {', '.join(created)}")
     if not args.broker_only:
         known = {p.name: p for p in stack.services(run_dir)}
-        scheduler = known.get("scheduler")
-        port = (
-            int(scheduler.args[scheduler.args.index("--web-port") + 1])
-            if scheduler
-            else stack.free_port()
-        )
-        scheduler = scheduler or stack.scheduler_process(run_dir, port)
-        pid = stack.start(scheduler, settings)
-        _say(f"scheduler running (pid {pid}); waiting until it is ready")
-        stack.wait_healthy(scheduler, port)
-        _say(f"scheduler ready: http://127.0.0.1:{port}/health and /metrics (log: {scheduler.log})")
+        wanted = [
+            known.get("scheduler") or stack.scheduler_process(run_dir, stack.free_port()),
+            known.get("actuator") or stack.actuator_process(run_dir, stack.free_port()),
+        ]
+        for process in wanted:
+            pid = stack.start(process, settings)
+            _say(f"{process.name} running (pid {pid}); waiting until it is ready")
+        for process in wanted:
+            port = stack.web_port(process)
+            stack.wait_healthy(process, port)
+            _say(f"{process.name} ready: http://127.0.0.1:{port}/health (log: {process.log})")
+        (run_dir / "actuator.port").write_text(str(stack.web_port(wanted[1])))
     _say("the local stack is up; point clients at it with")
     print(f"export SCALEFOLD_BOOTSTRAP_SERVERS={bootstrap}")
     return 0

@@ -14,6 +14,9 @@ from services.localstack.processes import ServiceProcess
 
 Progress = Callable[[str], None]
 
+EXTERNAL_RUNTIME = "-Dscalefold.runtime.mode=external"
+NAMES = ("scheduler", "actuator")
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -22,22 +25,24 @@ def free_port() -> int:
 
 
 def scheduler_process(run_dir: Path, web_port: int, *extra: str) -> ServiceProcess:
-    args = (
-        "scheduler",
-        "--web-port",
-        str(web_port),
-        "--data-dir",
-        str(run_dir / "scheduler"),
-        *extra,
-    )
+    """The scheduler; on the local stack the embedded cluster is every job's runtime."""
+    data = str(run_dir / "scheduler")
+    args = ("scheduler", "--web-port", str(web_port), "--data-dir", data, EXTERNAL_RUNTIME, *extra)
     return ServiceProcess("scheduler", args, run_dir)
+
+
+def actuator_process(run_dir: Path, web_port: int, *extra: str) -> ServiceProcess:
+    return ServiceProcess("actuator", ("actuator", "--web-port", str(web_port), *extra), run_dir)
+
+
+def web_port(process: ServiceProcess) -> int:
+    return int(process.args[process.args.index("--web-port") + 1])
 
 
 def services(run_dir: Path) -> list[ServiceProcess]:
     """The services of a run directory, as recorded when they were started."""
-    names = ("scheduler",)
     found = []
-    for name in names:
+    for name in NAMES:
         args_file = run_dir / f"{name}.args"
         if args_file.exists():
             found.append(ServiceProcess(name, tuple(json.loads(args_file.read_text())), run_dir))

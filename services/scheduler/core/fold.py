@@ -184,6 +184,8 @@ class Fold:
         )
 
     def request(self, kind: RequestKind, graph_id: str | None, **details: object) -> None:
+        """A request to the runtime; `runtime` says whether an external runtime must answer."""
+        details = {**details, "runtime": self.config.runtime}
         self.effects.append(
             RuntimeRequest(
                 self.job.job_id,

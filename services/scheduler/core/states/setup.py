@@ -114,7 +114,6 @@ class CreatingExecutionGraph(WithoutGraph):
             graph.id,
             parallelism=describe(fold.job.info, target),
             slots=" ".join(sorted(assignment.slot_ids())),
-            runtime=fold.config.runtime,
         )
         if fold.config.runtime is RuntimeMode.SIMULATED:
             fold.run_if_state(self.CREATED, fold.config.simulated_create_ms)

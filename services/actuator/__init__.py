@@ -1,0 +1,1 @@
+"""The actuator and the embedded cluster: scaling commands become resources."""
