@@ -32,8 +32,10 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-class SchedulerProcess:
-    """`scalefold scheduler` in a subprocess with its own web port and data directory."""
+class ServiceProcess:
+    """A `scalefold <service>` subprocess with its own web port, started and killed like a user would."""
+
+    service = "scheduler"
 
     def __init__(self, settings: Settings, data_dir: Path, *extra: str) -> None:
         self.settings = settings
@@ -41,7 +43,10 @@ class SchedulerProcess:
         self.port = free_port()
         self.extra = extra
         self.process: subprocess.Popen[bytes] | None = None
-        self.log = data_dir / "scheduler.log"
+        self.log = data_dir / f"{self.service}.log"
+
+    def arguments(self) -> list[str]:
+        return [self.service, "--web-port", str(self.port), *self.extra]
 
     def start(self) -> SchedulerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -50,19 +55,7 @@ class SchedulerProcess:
             "SCALEFOLD_BOOTSTRAP_SERVERS": self.settings.bootstrap_servers,
             "SCALEFOLD_TOPIC_PREFIX": self.settings.topic_prefix,
         }
-        command = [
-            sys.executable,
-            "-m",
-            "services.cli",
-            "scheduler",
-            "--web-port",
-            str(self.port),
-            "--data-dir",
-            str(self.data_dir),
-            "--session-timeout",
-            "6",
-            *self.extra,
-        ]
+        command = [sys.executable, "-m", "services.cli", *self.arguments()]
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
                 command, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT
@@ -82,7 +75,7 @@ class SchedulerProcess:
             except OSError:
                 pass
             time.sleep(0.2)
-        raise AssertionError(f"scheduler not ready in {timeout} s:\n{self.tail()}")
+        raise AssertionError(f"{self.service} not ready in {timeout} s:\n{self.tail()}")
 
     def metrics(self) -> dict[str, float]:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=2) as response:
@@ -165,3 +158,14 @@ def dead_letters(codec: Codec, received: list[Received]) -> list[dict[str, Any]]
 
 
 __all__ = ["from_record"]
+
+
+class SchedulerProcess(ServiceProcess):
+    service = "scheduler"
+
+    def arguments(self) -> list[str]:
+        return [*super().arguments(), "--data-dir", str(self.data_dir), "--session-timeout", "6"]
+
+
+class ActuatorProcess(ServiceProcess):
+    service = "actuator"
