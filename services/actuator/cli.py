@@ -51,6 +51,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         description="Talk to the running actuator's control endpoint (port from `make up`, "
         "or --port).",
     )
+    cluster.add_argument(
+        "--host", default="127.0.0.1", help="the actuator's host (default 127.0.0.1)"
+    )
     cluster.add_argument("--port", type=int, help="the actuator's control port")
     verbs = cluster.add_subparsers(title="verbs", metavar="VERB", required=True)
     add = verbs.add_parser("add-taskmanagers", help="start TaskManagers for a job")
@@ -87,7 +90,7 @@ def _cluster(args: argparse.Namespace, context: Context) -> int:
 
     query = {k: getattr(args, k, None) for k in ("job", "count", "slots", "tm")}
     try:
-        print(json.dumps(post(_port(args), args.path, **query)))
+        print(json.dumps(post(_port(args), args.path, host=args.host, **query)))
     except OSError as error:
         print(
             f"scalefold cluster: no actuator answers on port {_port(args)}: {error}",
@@ -101,7 +104,9 @@ def _state(args: argparse.Namespace, context: Context) -> int:
     import urllib.request
 
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{_port(args)}/state", timeout=5) as response:
+        with urllib.request.urlopen(
+            f"http://{args.host}:{_port(args)}/state", timeout=5
+        ) as response:
             print(response.read().decode(), end="")
     except OSError as error:
         print(

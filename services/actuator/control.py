@@ -82,10 +82,10 @@ def serve(actuator: Actuator, host: str, port: int) -> ThreadingHTTPServer:
     return server
 
 
-def post(port: int, path: str, **query: Any) -> dict[str, Any]:
+def post(port: int, path: str, host: str = "127.0.0.1", **query: Any) -> dict[str, Any]:
     """Call an operation of a running actuator (what `scalefold cluster ...` does)."""
     params = "&".join(f"{k}={v}" for k, v in query.items() if v is not None)
-    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}?{params}", method="POST")
+    request = urllib.request.Request(f"http://{host}:{port}{path}?{params}", method="POST")
     with urllib.request.urlopen(request, timeout=5) as response:
         result: dict[str, Any] = json.load(response)
         return result
