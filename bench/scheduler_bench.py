@@ -52,7 +52,11 @@ def fresh(base: Settings) -> Settings:
 def produce_all(settings: Settings, codec: Codec, events: list) -> None:  # type: ignore[type-arg]
     producer = Producer(producer_config(settings, **{"linger.ms": 20}))
     for event in events:
-        producer.produce(settings.topics.job_events, key=event.job_id.encode(), value=codec.encode(*to_record(event)))
+        producer.produce(
+            settings.topics.job_events,
+            key=event.job_id.encode(),
+            value=codec.encode(*to_record(event)),
+        )
         producer.poll(0)
     producer.flush(60)
 
@@ -94,7 +98,16 @@ def latency(base: Settings, codec: Codec, rate: int, seconds: int) -> list[float
     stop = threading.Event()
 
     def consume() -> None:
-        consumer = Consumer(librdkafka_config(settings, **{"group.id": f"lat-{uuid.uuid4().hex}", "auto.offset.reset": "earliest", "fetch.wait.max.ms": 10}))
+        consumer = Consumer(
+            librdkafka_config(
+                settings,
+                **{
+                    "group.id": f"lat-{uuid.uuid4().hex}",
+                    "auto.offset.reset": "earliest",
+                    "fetch.wait.max.ms": 10,
+                },
+            )
+        )
         consumer.subscribe([settings.topics.rescales])
         while not stop.is_set():
             message = consumer.poll(0.1)
@@ -107,7 +120,9 @@ def latency(base: Settings, codec: Codec, rate: int, seconds: int) -> list[float
         consumer.close()
 
     with tempfile.TemporaryDirectory() as data:
-        worker = SchedulerProcess(settings, Path(data), *[f"-D{k}={v}" for k, v in ZERO.items()]).start()
+        worker = SchedulerProcess(
+            settings, Path(data), *[f"-D{k}={v}" for k, v in ZERO.items()]
+        ).start()
         reader = threading.Thread(target=consume, daemon=True)
         try:
             worker.wait_ready()
@@ -116,11 +131,17 @@ def latency(base: Settings, codec: Codec, rate: int, seconds: int) -> list[float
             producer = Producer(producer_config(settings))
             for i in range(rate * seconds):
                 job = f"lat-{i % jobs}"
-                ts = int(time.time() * 1000) + i  # unique per event: matches the record's updatedAtMillis
+                ts = (
+                    int(time.time() * 1000) + i
+                )  # unique per event: matches the record's updatedAtMillis
                 # each new single-slot TaskManager raises the job's parallelism by one, at once
                 event = TaskManagerRegistered(job, ts, f"tm-{i // jobs + 1}", 1, None)
                 produced[(job, ts)] = time.time()
-                producer.produce(settings.topics.job_events, key=job.encode(), value=codec.encode(*to_record(event)))
+                producer.produce(
+                    settings.topics.job_events,
+                    key=job.encode(),
+                    value=codec.encode(*to_record(event)),
+                )
                 producer.poll(0)
                 time.sleep(1 / rate)
             producer.flush(30)
@@ -133,7 +154,9 @@ def latency(base: Settings, codec: Codec, rate: int, seconds: int) -> list[float
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--events", type=int, default=50_000)
     parser.add_argument("--jobs", type=int, default=1_000)
     parser.add_argument("--repeat", type=int, default=3)
@@ -151,8 +174,12 @@ def main() -> None:
     p50 = statistics.median(lat)
     p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
     print("\n| measure | value |\n|---|---|")
-    print(f"| input events/s, one worker, {args.events:,} events over {args.jobs:,} jobs (median of {args.repeat}) | {statistics.median(rates):,.0f} (min {min(rates):,.0f}, max {max(rates):,.0f}) |")
-    print(f"| produce -> rescale record consumable, {args.rate} events/s, zero timeouts: p50 | {p50:,.1f} ms |")
+    print(
+        f"| input events/s, one worker, {args.events:,} events over {args.jobs:,} jobs (median of {args.repeat}) | {statistics.median(rates):,.0f} (min {min(rates):,.0f}, max {max(rates):,.0f}) |"
+    )
+    print(
+        f"| produce -> rescale record consumable, {args.rate} events/s, zero timeouts: p50 | {p50:,.1f} ms |"
+    )
     print(f"| same, p99 ({len(lat):,} records) | {p99:,.1f} ms |")
 
 

@@ -10,6 +10,7 @@ and a command whose delivery failed is tried again on the next planner tick.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -65,10 +66,7 @@ def read_issued(settings: Settings, codec: Codec, timeout: float = 30.0) -> Issu
         metadata = consumer.list_topics(topic, timeout=timeout).topics[topic]
         if metadata.error is not None:
             raise CommandSendError(f"cannot read {topic}: {metadata.error}")
-        ends = {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1]
-            for p in metadata.partitions
-        }
+        ends = _end_offsets(consumer, topic, list(metadata.partitions), timeout)
         pending = {p for p, end in ends.items() if end > 0}
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in pending])
         while pending:
@@ -81,11 +79,35 @@ def read_issued(settings: Settings, codec: Codec, timeout: float = 30.0) -> Issu
                     pending.discard(message.partition())
                 continue
             _remember(issued, codec, message.value(), topic)
-            if (message.offset() or 0) + 1 >= ends[message.partition()]:
-                pending.discard(message.partition())
     finally:
         consumer.close()
     return issued
+
+
+def _end_offsets(
+    consumer: Any, topic: str, partitions: list[int], timeout: float
+) -> dict[int, int]:
+    """High watermarks; retried while a just-created topic has no partition leaders yet."""
+    from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+    starting = {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+    }
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return {
+                p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1]
+                for p in partitions
+            }
+        except KafkaException as error:
+            kafka_error = error.args[0]
+            retry = kafka_error.retriable() or kafka_error.code() in starting
+            if not retry or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def _remember(issued: IssuedCommands, codec: Codec, value: bytes | None, topic: str) -> None:

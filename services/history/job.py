@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +48,7 @@ class RunOptions:
     trigger_seconds: float = 5.0
     available_now: bool = False
     plan_interval_seconds: int = 5
+    plan_lookback_hours: int = 48
     planner: PlannerConfig = field(default_factory=PlannerConfig)
     plan_commands: bool = True
 
@@ -123,11 +125,18 @@ class PlannerLoop:
         self._path = options.layout.table("rescales")
         self._schema: StructType = table_schemas(spark, RescaleSchemas.of(registry))["rescales"]
         self._config = options.planner
+        self._lookback_ms = options.plan_lookback_hours * 3_600_000
         self.sender = CommandSender(settings, codec, read_issued(settings, codec))
 
     def tick(self, now_ms: int) -> list[dict[str, Any]]:
         """One planning round at wall-clock time `now_ms`; returns the commands sent."""
-        latest = latest_revisions(read_table(self._spark, self._path, self._schema))
+        from pyspark.sql import functions as F
+
+        # Only recent partitions: a tick must stay cheap however long the history grows.
+        # A rescale's revisions share its start date, so pruning never splits them.
+        since = datetime.fromtimestamp((now_ms - self._lookback_ms) / 1000, tz=UTC).date()
+        raw = read_table(self._spark, self._path, self._schema)
+        latest = latest_revisions(raw.where(F.col(PARTITION_COLUMN) >= F.lit(since)))
         rows = aggregates.planner_input(latest, self._config.flap_window_ms).collect()
         commands = plan((row.asDict() for row in rows), now_ms, self._config)
         sent = self.sender.send(commands)

@@ -192,12 +192,20 @@ def provision_waiting(job: JobView, now_ms: int, config: PlannerConfig) -> Comma
         if amount <= 0:
             continue
         reason = (
-            f"Rescale {rescale.rescale_uuid} has waited for resources for {waited // 1000} s "
+            f"Rescale {rescale.rescale_uuid} has waited for resources for {_for_people(waited)} "
             f"with {available} of the {minimal} slots it needs at least; provision {amount} "
             f"slots toward the {desired} desired."
         )
         return _command(PROVISION, amount, reason, [rescale])
     return None
+
+
+def _for_people(ms: int) -> str:
+    """A waiting time in the unit a person would use."""
+    for unit, size in (("days", 86_400_000), ("h", 3_600_000), ("min", 60_000)):
+        if ms >= 2 * size:
+            return f"{ms // size} {unit}"
+    return f"{ms // 1000} s"
 
 
 def _newer_in_progress(job: JobView, than: Rescale) -> bool:

@@ -24,7 +24,9 @@ def _plain(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
     scalars: dict[type, Any] = {
-        datetime: lambda v: v.isoformat(sep=" "),
+        datetime: lambda v: v.isoformat(
+            sep=" ", timespec="milliseconds" if v.microsecond else "seconds"
+        ),
         date: lambda v: v.isoformat(),
         Decimal: float,
         bytes: lambda v: v.hex(),

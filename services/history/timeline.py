@@ -121,7 +121,7 @@ def render_png(rows: Sequence[TimelineRow], path: Path, title: str, relative: bo
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
 
     lo = 0 if relative else min((b.start_ms for r in rows for b in r.bars), default=0)
     hi = max((b.end_ms - (r.start_ms if relative else 0) for r in rows for b in r.bars), default=1)
@@ -141,6 +141,7 @@ def render_png(rows: Sequence[TimelineRow], path: Path, title: str, relative: bo
         ax.set_yticks(range(len(rows)), [row.label for row in rows], fontsize=8)
         ax.invert_yaxis()
         span = max(hi - lo, 1)
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=7, steps=[1, 2, 3, 5, 6, 10]))
         ax.xaxis.set_major_formatter(
             FuncFormatter(lambda x, _pos: _tick_label(x * 1000 + lo, relative, span))
         )
@@ -163,30 +164,43 @@ def _tick_label(ms: float, relative: bool, span_ms: float) -> str:
     if relative:
         return f"{ms / 1000:g} s"
     moment = datetime.fromtimestamp(ms / 1000, tz=UTC)
-    return moment.strftime("%m-%d %H:%M" if span_ms > 86_400_000 else "%H:%M:%S")
+    if span_ms > 86_400_000:
+        return moment.strftime("%m-%d %H:%M")
+    return moment.strftime("%H:%M" if span_ms > 1_800_000 else "%H:%M:%S")
 
 
-LABEL_WIDTH, PLOT_WIDTH, ROW_HEIGHT, TOP = 330, 860, 24, 40
+PLOT_WIDTH, ROW_HEIGHT, TOP, CHAR_WIDTH = 860, 24, 40, 7.3
+"""Pixels; CHAR_WIDTH fits the 12 px monospace labels."""
 
 
-def render_html(rows: Sequence[TimelineRow], title: str, relative: bool) -> str:
-    """One self-contained HTML page: an inline SVG chart with hover titles and a legend."""
-    lo = 0 if relative else min((b.start_ms for r in rows for b in r.bars), default=0)
-    hi = max(
-        (b.end_ms - (r.start_ms if relative else 0) for r in rows for b in r.bars), default=lo + 1
-    )
-    span = max(hi - lo, 1)
+@dataclass(frozen=True)
+class _Scale:
+    """Milliseconds to SVG x pixels."""
 
-    def x(ms: float) -> float:
-        return LABEL_WIDTH + (ms - lo) / span * PLOT_WIDTH
+    lo: float
+    span: float
+    left: float
+    """Where the plot starts: right of the longest label."""
 
+    @classmethod
+    def of(cls, rows: Sequence[TimelineRow], relative: bool) -> _Scale:
+        lo = 0 if relative else min((b.start_ms for r in rows for b in r.bars), default=0)
+        ends = (b.end_ms - (r.start_ms if relative else 0) for r in rows for b in r.bars)
+        left = 16 + CHAR_WIDTH * max((len(r.label) for r in rows), default=0)
+        return cls(lo, max(max(ends, default=lo + 1) - lo, 1), left)
+
+    def x(self, ms: float) -> float:
+        return self.left + (ms - self.lo) / self.span * PLOT_WIDTH
+
+
+def _svg_bars(rows: Sequence[TimelineRow], scale: _Scale, relative: bool) -> list[str]:
     parts = []
     for y, row in enumerate(rows):
         top = TOP + y * ROW_HEIGHT
         parts.append(f'<text x="4" y="{top + 16}" class="label">{html.escape(row.label)}</text>')
         origin = row.start_ms if relative else 0
         for bar in row.bars:
-            left, right = x(bar.start_ms - origin), x(bar.end_ms - origin)
+            left, right = scale.x(bar.start_ms - origin), scale.x(bar.end_ms - origin)
             tip = (
                 f"{bar.state}: {_iso(bar.start_ms)} to "
                 f"{'(open) ' if bar.open else ''}{_iso(bar.end_ms)}, "
@@ -198,28 +212,39 @@ def render_html(rows: Sequence[TimelineRow], title: str, relative: bool) -> str:
                 f'height="{ROW_HEIGHT - 6}" fill="{colour(bar.state)}"{css}>'
                 f"<title>{html.escape(tip)}</title></rect>"
             )
-    bottom = TOP + len(rows) * ROW_HEIGHT
+    return parts
+
+
+def _svg_ticks(scale: _Scale, bottom: int, relative: bool) -> list[str]:
+    parts = []
     for i in range(7):
-        ms = lo + span * i / 6
+        ms = scale.lo + scale.span * i / 6
+        x = scale.x(ms)
+        label = html.escape(_tick_label(ms, relative, scale.span))
         parts.append(
-            f'<line x1="{x(ms):.1f}" y1="{TOP - 4}" x2="{x(ms):.1f}" y2="{bottom}" class="grid"/>'
-            f'<text x="{x(ms):.1f}" y="{bottom + 16}" class="tick">'
-            f"{html.escape(_tick_label(ms, relative, span))}</text>"
+            f'<line x1="{x:.1f}" y1="{TOP - 4}" x2="{x:.1f}" y2="{bottom}" class="grid"/>'
+            f'<text x="{x:.1f}" y="{bottom + 16}" class="tick">{label}</text>'
         )
+    return parts
+
+
+def render_html(rows: Sequence[TimelineRow], title: str, relative: bool) -> str:
+    """One self-contained HTML page: an inline SVG chart with hover titles and a legend."""
+    scale = _Scale.of(rows, relative)
+    bottom = TOP + len(rows) * ROW_HEIGHT
     legend = "".join(
         f'<span class="key"><i style="background:{colour(s)}"></i>{html.escape(s)}</span>'
         for s in _states(rows)
     )
-    axis = "seconds since the rescale started" if relative else "time (UTC)"
     height = bottom + 40
     return _PAGE.format(
         title=html.escape(title),
         legend=legend,
-        width=LABEL_WIDTH + PLOT_WIDTH + 20,
+        width=round(scale.left + PLOT_WIDTH + 40),
         height=height,
-        body="\n".join(parts),
-        axis=axis,
-        axis_x=LABEL_WIDTH + PLOT_WIDTH / 2,
+        body="\n".join([*_svg_bars(rows, scale, relative), *_svg_ticks(scale, bottom, relative)]),
+        axis="seconds since the rescale started" if relative else "time (UTC)",
+        axis_x=scale.left + PLOT_WIDTH / 2,
         axis_y=height - 6,
     )
 

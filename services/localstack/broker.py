@@ -113,6 +113,7 @@ class LocalBroker:
             _signal_group(pid, signal.SIGKILL)
             while _alive(pid):
                 time.sleep(0.1)
+        _reap(pid)
         self.pid_file.unlink(missing_ok=True)
         return True
 
@@ -183,10 +184,14 @@ def _classpath(jars: list[Path]) -> str:
 
 
 def _cluster_id() -> str:
-    # KRaft cluster ids are 16 random bytes in URL-safe base64 without padding.
+    """16 random bytes in URL-safe base64, never starting with "-" (which the storage
+    tool would read as an option); Kafka's own Uuid.randomUuid avoids those too."""
     import base64
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:
+        candidate = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not candidate.startswith("-"):
+            return candidate
 
 
 def _free_port() -> int:
@@ -225,6 +230,12 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return _state(pid) != "Z"
+
+
+def _reap(pid: int) -> None:
+    """Collect the exit status of our own child, so no zombie is left behind."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
 
 
 def _state(pid: int) -> str:

@@ -92,10 +92,14 @@ def _trickle(
 
 
 def _starving_job(codec: Codec) -> tuple[list[tuple[bytes, bytes]], str, int]:
-    """A rescale stuck in WaitingForResources with 2 of 4 minimal slots, updated 3 times."""
+    """A rescale stuck in WaitingForResources with 2 of 4 minimal slots, updated 3 times.
+
+    Recent (ten minutes ago): the planner only looks at the last `--plan-lookback` hours.
+    """
+    start = int(time.time() * 1000) - 600_000
     uuid = synthetic.stable_uuid("starving", 1)
-    base = [("Executing", START, START + 1_000), ("Restarting", START + 1_000, START + 2_000)]
-    wait_since = START + 2_000
+    base = [("Executing", start, start + 1_000), ("Restarting", start + 1_000, start + 2_000)]
+    wait_since = start + 2_000
     revisions = []
     for revision in range(1, 4):
         spans = [*base, ("WaitingForResources", wait_since, None)]
@@ -112,12 +116,18 @@ def _starving_job(codec: Codec) -> tuple[list[tuple[bytes, bytes]], str, int]:
     healthy = synthetic.rescale(  # at its desired slots, none idle: no command
         "healthy",
         synthetic.stable_uuid("healthy", 1),
-        spans=[("Restarting", START, START + 500), ("Executing", START + 500, START + 500)],
+        spans=[("Restarting", start, start + 500), ("Executing", start + 500, start + 500)],
         groups=[synthetic.Group(desired=4, pre=2, post=4)],
         reason="SUCCEEDED",
         available_slots=4,
     )
-    messages = encoded(codec, [*revisions, healthy])
+    ancient = {**revisions[0], "jobId": "ancient", "rescaleUuid": "ancient-1"}
+    ancient["schedulerStates"] = [  # starving too, but in 2023: beyond the lookback
+        {**span, "enterTimestampInMillis": START + i, "leaveTimestampInMillis": None}
+        for i, span in enumerate(ancient["schedulerStates"][-1:])
+    ]
+    ancient["startTimestampInMillis"] = ancient["updatedAtMillis"] = START
+    messages = encoded(codec, [*revisions, healthy, ancient])
     messages += messages[:2]  # re-sent by a scheduler that crashed
     return messages, uuid, revisions[-1]["updatedAtMillis"]
 
@@ -136,8 +146,14 @@ def test_a_starving_rescale_gets_one_provisioning_command_across_restarts(
     produce(kafka, kafka.topics.rescales, messages)
     data = tmp_path / "data"
 
-    first = HistoryProcess(kafka, data, tmp_path / "run-1.log", "--available-now")
-    assert first.wait(180) == 0, first.tail()
+    # The long-running job plans on its timer; it crashes once the command is out.
+    first = HistoryProcess(
+        kafka, data, tmp_path / "run-1.log", "--trigger-seconds", "1", "--plan-interval", "1"
+    )
+    try:
+        wait_for(lambda: first.running() and bool(_commands(kafka, codec)), 120, "a command")
+    finally:
+        first.kill()
     (command,) = _commands(kafka, codec)
     assert command["jobId"] == "starving"
     assert command["action"] == "PROVISION_TASK_MANAGERS"

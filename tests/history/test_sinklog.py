@@ -1,4 +1,4 @@
-"""Which Parquet files a file-sink table holds: its `_spark_metadata` log, read without Spark."""
+"""Files of the history on disk: the file sink's `_spark_metadata` log, the data-dir lock."""
 
 from __future__ import annotations
 
@@ -62,3 +62,16 @@ def test_a_log_file_without_version_line_is_an_error(tmp_path: Path) -> None:
     (log / "0").write_text('{"path": "file:/x"}')
     with pytest.raises(ValueError, match="no version line"):
         committed_files(tmp_path)
+
+
+def test_a_data_dir_is_used_by_one_job_at_a_time(tmp_path: Path) -> None:
+    from services.history.job import HistoryJobError, exclusive
+
+    with (
+        exclusive(tmp_path),
+        pytest.raises(HistoryJobError, match="another `history run`"),
+        exclusive(tmp_path),
+    ):
+        pass
+    with exclusive(tmp_path):  # released when the holder is done (or dies)
+        pass

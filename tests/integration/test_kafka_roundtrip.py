@@ -4,22 +4,31 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from pathlib import Path
 
 import pytest
 
 from services.contracts import Codec, Settings
 from services.contracts import records as r
 from services.contracts.kafka import librdkafka_config
-from services.tools.demo import demo_events
+from services.scheduler.core.events import to_record
+from services.scheduler.replay import read_log
 from tests.kafka_support import consume, count_at_least, produce
 
 pytestmark = pytest.mark.integration
 
 
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "requirements-update.jsonl"
+
+
+def _records(codec: Codec) -> list[tuple[str, dict[str, object]]]:
+    return [to_record(event) for event in read_log(EXAMPLE, codec)]
+
+
 def _encoded(codec: Codec) -> list[tuple[bytes, bytes]]:
     return [
-        (record["jobId"].encode(), codec.encode(name, record))
-        for name, record in demo_events(start_ms=1_700_000_000_000)
+        (str(record["jobId"]).encode(), codec.encode(name, record))
+        for name, record in _records(codec)
     ]
 
 
@@ -29,7 +38,7 @@ def test_confluent_kafka_produce_consume_avro(kafka: Settings, codec: Codec) -> 
     received = consume(kafka, kafka.topics.job_events, count_at_least(len(messages)))
     assert [m.value for m in received] == [value for _, value in messages]  # one key: one order
     decoded = [codec.decode(m.value, expected=r.INPUT_EVENTS) for m in received]
-    assert [d.schema for d in decoded] == [name for name, _ in demo_events(0)]
+    assert [d.schema for d in decoded] == [name for name, _ in _records(codec)]
     assert decoded[0].record["vertices"][0]["id"] == "source"
 
 

@@ -1,0 +1,166 @@
+"""What the `scalefold history` verbs do; `cli.py` declares their flags.
+
+Heavy imports (pyspark, matplotlib) stay inside the handlers so that
+`scalefold --help` and the other services' commands do not pay for them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from services.cli import Context
+    from services.history.job import RunOptions
+    from services.history.views import Layout
+
+
+def say(message: str) -> None:
+    print(f"[history] {message}", file=sys.stderr, flush=True)
+
+
+def _session(args: argparse.Namespace, context: Context) -> SparkSession:
+    from services.history.spark import history_session
+    from services.localstack.jars import spark_connector_jars
+
+    jars = spark_connector_jars(context.cache_dir, progress=say)
+    say(f"starting Spark ({args.master}); this takes a few seconds")
+    started = time.monotonic()
+    session = history_session(jars, args.master)
+    say(f"Spark ready in {time.monotonic() - started:.1f} s")
+    return session
+
+
+def _layout(args: argparse.Namespace) -> Layout:
+    from services.history.views import Layout
+
+    return Layout(Path(args.data_dir).resolve())
+
+
+def _run_options(args: argparse.Namespace) -> RunOptions:
+    from services.history.job import RunOptions
+    from services.history.planner import PlannerConfig
+
+    return RunOptions(
+        layout=_layout(args),
+        trigger_seconds=args.trigger_seconds,
+        available_now=args.available_now,
+        plan_interval_seconds=args.plan_interval,
+        plan_lookback_hours=args.plan_lookback,
+        plan_commands=not args.no_commands,
+        planner=PlannerConfig(
+            provision_grace_ms=round(args.provision_grace * 1000),
+            release_grace_ms=round(args.release_grace * 1000),
+            max_slots_per_job=args.max_slots_per_job,
+            provision_reactive=args.provision_reactive,
+            flap_threshold=args.flap_threshold,
+            max_cooldown_ms=args.max_cooldown,
+        ),
+    )
+
+
+def run(args: argparse.Namespace, context: Context) -> int:
+    from pyspark.errors import StreamingQueryException
+
+    from services.contracts import SchemaRegistry
+    from services.contracts.kafka import ensure_topics
+    from services.history import job
+
+    settings, topics = context.settings, context.settings.topics
+    wanted = {topics.rescales, topics.commands, topics.dead_letters}
+    ensure_topics(settings, {n: s for n, s in topics.all().items() if n in wanted})
+    options = _run_options(args)
+    say(f"reading {topics.rescales} at {settings.bootstrap_servers}")
+    # `docker stop` sends SIGTERM: stop the queries cleanly, as on Ctrl-C.
+    signal.signal(signal.SIGTERM, _interrupt)
+    spark = _session(args, context)
+    registry = SchemaRegistry.load(settings.schemas_dir)
+    try:
+        return job.run(spark, settings, registry, options, progress=say)
+    except (job.HistoryJobError, StreamingQueryException) as error:
+        print(f"scalefold history run: {error}", file=sys.stderr)
+        return 1
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _views(args: argparse.Namespace, context: Context) -> tuple[SparkSession, dict[str, DataFrame]]:
+    from services.contracts import SchemaRegistry
+    from services.history.decode import RescaleSchemas
+    from services.history.views import register_views
+
+    spark = _session(args, context)
+    registry = SchemaRegistry.load(context.settings.schemas_dir)
+    return spark, register_views(spark, _layout(args), RescaleSchemas.of(registry))
+
+
+def sql(args: argparse.Namespace, context: Context) -> int:
+    from pyspark.errors import PySparkException
+
+    from services.history.render import render
+
+    spark, views = _views(args, context)
+    try:
+        frame = spark.sql(args.query)
+        rows = frame.limit(args.max_rows + 1).collect()
+    except PySparkException as error:
+        print(f"scalefold history sql: {error}", file=sys.stderr)
+        print(f"views: {', '.join(sorted(views))}", file=sys.stderr)
+        return 1
+    print(render(args.format, frame.columns, [tuple(r) for r in rows[: args.max_rows]]))
+    if len(rows) > args.max_rows:
+        say(f"showing the first {args.max_rows} rows; raise --max-rows for more")
+    return 0
+
+
+def summary(args: argparse.Namespace, context: Context) -> int:
+    from pyspark.sql import functions as F
+
+    from services.history import overview
+
+    _, views = _views(args, context)
+    latest = views["rescales"]
+    if args.job:
+        latest = latest.where(F.col("job_id") == args.job)
+    scope = f"job {args.job}" if args.job else "the fleet"
+    count_row = overview.counts(latest).first()
+    assert count_row is not None, "an aggregate without grouping returns one row"
+    if args.job and count_row["total"] == 0:
+        print(f"no rescales of job {args.job} in {args.data_dir}", file=sys.stderr)
+        return 1
+    latest_rows = [r.asDict() for r in overview.latest_per_terminal_state(latest).collect()]
+    stats = [r.asDict() for r in overview.duration_stats(latest).collect()]
+    print(overview.format_overview(scope, count_row.asDict(), latest_rows))
+    print()
+    print(overview.format_summary(scope, stats))
+    return 0
+
+
+def timeline(args: argparse.Namespace, context: Context) -> int:
+    from services.history import timeline as chart
+
+    suffix = args.out.suffix.lower()
+    if suffix not in (".png", ".html"):
+        print("scalefold history timeline: --out must end in .png or .html", file=sys.stderr)
+        return 2
+    _, views = _views(args, context)
+    frame = chart.timeline_frame(views["rescales"], views["rescale_states"], args.job, args.last)
+    rows = chart.timeline_rows([r.asDict() for r in frame.collect()])
+    if not rows:
+        print(f"no rescales of job {args.job} in {args.data_dir}", file=sys.stderr)
+        return 1
+    title = f"Rescales of job {args.job}"
+    if suffix == ".png":
+        chart.render_png(rows, args.out, title, args.relative)
+    else:
+        args.out.write_text(chart.render_html(rows, title, args.relative), encoding="utf-8")
+    say(f"wrote {len(rows)} rescales to {args.out}")
+    return 0
