@@ -107,6 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    for noisy in ("py4j", "aiokafka", "faust.transport", "mode"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
     env = os.environ
     try:
         settings = Settings.from_env(env, bootstrap_fallback=_local_bootstrap()).with_overrides(

@@ -29,9 +29,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
     up = verbs.add_parser(
         "up",
-        help="start the broker, create the topics, start the scheduler service",
+        help="start the broker, create the topics, start the scheduler, actuator and history",
         description="Start the local stack in RUN_DIR: the Kafka broker, scalefold's topics, "
-        "and the scheduler service (its web endpoint on 127.0.0.1). Idempotent.",
+        "the scheduler service, the actuator with the embedded cluster, and the history "
+        "service (Spark). Web endpoints on 127.0.0.1 only. Idempotent.",
     )
     up.add_argument("--fresh", action="store_true", help="discard the stack's earlier data")
     up.add_argument("--broker-only", action="store_true", help="start no service")
@@ -96,14 +97,19 @@ def _up(args: argparse.Namespace, context: Context) -> int:
         wanted = [
             known.get("scheduler") or stack.scheduler_process(run_dir, stack.free_port()),
             known.get("actuator") or stack.actuator_process(run_dir, stack.free_port()),
+            known.get("history") or stack.history_process(run_dir),
         ]
         for process in wanted:
             pid = stack.start(process, settings)
             _say(f"{process.name} running (pid {pid}); waiting until it is ready")
         for process in wanted:
-            port = stack.web_port(process)
-            stack.wait_healthy(process, port)
-            _say(f"{process.name} ready: http://127.0.0.1:{port}/health (log: {process.log})")
+            stack.wait_ready(process)
+            where = (
+                f"http://127.0.0.1:{stack.web_port(process)}/health, "
+                if "--web-port" in process.args
+                else ""
+            )
+            _say(f"{process.name} ready ({where}log: {process.log})")
         (run_dir / "actuator.port").write_text(str(stack.web_port(wanted[1])))
     _say("the local stack is up; point clients at it with")
     print(f"export SCALEFOLD_BOOTSTRAP_SERVERS={bootstrap}")

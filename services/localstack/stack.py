@@ -15,7 +15,8 @@ from services.localstack.processes import ServiceProcess
 Progress = Callable[[str], None]
 
 EXTERNAL_RUNTIME = "-Dscalefold.runtime.mode=external"
-NAMES = ("scheduler", "actuator")
+NAMES = ("scheduler", "actuator", "history")
+HISTORY_READY = "streaming queries started"
 
 
 def free_port() -> int:
@@ -33,6 +34,13 @@ def scheduler_process(run_dir: Path, web_port: int, *extra: str) -> ServiceProce
 
 def actuator_process(run_dir: Path, web_port: int, *extra: str) -> ServiceProcess:
     return ServiceProcess("actuator", ("actuator", "--web-port", str(web_port), *extra), run_dir)
+
+
+def history_process(run_dir: Path, *extra: str) -> ServiceProcess:
+    """The history service (Spark); its tables and checkpoints live in `run_dir/history`."""
+    return ServiceProcess(
+        "history", ("history", "run", "--data-dir", str(run_dir / "history"), *extra), run_dir
+    )
 
 
 def web_port(process: ServiceProcess) -> int:
@@ -74,6 +82,30 @@ def wait_healthy(process: ServiceProcess, port: int, timeout: float = 120.0) -> 
             pass
         time.sleep(0.3)
     raise RuntimeError(f"{process.name} not ready in {timeout:.0f} s; see {process.log}")
+
+
+def wait_logged(process: ServiceProcess, line: str, timeout: float = 180.0) -> None:
+    """Wait until the service's log says `line` (for services without a web endpoint)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.pid() is None:
+            raise RuntimeError(
+                f"{process.name} exited; last lines of {process.log}:\n{process.tail()}"
+            )
+        try:
+            if line in process.log.read_text(errors="replace"):
+                return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    raise RuntimeError(f"{process.name} not ready in {timeout:.0f} s; see {process.log}")
+
+
+def wait_ready(process: ServiceProcess) -> None:
+    if process.name == "history":
+        wait_logged(process, HISTORY_READY)
+    else:
+        wait_healthy(process, web_port(process))
 
 
 def stop_all(run_dir: Path, progress: Progress) -> None:
