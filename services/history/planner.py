@@ -23,9 +23,12 @@ Rules (thresholds are `PlannerConfig` fields, `scalefold history run` flags):
   `release_grace_ms` ago. Amount = the idle slots. Deviation: no release while
   a job that is not reactive runs below its desired slots (Σ post < Σ desired):
   its next rescale will take those slots, releasing them would undo it.
-- RAISE_COOLDOWN: flapping score (`aggregates.py`) >= `flap_threshold`; new
-  cooldown = min(max(2 x current, 60 s), `max_cooldown_ms`), skipped when the
-  current one is already at the maximum.
+- RAISE_COOLDOWN: the flapping score (`aggregates.py`) of the completed rescales
+  recorded with the job's current cooldown >= `flap_threshold`; new cooldown =
+  min(max(2 x current, 60 s), `max_cooldown_ms`), skipped when the current one
+  is already at the maximum. Counting only rescales under the current cooldown
+  means a raise needs new flapping evidence: the failovers that follow a raise
+  (no cooldown prevents those) do not raise it again at once.
 
 A command's id hashes the job, the action and the evidence, so the same
 evidence always yields the same id: a provisioning decided while a rescale
@@ -262,26 +265,34 @@ def flapping(job: JobView, window_ms: int) -> tuple[int, list[Rescale]]:
         return 0, []
     anchor = max(r.end_timestamp_ms or 0 for r in job.completed)
     window = [r for r in job.completed if (r.end_timestamp_ms or 0) >= anchor - window_ms]
-    slots = [r.total_post_rescale_slots for r in window if r.total_post_rescale_slots is not None]
+    return reversals(window), window
+
+
+def reversals(rescales: list[Rescale]) -> int:
+    """How often the total post-rescale slots changed direction (up <-> down)."""
+    slots = [r.total_post_rescale_slots for r in rescales if r.total_post_rescale_slots is not None]
     directions = [(b > a) - (b < a) for a, b in pairwise(slots)]
     moves = [d for d in directions if d != 0]
-    reversals = sum(1 for a, b in pairwise(moves) if a != b)
-    return reversals, window
+    return sum(1 for a, b in pairwise(moves) if a != b)
 
 
 def raise_cooldown(job: JobView, config: PlannerConfig) -> Command | None:
-    """The job keeps rescaling up and down: ask for a longer cooldown after rescaling."""
-    score, window = flapping(job, config.flap_window_ms)
-    if score < config.flap_threshold:
-        return None
+    """The job keeps rescaling up and down: ask for a longer cooldown after rescaling.
+
+    Only the rescales recorded with the job's current cooldown count, so every
+    raise needs new flapping under the cooldown it replaces: failovers right
+    after a raise (which no cooldown prevents) do not raise it again at once.
+    """
     current = job.newest.cooldown_ms
     current = DEFAULT_COOLDOWN_MS if current is None else current
-    if current >= config.max_cooldown_ms:
+    _, window = flapping(job, config.flap_window_ms)
+    window = [r for r in window if (r.cooldown_ms or DEFAULT_COOLDOWN_MS) == current]
+    score = reversals(window)
+    if score < config.flap_threshold or current >= config.max_cooldown_ms:
         return None
     new = min(max(2 * current, MIN_RAISED_COOLDOWN_MS), config.max_cooldown_ms)
     reason = (
         f"Job {job.newest.job_id} reversed its scaling direction {score} times within an "
-        f"hour of completed rescales; raise the cooldown after rescaling from {current} ms "
-        f"to {new} ms."
+        f"hour of completed rescales under its cooldown of {current} ms; raise it to {new} ms."
     )
     return _command(RAISE_COOLDOWN, new, reason, window)

@@ -1,9 +1,18 @@
-"""The end-to-end demo behind `make demo`.
+"""The end-to-end demo behind `make demo`: the whole loop on one machine, in real time.
 
-A fresh local stack (broker, scheduler service) runs a scripted job in real
-time: it is submitted, TaskManagers join one by one, its requirements are
-lowered, a TaskManager is lost. Transitions are printed as they happen, and
-at the end the rescale history is printed as a table.
+A fresh local stack (broker, scheduler, actuator with the embedded cluster,
+history service) runs a scripted workload of two jobs:
+
+- `orders`, in reactive mode: TaskManagers join one by one, one is killed,
+  checkpoints fail, then TaskManagers come and go until the history service
+  sees the job flap and raises its cooldown;
+- `clicks`, with requirement bounds: it starts on one slot of the four it
+  wants, the history service provisions the rest, its requirements are then
+  lowered, and the history service releases the slots left idle.
+
+Transitions, rescales, commands and outcomes are printed as they happen; at the
+end the rescale history is queried with Spark SQL and each job's timeline is
+drawn as a picture.
 """
 
 from __future__ import annotations
@@ -26,198 +35,322 @@ from services.scheduler.core.events import (
     JobSubmitted,
     Requirement,
     RequirementsUpdated,
-    TaskManagerLost,
-    TaskManagerRegistered,
     VertexSpec,
     to_record,
 )
 
 if TYPE_CHECKING:
-    from services.cli import Context
+    from confluent_kafka import Producer
 
-JOB = "clickstream"
-DEMO_CONFIG = {
-    c.SUBMISSION_STABILIZATION: "3 s",
-    c.COOLDOWN: "10 s",
-    c.EXECUTING_STABILIZATION: "8 s",
-    c.RESTART_STRATEGY: "fixed-delay",
-    c.FIXED_ATTEMPTS: "10",
-    c.FIXED_DELAY: "2 s",
+    from services.cli import Context
+    from services.localstack.processes import ServiceProcess
+
+RUN_DIR = RUN_ROOT / "demo"
+QUICK = {
+    c.RUNTIME_MODE: "external",
+    c.COOLDOWN: "6 s",
+    c.EXECUTING_STABILIZATION: "5 s",
 }
+ORDERS = "orders"
+CLICKS = "clicks"
+SETTLE_S = 15
 
 
 @dataclass(frozen=True)
 class Step:
     at_s: float
-    say: str
-    event: Callable[[int], Event]
+    what: str
+    act: Callable[[Demo], None]
 
 
 def script() -> list[Step]:
-    vertices = (
-        VertexSpec("source", "Source: clicks", "default", "default", 4, None),
-        VertexSpec("enrich", "Enrich", "default", "default", 4, None),
-    )
-    config = tuple(sorted(DEMO_CONFIG.items()))
+    def submit(demo: Demo) -> None:
+        reactive = {**QUICK, c.SCHEDULER_MODE: "REACTIVE"}
+        bounded = {
+            **QUICK,
+            c.SUBMISSION_STABILIZATION: "2 s",
+            c.RESTART_STRATEGY: "fixed-delay",
+            c.FIXED_ATTEMPTS: "50",
+            c.FIXED_DELAY: "1 s",
+        }
+        demo.submit(ORDERS, ("source", "window"), 2, reactive)
+        demo.submit(CLICKS, ("source", "enrich"), 4, bounded)
+
+    def tm(job: str) -> Callable[[Demo], None]:
+        return lambda demo: demo.cluster("/taskmanagers", job=job, count=1, slots=1)
+
+    def kill(demo: Demo) -> None:
+        demo.cluster("/faults/kill-taskmanager", job=ORDERS)
+
+    def first_slots(demo: Demo) -> None:
+        tm(ORDERS)(demo)
+        tm(CLICKS)(demo)
+
+    def failing_checkpoints(demo: Demo) -> None:
+        demo.cluster("/faults/fail-checkpoints", job=ORDERS, count=3)
+        tm(ORDERS)(demo)
+
     return [
         Step(
-            0,
-            "submit the job (wants 4 slots)",
-            lambda t: JobSubmitted(JOB, t, "clicks", vertices, None, config),
-        ),
-        *(_join(i) for i in range(4)),
-        Step(
-            40,
-            "requirements lowered to parallelism 2",
-            lambda t: RequirementsUpdated(
-                JOB, t, (Requirement("source", 1, 2), Requirement("enrich", 1, 2))
-            ),
+            0, "phase 1: two jobs are submitted: orders (reactive), clicks (wants 4 slots)", submit
         ),
         Step(
-            65,
-            "TaskManager tm-1 is lost",
-            lambda t: TaskManagerLost(JOB, t, "tm-1", "demo: node lost"),
+            2,
+            "phase 2: TaskManagers join one by one (orders), clicks gets 1 slot of 4",
+            first_slots,
         ),
+        Step(8, "  a TaskManager joins orders", tm(ORDERS)),
+        Step(14, "  a TaskManager joins orders", tm(ORDERS)),
+        Step(
+            32,
+            "phase 3: clicks' requirements are lowered to parallelism 2",
+            lambda d: d.require(CLICKS, 2),
+        ),
+        Step(40, "phase 4: a TaskManager of orders is killed", kill),
+        Step(
+            54,
+            "phase 5: orders' next checkpoints fail, and a TaskManager joins it",
+            failing_checkpoints,
+        ),
+        Step(70, "phase 6: orders flaps: TaskManagers come and go", tm(ORDERS)),
+        Step(80, "  a TaskManager of orders is killed", kill),
+        Step(90, "  a TaskManager joins orders", tm(ORDERS)),
+        Step(100, "  a TaskManager of orders is killed", kill),
     ]
 
 
-def _join(i: int) -> Step:
-    tm = f"tm-{i + 1}"
-    return Step(
-        1 + 6 * i,
-        f"TaskManager {tm} joins with 1 slot",
-        lambda t: TaskManagerRegistered(JOB, t, tm, 1, None),
-    )
+class Demo:
+    """The running demo: its stack, a producer, and the actuator's control port."""
+
+    def __init__(
+        self, settings: Settings, codec: Codec, producer: Producer, actuator_port: int
+    ) -> None:
+        self.settings, self.codec, self.producer, self.actuator_port = (
+            settings,
+            codec,
+            producer,
+            actuator_port,
+        )
+
+    def send(self, event: Event) -> None:
+        self.producer.produce(
+            self.settings.topics.job_events,
+            key=event.job_id.encode(),
+            value=self.codec.encode(*to_record(event)),
+        )
+        self.producer.flush(10)
+
+    def submit(
+        self, job: str, vertices: tuple[str, ...], parallelism: int, config: dict[str, str]
+    ) -> None:
+        specs = tuple(
+            VertexSpec(v, v.title(), "default", "default", parallelism, None) for v in vertices
+        )
+        self.send(JobSubmitted(job, _now(), job, specs, 4_000, tuple(sorted(config.items()))))
+
+    def require(self, job: str, upper: int) -> None:
+        bounds = (Requirement("source", 1, upper), Requirement("enrich", 1, upper))
+        self.send(RequirementsUpdated(job, _now(), bounds))
+
+    def cluster(self, path: str, **query: Any) -> None:
+        from services.actuator.control import post
+
+        post(self.actuator_port, path, **query)
 
 
 class Watcher(threading.Thread):
-    """Prints the scheduler's transitions and rescale records as they arrive."""
+    """Prints transitions, finished rescales, commands and outcomes as they arrive."""
 
     def __init__(self, settings: Settings, codec: Codec, started: float) -> None:
         super().__init__(daemon=True)
         self.settings, self.codec, self.started = settings, codec, started
-        self.records: dict[str, dict[str, Any]] = {}
+        self.records = 0
         self.stopping = threading.Event()
 
     def run(self) -> None:
         from confluent_kafka import Consumer
 
-        group = f"demo-{uuid.uuid4().hex[:8]}"
-        consumer = Consumer(
-            librdkafka_config(
-                self.settings,
-                **{"group.id": group, "auto.offset.reset": "earliest", "fetch.wait.max.ms": 50},
-            )
+        topics = self.settings.topics
+        options = {
+            "group.id": f"demo-{uuid.uuid4().hex[:8]}",
+            "auto.offset.reset": "earliest",
+            "fetch.wait.max.ms": 50,
+        }
+        consumer = Consumer(librdkafka_config(self.settings, **options))
+        consumer.subscribe(
+            [topics.rescales, topics.decisions, topics.commands, topics.command_outcomes]
         )
-        consumer.subscribe([self.settings.topics.rescales, self.settings.topics.decisions])
         while not self.stopping.is_set():
             message = consumer.poll(0.2)
-            if message is None or message.error():
-                continue
-            decoded = self.codec.decode(message.value() or b"")
-            if decoded.schema == r.RESCALE:
-                self._rescale(decoded.record)
-            else:
-                self._decisions(decoded.record)
+            if message is not None and not message.error():
+                self.show(self.codec.decode(message.value() or b""))
         consumer.close()
 
-    def _rescale(self, record: dict[str, Any]) -> None:
-        known = self.records.get(record["rescaleUuid"])
-        if known is None or record["revision"] > known["revision"]:
-            self.records[record["rescaleUuid"]] = record
-        if record["terminalState"]:
-            post = ", ".join(
-                f"{v['jobVertexId']}={v['postRescaleParallelism']}" for v in record["vertices"]
+    def show(self, decoded: Any) -> None:
+        record = decoded.record
+        if decoded.schema == r.RESCALE:
+            self.records += 1
+            if record["terminalState"]:
+                post = ", ".join(
+                    f"{v['jobVertexId']}={v['postRescaleParallelism']}" for v in record["vertices"]
+                )
+                self.say(
+                    f"{record['jobId']:<7} rescale {record['triggerCause']} -> {record['terminatedReason']} ({post})"
+                )
+        elif decoded.schema == r.SCHEDULER_DECISIONS:
+            for item in record["items"]:
+                if (item["kind"] == "STATE_TRANSITION" and " -> " in item["message"]) or item[
+                    "kind"
+                ] == "CONFIGURATION_UPDATED":
+                    self.say(f"{record['jobId']:<7} {item['message']}")
+        elif decoded.schema == r.SCALING_COMMAND:
+            self.say(
+                f"{record['jobId']:<7} history -> command {record['action']} {record['amount']}: {record['reason']}"
             )
-            self._say(f"rescale {record['triggerCause']} -> {record['terminatedReason']} ({post})")
+        elif decoded.schema == r.COMMAND_OUTCOME:
+            self.say(f"{record['jobId']:<7} actuator -> {record['status']}: {record['message']}")
 
-    def _decisions(self, record: dict[str, Any]) -> None:
-        for item in record["items"]:
-            if item["kind"] in ("STATE_TRANSITION", "RESCALE_TRIGGERED"):
-                self._say(f"{item['message']}")
-
-    def _say(self, text: str) -> None:
+    def say(self, text: str) -> None:
         print(f"  +{time.monotonic() - self.started:5.1f}s  {text}", flush=True)
 
 
 def run_demo(context: Context) -> int:
-    from confluent_kafka import Producer
-
     from services.localstack import stack
     from services.localstack.broker import LocalBroker
     from services.localstack.jars import kafka_jars
 
-    say = _say
-    run_dir = RUN_ROOT / "demo"
-    broker = LocalBroker(run_dir, kafka_jars(context.cache_dir, progress=say))
-    stack.stop_all(run_dir, say)
+    broker = LocalBroker(RUN_DIR, kafka_jars(context.cache_dir, progress=_say))
+    stack.stop_all(RUN_DIR, _say)
+    begun = time.monotonic()
     try:
-        bootstrap = broker.start(fresh=True, progress=say)
+        bootstrap = broker.start(fresh=True, progress=_say)
         settings = context.settings.with_overrides(bootstrap_servers=bootstrap)
         ensure_topics(settings, settings.topics.all())
-        port = stack.free_port()
-        scheduler = stack.scheduler_process(run_dir, port)
-        stack.start(scheduler, settings)
-        say("starting the scheduler service")
-        stack.wait_healthy(scheduler, port)
-        codec = Codec(SchemaRegistry.load(settings.schemas_dir))
-        started = time.monotonic()
-        watcher = Watcher(settings, codec, started)
-        watcher.start()
-        producer = Producer(producer_config(settings))
-        steps = script()
-        say(f"running the script ({steps[-1].at_s + 20:.0f} s); times are seconds since the start")
-        for step in steps:
-            time.sleep(max(0.0, started + step.at_s - time.monotonic()))
-            event = step.event(int(time.time() * 1000))
-            watcher._say(f"> {step.say}")
-            producer.produce(
-                settings.topics.job_events,
-                key=event.job_id.encode(),
-                value=codec.encode(*to_record(event)),
-            )
-            producer.flush(10)
-        time.sleep(20)
-        watcher.stopping.set()
-        watcher.join(5)
-        print_history(list(watcher.records.values()))
-        return 0 if watcher.records else 1
+        processes = start_services(settings)
+        return run_script(context, settings, processes, begun)
     finally:
-        stack.stop_all(run_dir, say)
-        broker.stop(progress=say)
+        stack.stop_all(RUN_DIR, _say)
+        broker.stop(progress=_say)
+        _say(f"the demo took {time.monotonic() - begun:.0f} s")
 
 
-def print_history(records: list[dict[str, Any]]) -> None:
-    records.sort(key=lambda rec: rec["startTimestampInMillis"])
-    if not records:
-        print("no rescale records arrived")
-        return
-    base = records[0]["startTimestampInMillis"]
-    print("\nrescale history (latest revision of each rescale):")
-    print(f"{'start':>7} {'trigger':<24} {'outcome':<38} {'parallelism':<28} {'downtime':>9}")
-    for rec in records:
-        outcome = (
-            f"{rec['terminalState']}/{rec['terminatedReason']}"
-            if rec["terminalState"]
-            else "in progress"
+def start_services(settings: Settings) -> list[ServiceProcess]:
+    import shutil
+
+    from services.localstack import stack
+
+    shutil.rmtree(RUN_DIR / "history", ignore_errors=True)
+    shutil.rmtree(RUN_DIR / "scheduler", ignore_errors=True)
+    processes = [
+        stack.scheduler_process(RUN_DIR, stack.free_port()),
+        stack.actuator_process(
+            RUN_DIR,
+            stack.free_port(),
+            "--provisioning-delay",
+            "2",
+            "--cancellation-delay",
+            "1",
+            "--seed",
+            "7",
+        ),
+        stack.history_process(
+            RUN_DIR,
+            "--trigger-seconds",
+            "2",
+            "--plan-interval",
+            "3",
+            "--provision-grace",
+            "8",
+            "--release-grace",
+            "12",
+            "--flap-threshold",
+            "3",
+        ),
+    ]
+    for process in processes:
+        stack.start(process, settings)
+    _say("starting the scheduler, the actuator (embedded cluster) and the history service (Spark)")
+    for process in processes:
+        stack.wait_ready(process)
+        _say(f"{process.name} ready")
+    return processes
+
+
+def run_script(
+    context: Context, settings: Settings, processes: list[ServiceProcess], begun: float
+) -> int:
+    from confluent_kafka import Producer
+
+    from services.localstack import stack
+
+    codec = Codec(SchemaRegistry.load(settings.schemas_dir))
+    demo = Demo(settings, codec, Producer(producer_config(settings)), stack.web_port(processes[1]))
+    started = time.monotonic()
+    watcher = Watcher(settings, codec, started)
+    watcher.start()
+    steps = script()
+    _say(
+        f"running the workload ({steps[-1].at_s + SETTLE_S:.0f} s); times are seconds since its start"
+    )
+    for step in steps:
+        time.sleep(max(0.0, started + step.at_s - time.monotonic()))
+        watcher.say(f"> {step.what}")
+        step.act(demo)
+    time.sleep(SETTLE_S)
+    watcher.stopping.set()
+    watcher.join(5)
+    for process in processes:
+        process.stop()
+    _say("services stopped; reading the history with Spark SQL")
+    return report(context, watcher.records)
+
+
+def report(context: Context, records: int) -> int:
+    """Print the rescale history from Spark SQL and draw each job's timeline."""
+    from services.history import timeline as chart
+    from services.history.decode import RescaleSchemas
+    from services.history.render import table
+    from services.history.spark import history_session
+    from services.history.views import Layout, register_views
+    from services.localstack.jars import spark_connector_jars
+
+    spark = history_session(spark_connector_jars(context.cache_dir, progress=_say), "local[2]")
+    views = register_views(
+        spark, Layout((RUN_DIR / "history").resolve()), RescaleSchemas.of(SchemaRegistry.load())
+    )
+    frame = spark.sql(HISTORY_SQL)
+    rows = [tuple(row) for row in frame.collect()]
+    print(f'\n$ scalefold history sql "{HISTORY_SQL}"\n')
+    print(table(frame.columns, rows))
+    for job in (ORDERS, CLICKS):
+        timeline = chart.timeline_rows(
+            [
+                r.asDict()
+                for r in chart.timeline_frame(
+                    views["rescales"], views["rescale_states"], job, 20
+                ).collect()
+            ]
         )
-        post = " ".join(
-            f"{v['jobVertexId']} {_n(v['preRescaleParallelism'])}->"
-            f"{_n(v['postRescaleParallelism'])}"
-            for v in rec["vertices"]
-        )
-        down = sum(
-            s["durationInMillis"] or 0 for s in rec["schedulerStates"] if s["state"] != "Executing"
-        )
-        start = (rec["startTimestampInMillis"] - base) / 1000
-        print(
-            f"{start:6.1f}s {rec['triggerCause']:<24} {outcome:<38} {post:<28} {down / 1000:8.1f}s"
-        )
+        out = (RUN_DIR / f"timeline-{job}.png").resolve()
+        if timeline:
+            chart.render_png(timeline, out, f"Rescales of job {job}", relative=False)
+            _say(f"timeline picture of {job}: {out}")
+    spark.stop()
+    return 0 if rows and records else 1
+
+
+HISTORY_SQL = (
+    "SELECT job_id, trigger_cause, terminated_reason, "
+    "total_pre_rescale_slots AS slots_before, total_post_rescale_slots AS slots_after, "
+    "round(duration_ms / 1000, 1) AS seconds "
+    "FROM rescales ORDER BY job_id, start_timestamp_ms"
+)
+
+
+def _now() -> int:
+    return int(time.time() * 1000)
 
 
 def _say(message: str) -> None:
     print(f"[scalefold] {message}", file=sys.stderr, flush=True)
 
-
-def _n(value: int | None) -> str:
-    return "-" if value is None else str(value)

@@ -202,6 +202,21 @@ def test_the_new_cooldown_doubles_and_is_capped() -> None:
     assert actions(flapping([2, 4, 2, 4, 2], cooldown_ms=600_000)) == []
 
 
+def test_a_raised_cooldown_needs_new_flapping_under_it() -> None:
+    before = flapping([2, 4, 2, 4, 2])  # flapped under the default cooldown: raised to 60 s
+    after = [
+        replace(
+            row, rescale_uuid=f"after-{i}", end_timestamp_ms=NOW - 60_000 + i, cooldown_ms=60_000
+        )
+        for i, row in enumerate(flapping([4, 2, 4, 2]))
+    ]  # two reversals since: failovers, which no cooldown prevents
+    assert actions(before + after) == []
+    more = replace(
+        after[-1], rescale_uuid="after-4", end_timestamp_ms=NOW - 1_000, total_post_rescale_slots=4
+    )
+    assert actions(before + after + [more]) == [(RAISE_COOLDOWN, 120_000)]
+
+
 def test_only_rescales_within_the_hour_before_the_latest_count() -> None:
     at_the_edge = flapping([2, 4, 2, 4, 2], spacing=15 * 60_000)  # first ends exactly 1 h earlier
     assert actions(at_the_edge) == [(RAISE_COOLDOWN, 60_000)]
