@@ -33,7 +33,7 @@ from services.contracts import records as r
 from services.history import synthetic
 from services.history.decode import RescaleSchemas
 from services.history.job import RunOptions, start_queries
-from services.history.spark import HISTORY_CONF, build_session
+from services.history.spark import history_session
 from services.history.tables import PARTITION_COLUMN
 from services.history.views import Layout, build_views, table_schemas
 from services.localstack.jars import spark_connector_jars
@@ -167,9 +167,8 @@ def main(argv: list[str] | None = None) -> int:
         print("run under `scalefold local run -- ...` (needs a broker)", file=sys.stderr)
         return 2
     shutil.rmtree(args.work_dir, ignore_errors=True)
-    conf = {**HISTORY_CONF, "spark.driver.memory": args.driver_memory}
     jars = spark_connector_jars(Path.home() / ".cache" / "scalefold", progress=print)
-    spark = build_session(jars, "local[*]", "history-bench", conf)
+    spark = history_session(jars, "local[*]", {"spark.driver.memory": args.driver_memory})
     settings = Settings(bootstrap_servers=bootstrap, topic_prefix=f"bench{int(time.time())}.")
     lines = ["| measurement | median | rate | runs (s) |", "|---|---:|---:|---|"]
     if args.records:

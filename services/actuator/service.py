@@ -46,6 +46,10 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+class ActuatorError(RuntimeError):
+    """The actuator cannot go on safely (Kafka refuses its output): exit, restart, redo."""
+
+
 def where(message: Message) -> tuple[str, int, int]:
     """A consumed message's topic, partition and offset (never None once consumed)."""
     topic, partition, offset = message.topic(), message.partition(), message.offset()
@@ -60,6 +64,7 @@ class Metrics:
     rejected: int = 0
     requests_answered: int = 0
     events_produced: int = 0
+    dead_letters: int = 0
 
 
 @dataclass
@@ -275,7 +280,7 @@ class Actuator:
                 message.value() or b"", expected=frozenset({r.SCALING_COMMAND})
             ).record
         except DecodeError as error:
-            log.warning("a command that is not a ScalingCommand was skipped: %s", error)
+            self._dead_letter(message, str(error))
             entry[1] = True
             return
         self.metrics.commands += 1
@@ -284,6 +289,36 @@ class Actuator:
             return
         due = self.clock() + self.apply_delay_ms
         self._at(due, ("apply", command, entry))
+
+    def _dead_letter(self, message: Message, reason: str) -> None:
+        """An undecodable command, kept with the reason; acknowledged before it is committed."""
+        topic, partition, offset = where(message)
+        record = {
+            "sourceTopic": topic,
+            "sourcePartition": partition,
+            "sourceOffset": offset,
+            "key": message.key(),
+            "payload": message.value(),
+            "errorClass": "DecodeError",
+            "errorMessage": reason,
+            "service": "actuator",
+            "timestampMillis": self.clock(),
+        }
+        self.producer.produce(
+            self.settings.topics.dead_letters,
+            key=message.key() or b"",
+            value=self.codec.encode(r.DEAD_LETTER, record),
+        )
+        if self.producer.flush(30):
+            raise ActuatorError("the dead-letter topic did not acknowledge a dead letter")
+        self.metrics.dead_letters += 1
+        log.warning(
+            "command at %s[%d]@%d is not a ScalingCommand; dead-lettered: %s",
+            topic,
+            partition,
+            offset,
+            reason,
+        )
 
     def _run_due(self, now: int) -> None:
         produced = False

@@ -3,7 +3,7 @@
 They are computed from the latest revision of every rescale on each query, so
 they are never stale and a re-sent or updated record cannot be counted twice.
 
-Definitions (also in services/history/README.md):
+Definitions (also in README.md, "The history service"):
 - duration: `end - start` of a terminated rescale (FLIP-487's summary statistics);
 - downtime: the summed durations of a terminated rescale's scheduler-state spans
   other than `Executing` (the job is not processing records in them);

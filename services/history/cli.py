@@ -8,7 +8,8 @@ from pathlib import Path
 from services.history import handlers
 from services.localstack.layout import RUN_ROOT
 
-DEFAULT_DATA_DIR = RUN_ROOT / "history"
+DEFAULT_DATA_DIR = RUN_ROOT / "local" / "history"
+"""The history of the local stack (`make up`), so `history sql` after `make up` reads it."""
 
 
 class _Help(argparse.RawDescriptionHelpFormatter):
@@ -140,7 +141,7 @@ Stop with Ctrl-C or SIGTERM; a restart resumes where the job stopped.""",
         help="plan on rescales that started at most this long ago (whole UTC days)",
     )
     run.add_argument("--no-commands", action="store_true", help="do not plan or send commands")
-    _add_planner_rules(run.add_argument_group("planner rules (see services/history/README.md)"))
+    _add_planner_rules(run.add_argument_group("planner rules (README.md, 'Scaling commands')"))
     run.set_defaults(handler=handlers.run)
 
 

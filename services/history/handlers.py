@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -77,19 +78,34 @@ def run(args: argparse.Namespace, context: Context) -> int:
     ensure_topics(settings, {n: s for n, s in topics.all().items() if n in wanted})
     options = _run_options(args)
     say(f"reading {topics.rescales} at {settings.bootstrap_servers}")
-    # `docker stop` sends SIGTERM: stop the queries cleanly, as on Ctrl-C.
-    signal.signal(signal.SIGTERM, _interrupt)
+    stop = _stop_on_signals()
     spark = _session(args, context)
     registry = SchemaRegistry.load(settings.schemas_dir)
     try:
-        return job.run(spark, settings, registry, options, progress=say)
+        return job.run(spark, settings, registry, options, progress=say, stop=stop)
     except (job.HistoryJobError, StreamingQueryException) as error:
         print(f"scalefold history run: {error}", file=sys.stderr)
         return 1
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
+def _stop_on_signals() -> threading.Event:
+    """SIGTERM (`docker stop`, `make down`) or Ctrl-C: stop the queries cleanly.
+
+    The signal only sets a flag; raising inside a py4j call would tear the
+    connection to the JVM that is needed to stop the queries. A second Ctrl-C
+    interrupts at once.
+    """
+    stop = threading.Event()
+
+    def handle(signum: int, frame: object) -> None:
+        if stop.is_set() and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        say(f"received {signal.Signals(signum).name}; stopping")
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handle)
+    signal.signal(signal.SIGINT, handle)
+    return stop
 
 
 def _views(args: argparse.Namespace, context: Context) -> tuple[SparkSession, dict[str, DataFrame]]:

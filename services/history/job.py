@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import fcntl
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -178,10 +179,18 @@ def run(
     registry: SchemaRegistry,
     options: RunOptions,
     progress: Progress,
+    *,
+    stop: threading.Event | None = None,
 ) -> int:
-    """Run until stopped (or, with `available_now`, until the topic is drained once)."""
+    """Run until `stop` is set (or, with `available_now`, until the topic is drained once).
+
+    On `stop` the queries are stopped between batches' commits, as Spark does:
+    a batch in flight is redone on the next start, from its checkpoint.
+    """
     with exclusive(options.layout.data_dir):
-        return _run(spark, settings, registry, options, progress)
+        return _run(
+            spark, settings, registry, options, progress=progress, stop=stop or threading.Event()
+        )
 
 
 def _run(
@@ -189,7 +198,9 @@ def _run(
     settings: Settings,
     registry: SchemaRegistry,
     options: RunOptions,
+    *,
     progress: Progress,
+    stop: threading.Event,
 ) -> int:
     planner = PlannerLoop(spark, settings, registry, options) if options.plan_commands else None
     if planner is not None:
@@ -205,7 +216,8 @@ def _run(
                 planner.tick(_now_ms())
             progress("drained the rescales topic; stopping")
             return 0
-        _loop(spark, queries, planner, options.plan_interval_seconds)
+        _loop(spark, queries, planner, options.plan_interval_seconds, stop)
+        progress("stopping the streaming queries")
         return 0
     finally:
         for query in queries:
@@ -217,13 +229,17 @@ def _loop(
     queries: list[StreamingQuery],
     planner: PlannerLoop | None,
     interval: int,
+    stop: threading.Event,
 ) -> None:
-    while True:
-        if spark.streams.awaitAnyTermination(max(1, interval)):
+    """Watch the queries every second and run the planner every `interval` s, until `stop`."""
+    next_tick = time.monotonic() + interval
+    while not stop.is_set():
+        if spark.streams.awaitAnyTermination(1):
             _check(queries)
             raise HistoryJobError("a streaming query stopped unexpectedly")
-        if planner is None:
+        if planner is None or time.monotonic() < next_tick:
             continue
+        next_tick = time.monotonic() + interval
         try:
             planner.tick(_now_ms())
         except CommandSendError as error:

@@ -63,12 +63,19 @@ QUIET_LOGGERS = (
     "org.apache.spark.sql.execution.streaming.ResolveWriteToStream",
     # Warns that the plan of the Avro-decoding query is too long to print.
     "org.apache.spark.sql.catalyst.util.SparkStringUtils",
+    # Warns on every micro-batch that takes longer than the trigger interval: with six
+    # queries on two cores most do while records arrive; the queries simply catch up.
+    "org.apache.spark.sql.execution.streaming.ProcessingTimeExecutor",
 )
 
 
-def history_session(jars: list[Path], master: str = "local[*]") -> SparkSession:
+def history_session(
+    jars: list[Path], master: str = "local[*]", conf: Mapping[str, str] | None = None
+) -> SparkSession:
     """The session of the history service: `build_session` plus its Parquet and log settings."""
-    session = build_session(jars, master, app_name="scalefold-history", conf=HISTORY_CONF)
+    session = build_session(
+        jars, master, app_name="scalefold-history", conf={**HISTORY_CONF, **(conf or {})}
+    )
     jvm = session.sparkContext._jvm
     assert jvm is not None
     for logger in QUIET_LOGGERS:

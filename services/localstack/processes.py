@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -56,21 +57,27 @@ class ServiceProcess:
         return process.pid
 
     def stop(self, timeout: float = 30.0) -> bool:
-        """SIGTERM, then SIGKILL after `timeout`; True if it was running."""
+        """SIGTERM to the service, SIGKILL to its process group after `timeout`.
+
+        The SIGTERM goes to the service alone, not its group: the history
+        service needs its Spark JVM (a child) alive to stop its queries
+        cleanly. Whatever of the group is left afterwards is killed.
+        True if it was running.
+        """
         pid = self.pid()
         self.pid_file.unlink(missing_ok=True)
         if pid is None:
             return False
-        for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10.0)):
-            try:
-                os.killpg(pid, sig)
-            except ProcessLookupError:
-                return True
-            deadline = time.monotonic() + wait
-            while _alive(pid) and time.monotonic() < deadline:
-                time.sleep(0.1)
-            if not _alive(pid):
-                return True
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10.0
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
         return True
 
     def tail(self, lines: int = 20) -> str:

@@ -353,4 +353,3 @@ def _now() -> int:
 
 def _say(message: str) -> None:
     print(f"[scalefold] {message}", file=sys.stderr, flush=True)
-

@@ -129,6 +129,10 @@ class HistoryProcess:
             raise AssertionError(f"history run exited with {code}:\n{self.tail()}")
         return True
 
+    def terminate(self) -> None:
+        """SIGTERM to the CLI alone, as `docker stop` and `make down` send it."""
+        self.process.send_signal(signal.SIGTERM)
+
     def kill(self) -> None:
         """SIGKILL the CLI and its JVM at once, like a machine that loses power."""
         os.killpg(self.process.pid, signal.SIGKILL)

@@ -81,6 +81,42 @@ def test_killed_and_restarted_job_neither_loses_nor_repeats_rows(
         assert uncommitted_files(layout.table(table)) == []
 
 
+def test_sigterm_stops_the_queries_cleanly_and_a_restart_carries_on(
+    kafka: Settings, codec: Codec, spark: Any, schemas: RescaleSchemas, tmp_path: Path
+) -> None:
+    messages = _fleet_messages(codec)
+    first, rest = messages[:150], messages[150:]
+    produce(kafka, kafka.topics.rescales, first)
+    layout = Layout(tmp_path / "data")
+    job = HistoryProcess(
+        kafka, layout.data_dir, tmp_path / "run-1.log", "--trigger-seconds", "1", "--no-commands"
+    )
+    try:
+        wait_for(
+            lambda: job.running() and bool(committed_files(layout.table("rescale_states"))),
+            120,
+            "the first committed batch",
+        )
+        job.terminate()
+        assert job.wait(60) == 0, job.tail()
+    finally:
+        if job.process.poll() is None:
+            job.kill()
+    log = job.tail(400)
+    assert "received SIGTERM; stopping" in log
+    assert "stopping the streaming queries" in log
+    assert "Traceback" not in log
+    produce(kafka, kafka.topics.rescales, rest)
+
+    restarted = HistoryProcess(
+        kafka, layout.data_dir, tmp_path / "run-2.log", "--available-now", "--no-commands"
+    )
+    assert restarted.wait(180) == 0, restarted.tail()
+    raw = views(spark, layout, schemas)["raw_rescales"]
+    assert raw.count() == len(messages)
+    assert raw.select("kafka_partition", "kafka_offset").distinct().count() == len(messages)
+
+
 def _trickle(
     settings: Settings, topic: str, messages: list[tuple[bytes, bytes]], halfway: threading.Event
 ) -> None:

@@ -80,3 +80,35 @@ def test_kill_minus_nine_between_consuming_and_applying_applies_each_command_onc
         assert set(registered.values()) == {1}
     finally:
         second.stop()
+
+
+def test_undecodable_commands_are_dead_lettered_and_valid_ones_still_applied(
+    kafka: Settings, codec: Codec, tmp_path: Path
+) -> None:
+    job = "act-dlq"
+    submitted = JobSubmitted(
+        job, int(time.time() * 1000), "a", (VertexSpec("v", "V", "g", "g", 2, None),), None, ()
+    )
+    produce(kafka, kafka.topics.job_events, [(job.encode(), codec.encode(*to_record(submitted)))])
+    not_avro = b"provision 2 please"
+    not_a_command = codec.encode(*to_record(submitted))  # valid Avro, wrong record
+    valid = codec.encode(r.SCALING_COMMAND, command("prov-ok", job))
+    produce(
+        kafka,
+        kafka.topics.commands,
+        [(job.encode(), not_avro), (job.encode(), not_a_command), (job.encode(), valid)],
+    )
+    actuator = ActuatorProcess(kafka, tmp_path / "a", "--provisioning-delay", "0.2").start()
+    try:
+        actuator.wait_ready()
+        outcomes = consume(kafka, kafka.topics.command_outcomes, lambda got: len(got) >= 1, 60)
+        dead = consume(kafka, kafka.topics.dead_letters, lambda got: len(got) >= 2, timeout=30)
+    finally:
+        actuator.stop()
+    assert [codec.decode(m.value).record["status"] for m in outcomes] == ["APPLIED"]
+    mine = [codec.decode(m.value).record for m in dead]
+    assert {d["service"] for d in mine} == {"actuator"}
+    assert [d["payload"] for d in mine] == [not_avro, not_a_command]
+    assert {d["errorClass"] for d in mine} == {"DecodeError"}
+    assert all(d["sourceTopic"] == kafka.topics.commands for d in mine)
+    assert all(d["key"] == job.encode() and d["errorMessage"] for d in mine)
