@@ -54,13 +54,29 @@ QUICK = {
 ORDERS = "orders"
 CLICKS = "clicks"
 SETTLE_S = 15
+MAX_WAIT_S = 60
+
+
+@dataclass(frozen=True)
+class Awaited:
+    """A condition a step waits for, as seen in the watched topics."""
+
+    what: str
+    done: Callable[[Watcher], bool]
 
 
 @dataclass(frozen=True)
 class Step:
+    """An action at a time of the script; with `after`, no earlier than that condition holds.
+
+    Time a step spends waiting shifts the steps after it, so the script keeps its
+    spacing on a slow machine (Spark's first batches can take a while).
+    """
+
     at_s: float
     what: str
     act: Callable[[Demo], None]
+    after: Awaited | None = None
 
 
 def script() -> list[Step]:
@@ -105,6 +121,10 @@ def script() -> list[Step]:
             32,
             "phase 3: clicks' requirements are lowered to parallelism 2",
             lambda d: d.require(CLICKS, 2),
+            after=Awaited(
+                "clicks runs on the slots the history service provisions",
+                lambda watcher: watcher.parallelism.get(CLICKS, 0) >= 4,
+            ),
         ),
         Step(40, "phase 4: a TaskManager of orders is killed", kill),
         Step(
@@ -165,6 +185,7 @@ class Watcher(threading.Thread):
         super().__init__(daemon=True)
         self.settings, self.codec, self.started = settings, codec, started
         self.records = 0
+        self.parallelism: dict[str, int] = {}
         self.stopping = threading.Event()
 
     def run(self) -> None:
@@ -191,6 +212,10 @@ class Watcher(threading.Thread):
         if decoded.schema == r.RESCALE:
             self.records += 1
             if record["terminalState"]:
+                if record["terminatedReason"] == "SUCCEEDED":
+                    self.parallelism[record["jobId"]] = max(
+                        v["postRescaleParallelism"] or 0 for v in record["vertices"]
+                    )
                 post = ", ".join(
                     f"{v['jobVertexId']}={v['postRescaleParallelism']}" for v in record["vertices"]
                 )
@@ -292,8 +317,11 @@ def run_script(
     _say(
         f"running the workload ({steps[-1].at_s + SETTLE_S:.0f} s); times are seconds since its start"
     )
+    lag = 0.0
     for step in steps:
-        time.sleep(max(0.0, started + step.at_s - time.monotonic()))
+        time.sleep(max(0.0, started + step.at_s + lag - time.monotonic()))
+        if step.after is not None:
+            lag += _await(step.after, watcher)
         watcher.say(f"> {step.what}")
         step.act(demo)
     time.sleep(SETTLE_S)
@@ -345,6 +373,20 @@ HISTORY_SQL = (
     "round(duration_ms / 1000, 1) AS seconds "
     "FROM rescales ORDER BY job_id, start_timestamp_ms"
 )
+
+
+def _await(condition: Awaited, watcher: Watcher) -> float:
+    """Wait until the condition holds or MAX_WAIT_S passed; return the seconds waited."""
+    begun = time.monotonic()
+    if condition.done(watcher):
+        return 0.0
+    watcher.say(f"  (waiting until {condition.what})")
+    while not condition.done(watcher):
+        if time.monotonic() - begun > MAX_WAIT_S:
+            watcher.say(f"  (still not so after {MAX_WAIT_S} s; going on)")
+            break
+        time.sleep(0.2)
+    return time.monotonic() - begun
 
 
 def _now() -> int:
