@@ -38,15 +38,8 @@ def test_killed_and_restarted_job_neither_loses_nor_repeats_rows(
     topic = kafka.topics.rescales
     produce(kafka, topic, first)
     layout = Layout(tmp_path / "data")
-    job = HistoryProcess(
-        kafka, layout.data_dir, tmp_path / "run-1.log", "--trigger-seconds", "1", "--no-commands"
-    )
+    job = _started_with_a_committed_batch(kafka, layout, tmp_path / "run-1.log")
     try:
-        wait_for(
-            lambda: job.running() and bool(committed_files(layout.table("rescale_states"))),
-            120,
-            "the first committed batch",
-        )
         halfway = threading.Event()
         feeder = threading.Thread(target=_trickle, args=(kafka, topic, during, halfway))
         feeder.start()
@@ -88,15 +81,8 @@ def test_sigterm_stops_the_queries_cleanly_and_a_restart_carries_on(
     first, rest = messages[:150], messages[150:]
     produce(kafka, kafka.topics.rescales, first)
     layout = Layout(tmp_path / "data")
-    job = HistoryProcess(
-        kafka, layout.data_dir, tmp_path / "run-1.log", "--trigger-seconds", "1", "--no-commands"
-    )
+    job = _started_with_a_committed_batch(kafka, layout, tmp_path / "run-1.log")
     try:
-        wait_for(
-            lambda: job.running() and bool(committed_files(layout.table("rescale_states"))),
-            120,
-            "the first committed batch",
-        )
         job.terminate()
         assert job.wait(60) == 0, job.tail()
     finally:
@@ -115,6 +101,20 @@ def test_sigterm_stops_the_queries_cleanly_and_a_restart_carries_on(
     raw = views(spark, layout, schemas)["raw_rescales"]
     assert raw.count() == len(messages)
     assert raw.select("kafka_partition", "kafka_offset").distinct().count() == len(messages)
+
+
+def _started_with_a_committed_batch(kafka: Settings, layout: Layout, log: Path) -> HistoryProcess:
+    job = HistoryProcess(kafka, layout.data_dir, log, "--trigger-seconds", "1", "--no-commands")
+    try:
+        wait_for(
+            lambda: job.running() and bool(committed_files(layout.table("rescale_states"))),
+            120,
+            "the first committed batch",
+        )
+    except BaseException:
+        job.kill()
+        raise
+    return job
 
 
 def _trickle(

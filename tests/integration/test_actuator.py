@@ -31,14 +31,24 @@ def command(
     }
 
 
+def _submit(kafka: Settings, codec: Codec, job: str, *, parallelism: int) -> JobSubmitted:
+    submitted = JobSubmitted(
+        job,
+        int(time.time() * 1000),
+        "a",
+        (VertexSpec("v", "V", "g", "g", parallelism, None),),
+        None,
+        (),
+    )
+    produce(kafka, kafka.topics.job_events, [(job.encode(), codec.encode(*to_record(submitted)))])
+    return submitted
+
+
 def test_kill_minus_nine_between_consuming_and_applying_applies_each_command_once(
     kafka: Settings, codec: Codec, tmp_path: Path
 ) -> None:
     job = "act-1"
-    submitted = JobSubmitted(
-        job, int(time.time() * 1000), "a", (VertexSpec("v", "V", "g", "g", 8, None),), None, ()
-    )
-    produce(kafka, kafka.topics.job_events, [(job.encode(), codec.encode(*to_record(submitted)))])
+    _submit(kafka, codec, job, parallelism=8)
     ids = [f"prov-{i}" for i in range(3)]
     produce(
         kafka,
@@ -86,10 +96,7 @@ def test_undecodable_commands_are_dead_lettered_and_valid_ones_still_applied(
     kafka: Settings, codec: Codec, tmp_path: Path
 ) -> None:
     job = "act-dlq"
-    submitted = JobSubmitted(
-        job, int(time.time() * 1000), "a", (VertexSpec("v", "V", "g", "g", 2, None),), None, ()
-    )
-    produce(kafka, kafka.topics.job_events, [(job.encode(), codec.encode(*to_record(submitted)))])
+    submitted = _submit(kafka, codec, job, parallelism=2)
     not_avro = b"provision 2 please"
     not_a_command = codec.encode(*to_record(submitted))  # valid Avro, wrong record
     valid = codec.encode(r.SCALING_COMMAND, command("prov-ok", job))
