@@ -43,7 +43,7 @@ status: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff format --check services tests bench
 	$(BIN)/ruff check services tests bench
-	$(BIN)/mypy services
+	$(BIN)/mypy services bench
 
 format: $(STAMP)
 	$(BIN)/ruff format services tests bench

@@ -37,6 +37,7 @@ from services.history.spark import history_session
 from services.history.tables import PARTITION_COLUMN
 from services.history.views import Layout, build_views, table_schemas
 from services.localstack.jars import spark_connector_jars
+from services.localstack.layout import cache_dir
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -167,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         print("run under `scalefold local run -- ...` (needs a broker)", file=sys.stderr)
         return 2
     shutil.rmtree(args.work_dir, ignore_errors=True)
-    jars = spark_connector_jars(Path.home() / ".cache" / "scalefold", progress=print)
+    jars = spark_connector_jars(cache_dir(os.environ), progress=print)
     spark = history_session(jars, "local[*]", {"spark.driver.memory": args.driver_memory})
     settings = Settings(bootstrap_servers=bootstrap, topic_prefix=f"bench{int(time.time())}.")
     lines = ["| measurement | median | rate | runs (s) |", "|---|---:|---:|---|"]

@@ -29,6 +29,7 @@ from services.contracts import Codec, SchemaRegistry, Settings
 from services.contracts.kafka import ensure_topics, librdkafka_config, producer_config
 from services.scheduler.core import config as c
 from services.scheduler.core.events import (
+    Event,
     JobSubmitted,
     TaskManagerRegistered,
     VertexSpec,
@@ -90,7 +91,9 @@ def latency(base: Settings, codec: Codec, rate: int, seconds: int) -> list[float
     vertices = (VertexSpec("source", "Source", "g", "g", 1000, None),)
     defaults = tuple(sorted(ZERO.items()))
     start = int(time.time() * 1000)
-    setup = [JobSubmitted(f"lat-{j}", start, "lat", vertices, None, defaults) for j in range(jobs)]
+    setup: list[Event] = [
+        JobSubmitted(f"lat-{j}", start, "lat", vertices, None, defaults) for j in range(jobs)
+    ]
     setup += [TaskManagerRegistered(f"lat-{j}", start, "tm-0", 1, None) for j in range(jobs)]
     produce_all(settings, codec, setup)
     produced: dict[tuple[str, int], float] = {}
@@ -113,7 +116,7 @@ def latency(base: Settings, codec: Codec, rate: int, seconds: int) -> list[float
             message = consumer.poll(0.1)
             if message is None or message.error():
                 continue
-            record = codec.decode(message.value()).record
+            record = codec.decode(message.value() or b"").record
             sent = produced.get((record["jobId"], record["updatedAtMillis"]))
             if sent is not None and record["revision"] == 1:
                 latencies.append((time.time() - sent) * 1000)

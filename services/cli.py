@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from services.contracts.settings import Settings, SettingsError
-from services.localstack.layout import RUN_ROOT
+from services.localstack.layout import RUN_ROOT, cache_dir
 
 
 @dataclass(frozen=True)
@@ -71,13 +71,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _cache_dir(env: Mapping[str, str]) -> Path:
-    if env.get("SCALEFOLD_CACHE_DIR"):
-        return Path(env["SCALEFOLD_CACHE_DIR"])
-    base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "scalefold"
-
-
 def _local_bootstrap() -> str | None:
     """The address `scalefold local up` wrote, so the CLI finds the local stack."""
     try:
@@ -119,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     handler: Handler = args.handler
     try:
-        return handler(args, Context(settings, _cache_dir(env), env))
+        return handler(args, Context(settings, cache_dir(env), env))
     except KeyboardInterrupt:
         return 130
 

@@ -67,7 +67,12 @@ def consume(
             if message is None or message.error():
                 continue
             received.append(
-                Received(message.key(), message.value(), message.partition(), message.offset())
+                Received(
+                    message.key(),
+                    message.value() or b"",
+                    message.partition() or 0,
+                    message.offset() or 0,
+                )
             )
     finally:
         consumer.close()

@@ -4,23 +4,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
 from services.contracts import SchemaRegistry
 from services.history.decode import RescaleSchemas
+from services.localstack.layout import cache_dir
 from tests.integration.conftest import broker_settings, kafka
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = ["broker_settings", "kafka"]  # re-exported fixtures
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("SCALEFOLD_CACHE_DIR", Path.home() / ".cache" / "scalefold"))
 
 
 @pytest.fixture(scope="session")
@@ -30,7 +26,7 @@ def spark() -> Iterator[SparkSession]:
     from services.localstack.jars import spark_connector_jars
 
     session = history_session(
-        spark_connector_jars(cache_dir(), progress=lambda _: None), "local[2]"
+        spark_connector_jars(cache_dir(os.environ), progress=lambda _: None), "local[2]"
     )
     yield session
     session.stop()

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from services.contracts.settings import Settings
+from services.localstack.layout import cache_dir
 from tests.kafka_support import unique_settings
 
 
@@ -22,7 +22,7 @@ def broker_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settin
     from services.localstack.broker import LocalBroker
     from services.localstack.jars import kafka_jars
 
-    cache = Path(os.environ.get("SCALEFOLD_CACHE_DIR", Path.home() / ".cache" / "scalefold"))
+    cache = cache_dir(os.environ)
     broker = LocalBroker(tmp_path_factory.mktemp("broker"), kafka_jars(cache))
     bootstrap = broker.start(fresh=True)
     try:

@@ -13,7 +13,7 @@ import urllib.request
 from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from services.contracts import Codec, Settings
 from services.scheduler.core.driver import replay
@@ -48,7 +48,7 @@ class ServiceProcess:
     def arguments(self) -> list[str]:
         return [self.service, "--web-port", str(self.port), *self.extra]
 
-    def start(self) -> SchedulerProcess:
+    def start(self) -> Self:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         env = {
             **os.environ,

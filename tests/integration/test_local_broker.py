@@ -10,16 +10,15 @@ from confluent_kafka.admin import AdminClient
 
 from services.localstack.broker import LocalBroker
 from services.localstack.jars import kafka_jars
+from services.localstack.layout import cache_dir
 
 pytestmark = pytest.mark.integration
 
 
-def _cache() -> Path:
-    return Path(os.environ.get("SCALEFOLD_CACHE_DIR", Path.home() / ".cache" / "scalefold"))
-
-
 def test_start_is_idempotent_and_stop_leaves_no_process(tmp_path: Path) -> None:
-    broker = LocalBroker(tmp_path / "stack", kafka_jars(_cache(), progress=lambda _: None))
+    broker = LocalBroker(
+        tmp_path / "stack", kafka_jars(cache_dir(os.environ), progress=lambda _: None)
+    )
     quiet = lambda _: None  # noqa: E731
     bootstrap = broker.start(progress=quiet)
     try:

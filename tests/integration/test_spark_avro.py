@@ -11,6 +11,7 @@ import pytest
 from services.contracts import SchemaRegistry
 from services.contracts import records as r
 from services.contracts.codec import HEADER_SIZE
+from services.localstack.layout import cache_dir
 
 pytestmark = pytest.mark.spark
 GOLDEN = Path(__file__).parents[1] / "contract" / "golden"
@@ -21,7 +22,7 @@ def spark():  # type: ignore[no-untyped-def]
     from services.history.spark import build_session
     from services.localstack.jars import spark_connector_jars
 
-    cache = Path(os.environ.get("SCALEFOLD_CACHE_DIR", Path.home() / ".cache" / "scalefold"))
+    cache = cache_dir(os.environ)
     session = build_session(spark_connector_jars(cache, progress=lambda _: None), "local[1]")
     yield session
     session.stop()
