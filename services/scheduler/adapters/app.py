@@ -3,10 +3,19 @@
 One agent consumes the job-events topic as raw bytes, in batches. For each
 batch it folds every message through the core (`Processor`), sends every
 output, waits until Kafka has acknowledged all of them, and only then writes
-the jobs' new states to the changelog-backed table. So a crash can lose no
-output: after a restart, messages whose state was not stored are folded again
-and their outputs re-sent byte for byte, and messages whose state was stored
-are recognised by their offset and skipped.
+the jobs' new states to the changelog-backed table, waiting for those
+acknowledgements too before the batch's input offsets may be committed. So a
+crash can lose no output and no state: after a restart, messages whose state
+was not stored are folded again and their outputs re-sent byte for byte, and
+messages whose state was stored are recognised by their offset and skipped.
+
+Faust can leave holes in what it delivers: around a (re)start it skips the
+messages it fetched while its flow control was paused, and acknowledges them,
+so its next commit may pass them. A job's events must all be folded, in order,
+so the worker keeps, per partition, the offset through which every message is
+folded and stored (a second table, written once the batch's states are
+acknowledged), checks that what Faust delivers follows on from it, and reads
+any skipped range from Kafka itself before going on.
 
 Timers: after each fold the job's earliest due timer is noted; a periodic task
 writes a `TimerFired` event for it onto the job-events topic once the wall
@@ -29,7 +38,7 @@ from faust.serializers import codecs
 
 from services.contracts import Codec, Settings
 from services.contracts import records as r
-from services.contracts.kafka import producer_config
+from services.contracts.kafka import librdkafka_config, producer_config
 from services.contracts.topics import JOB_EVENTS
 from services.scheduler.adapters.metrics import Metrics
 from services.scheduler.adapters.processor import (
@@ -44,6 +53,7 @@ from services.scheduler.core.fold import Defaults
 log = logging.getLogger("scalefold.scheduler")
 
 STORED_CODEC = "scalefold-stored-job"
+OFFSET_CODEC = "scalefold-offset"
 EXIT_BATCH_FAILED = 70  # EX_SOFTWARE
 
 
@@ -75,26 +85,97 @@ class _StoredCodec(codecs.Codec):
         return stored_from_bytes(s)
 
 
+class _OffsetCodec(codecs.Codec):
+    def _dumps(self, obj: Any) -> bytes:
+        return str(obj).encode()
+
+    def _loads(self, s: bytes) -> Any:
+        return int(s)
+
+
 codecs.register(STORED_CODEC, _StoredCodec())
+codecs.register(OFFSET_CODEC, _OffsetCodec())
 
 
-class JobTable(faust.Table):  # type: ignore[type-arg]
-    """A table whose changelog partition for a job is the partition of the job's events.
+class AwaitedTable(faust.Table):  # type: ignore[type-arg]
+    """A table whose changelog partition for a key is the job-events partition it
+    belongs to, and whose writes can be awaited until the broker has acknowledged them.
 
     Faust takes the partition from the event being processed; the agent works
-    on batches, so it tells the table each job's partition instead.
+    on batches, so it tells the table each key's partition instead.
+
+    Before committing input offsets Faust flushes its buffer of changelog
+    records, but only while a record leaves it every 0.1 s: on a busy machine
+    it may commit offsets whose states are still buffered. So the agent awaits
+    `acknowledged()` before its batch's offsets can be committed.
     """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, value_codec: str, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        # Keys are job ids as UTF-8; values are our compact stored states, never JSON.
+        # Keys are strings as UTF-8; values use our own codecs, never JSON.
         # (Faust derives serializers from types and would call Stored.from_data.)
         self.key_serializer = "raw"
-        self.value_serializer = STORED_CODEC
+        self.value_serializer = value_codec
         self.partition_of: dict[str, int] = {}
+        self.unacknowledged: list[asyncio.Future[Any]] = []
 
     def partition_for_key(self, key: Any) -> int | None:
         return self.partition_of[key]
+
+    def on_key_set(self, key: Any, value: Any) -> None:
+        self.unacknowledged.append(self.send_changelog(self.partition_for_key(key), key, value))
+        self._sensor_on_set(self, key, value)
+
+    async def acknowledged(self) -> None:
+        """Wait until the broker has acknowledged every changelog record written so far."""
+        pending, self.unacknowledged = self.unacknowledged, []
+        await asyncio.gather(*pending)
+
+
+class HoleReader:
+    """Reads a range of a partition directly from Kafka, for the messages Faust skipped."""
+
+    def __init__(self, kafka: Settings) -> None:
+        self.kafka = kafka
+        self._consumer: Any = None
+
+    def _client(self) -> Any:
+        if self._consumer is None:
+            from confluent_kafka import Consumer
+
+            options: dict[str, Any] = {
+                "group.id": f"{self.kafka.topic_prefix}scheduler-holes",  # never joined
+                "enable.auto.commit": False,
+            }
+            self._consumer = Consumer(librdkafka_config(self.kafka, **options))
+        return self._consumer
+
+    def first_offset(self, topic: str, partition: int) -> int:
+        """The partition's earliest offset still in the log."""
+        from confluent_kafka import TopicPartition
+
+        low, _ = self._client().get_watermark_offsets(TopicPartition(topic, partition), 30)
+        return int(low)
+
+    def read(self, topic: str, partition: int, start: int, end: int) -> list[Incoming]:
+        """The messages at offsets start..end-1 (blocking; run it off the event loop)."""
+        from confluent_kafka import TopicPartition
+
+        consumer = self._client()
+        consumer.assign([TopicPartition(topic, partition, start)])
+        found: list[Incoming] = []
+        deadline = time.monotonic() + 60
+        while (not found or found[-1].offset < end - 1) and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None or message.error() or message.offset() >= end:
+                continue
+            found.append(
+                Incoming(topic, partition, message.offset(), message.key(), message.value() or b"")
+            )
+        consumer.unassign()
+        if not found or found[-1].offset < end - 1:
+            raise RuntimeError(f"could not read offsets {start}..{end - 1} of {topic}[{partition}]")
+        return found
 
 
 class Output:
@@ -131,20 +212,23 @@ class SchedulerService:
     settings: ServiceSettings
     codec: Codec
     app: faust.App
-    table: JobTable
+    table: AwaitedTable  # job id -> Stored
+    folded: AwaitedTable  # job-events partition -> offset through which all is folded and stored
     processor: Processor
     output: Output
     metrics: Metrics = field(default_factory=Metrics)
     due: dict[str, int] = field(default_factory=dict)  # job -> earliest timer not yet ticked
     ready: bool = False
+    holes: HoleReader | None = None
+    next_offset: dict[int, int] = field(default_factory=dict)  # partition -> offset to fold next
 
     async def process_batch(self, events: list[Any]) -> None:
         staged: dict[str, Stored] = {}
-        for event in events:
-            message = event.message
-            incoming = Incoming(
-                message.topic, message.partition, message.offset, message.key, message.value
-            )
+        messages = [
+            Incoming(m.topic, m.partition, m.offset, m.key, m.value)
+            for m in (event.message for event in events)
+        ]
+        for incoming in await self._in_order(messages):
             job_id = self.processor.job_of(incoming)
             stored = (
                 staged.get(job_id)
@@ -158,11 +242,62 @@ class SchedulerService:
                 self.output.send(out.topic, out.key, out.value)
             if outcome.stored is not None and outcome.job_id is not None:
                 staged[outcome.job_id] = outcome.stored
-                self.table.partition_of[outcome.job_id] = message.partition
+                self.table.partition_of[outcome.job_id] = incoming.partition
         await self.output.delivered()  # every output acknowledged before any state is stored
         for job_id, stored in staged.items():
             self.table[job_id] = stored
             self._note_due(job_id, stored)
+        await self.table.acknowledged()
+        for partition in {m.partition for m in messages}:
+            key = str(partition)
+            self.folded.partition_of[key] = partition
+            self.folded[key] = self.next_offset[partition] - 1
+        await self.folded.acknowledged()  # the batch's offsets are committed after this
+
+    async def _in_order(self, messages: list[Incoming]) -> list[Incoming]:
+        """The messages with every partition's skipped offsets read in.
+
+        Messages before the expected offset pass on: the per-job guard skips them."""
+        result: list[Incoming] = []
+        for message in messages:
+            expected = await self._expected(message.topic, message.partition)
+            if message.offset > expected:
+                log.warning(
+                    "Faust skipped offsets %d..%d of %s[%d]; reading them from Kafka",
+                    expected,
+                    message.offset - 1,
+                    message.topic,
+                    message.partition,
+                )
+                assert self.holes is not None
+                loop = asyncio.get_running_loop()
+                missing = await loop.run_in_executor(
+                    None,
+                    self.holes.read,
+                    message.topic,
+                    message.partition,
+                    expected,
+                    message.offset,
+                )
+                self.metrics.holes_filled += len(missing)
+                result.extend(missing)
+            result.append(message)
+            self.next_offset[message.partition] = max(expected, message.offset + 1)
+        return result
+
+    async def _expected(self, topic: str, partition: int) -> int:
+        """The next offset to fold: after the last folded one, or after the one
+        through which all was stored; for a partition never folded, its earliest."""
+        if partition not in self.next_offset:
+            folded = self.folded.get(str(partition))
+            if folded is not None:
+                self.next_offset[partition] = folded + 1
+            else:
+                assert self.holes is not None
+                loop = asyncio.get_running_loop()
+                first = await loop.run_in_executor(None, self.holes.first_offset, topic, partition)
+                self.next_offset[partition] = first
+        return self.next_offset[partition]
 
     def _count(self, outcome: Any, seconds: float) -> None:
         metrics = self.metrics
@@ -222,18 +357,17 @@ def create_service(settings: ServiceSettings, codec: Codec) -> SchedulerService:
         web_port=settings.web_port,
         loghandlers=[],
     )
-    table = cast(
-        JobTable,
-        app.tables.add(
-            JobTable(
-                app,
-                name="jobs",
-                partitions=JOB_EVENTS.partitions,
-                key_type=str,
-                beacon=app.tables.beacon,
-                help="Each job's adaptive-scheduler state and the offset of its last event.",
-            )
-        ),
+    table = _awaited_table(
+        app,
+        "jobs",
+        STORED_CODEC,
+        "Each job's adaptive-scheduler state and its last event's offset.",
+    )
+    folded = _awaited_table(
+        app,
+        "folded",
+        OFFSET_CODEC,
+        "Per job-events partition, the offset through which all is folded.",
     )
     topic = app.topic(
         kafka.topics.job_events,
@@ -242,9 +376,23 @@ def create_service(settings: ServiceSettings, codec: Codec) -> SchedulerService:
         partitions=JOB_EVENTS.partitions,
     )
     processor = Processor(codec, kafka.topics, settings.defaults)
-    service = SchedulerService(settings, codec, app, table, processor, Output(kafka))
+    service = SchedulerService(settings, codec, app, table, folded, processor, Output(kafka))
+    service.holes = HoleReader(kafka)
     _wire(service, topic)
     return service
+
+
+def _awaited_table(app: faust.App, name: str, value_codec: str, help_text: str) -> AwaitedTable:
+    table = AwaitedTable(
+        app,
+        name=name,
+        partitions=JOB_EVENTS.partitions,
+        key_type=str,
+        beacon=app.tables.beacon,
+        help=help_text,
+        value_codec=value_codec,
+    )
+    return cast(AwaitedTable, app.tables.add(table))
 
 
 def _wire(service: SchedulerService, topic: faust.TopicT) -> None:
@@ -299,6 +447,7 @@ def _wire(service: SchedulerService, topic: faust.TopicT) -> None:
     @app.on_partitions_revoked.connect  # type: ignore[arg-type]
     async def revoked(app_: Any, revoked: Any, **_: Any) -> None:
         service.ready = False  # rescan the table once recovery of the new assignment completes
+        service.next_offset.clear()  # other workers may have folded these partitions meanwhile
 
 
 def _credentials(kafka: Settings) -> faust.types.auth.CredentialsArg | None:

@@ -17,6 +17,7 @@ class Metrics:
     decisions_out: int = 0
     dead_letters: int = 0
     timer_ticks_sent: int = 0
+    holes_filled: int = 0
     batches: int = 0
     fold_seconds_sum: float = 0.0
     fold_buckets: list[int] = field(default_factory=lambda: [0] * (len(BUCKETS) + 1))
@@ -61,6 +62,10 @@ class Metrics:
             "scalefold_scheduler_timer_ticks_total": (
                 "TimerFired events written",
                 self.timer_ticks_sent,
+            ),
+            "scalefold_scheduler_holes_filled_total": (
+                "messages Faust skipped that the worker read from Kafka itself",
+                self.holes_filled,
             ),
         }
         lines = []

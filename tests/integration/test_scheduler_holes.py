@@ -1,0 +1,62 @@
+"""Offsets Faust skipped are read from Kafka directly, in order, before what follows them."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+
+from services.contracts import Settings
+from services.contracts.kafka import producer_config
+from services.scheduler.adapters.app import HoleReader, SchedulerService
+from services.scheduler.adapters.metrics import Metrics
+from services.scheduler.adapters.processor import Incoming
+
+pytestmark = pytest.mark.integration
+
+
+def _produce(kafka: Settings, partition: int, count: int) -> None:
+    producer = Producer(producer_config(kafka))
+    for n in range(count):
+        producer.produce(
+            kafka.topics.job_events, key=b"k", value=f"m{n}".encode(), partition=partition
+        )
+    assert producer.flush(30) == 0
+
+
+def _service(kafka: Settings, folded: dict[str, int]) -> Any:
+    """Just the parts `_in_order` uses: the folded-offsets table, the reader, metrics."""
+    service = SchedulerService.__new__(SchedulerService)
+    service.folded = folded  # type: ignore[assignment]
+    service.holes = HoleReader(kafka)
+    service.metrics = Metrics()
+    service.next_offset = {}
+    return service
+
+
+def _delivered(kafka: Settings, partition: int, *offsets: int) -> list[Incoming]:
+    topic = kafka.topics.job_events
+    return [Incoming(topic, partition, o, b"k", f"m{o}".encode()) for o in offsets]
+
+
+def test_a_hole_is_read_in_and_repeats_pass_on_to_the_per_job_guard(kafka: Settings) -> None:
+    _produce(kafka, 2, 12)
+    service = _service(kafka, {"2": 2})  # offsets 0..2 folded and stored before a restart
+
+    first = asyncio.run(service._in_order(_delivered(kafka, 2, 1, 2, 7, 8)))
+    assert [m.offset for m in first] == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert [m.value for m in first[2:6]] == [b"m3", b"m4", b"m5", b"m6"]
+    assert service.metrics.holes_filled == 4
+
+    later = asyncio.run(service._in_order(_delivered(kafka, 2, 11)))
+    assert [m.offset for m in later] == [9, 10, 11]
+    assert service.metrics.holes_filled == 6
+
+
+def test_a_partition_never_folded_starts_at_its_earliest_offset(kafka: Settings) -> None:
+    _produce(kafka, 0, 4)
+    service = _service(kafka, {})
+    delivered = asyncio.run(service._in_order(_delivered(kafka, 0, 2, 3)))
+    assert [m.offset for m in delivered] == [0, 1, 2, 3]
