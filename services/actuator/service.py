@@ -28,6 +28,7 @@ from confluent_kafka import (
     OFFSET_BEGINNING,
     Consumer,
     KafkaError,
+    KafkaException,
     Message,
     Producer,
     TopicPartition,
@@ -36,7 +37,7 @@ from confluent_kafka import (
 from services.actuator.cluster import Action, EmbeddedCluster, Emit, Outcome
 from services.contracts import Codec, DecodeError, Settings
 from services.contracts import records as r
-from services.contracts.kafka import librdkafka_config, producer_config
+from services.contracts.kafka import librdkafka_config, producer_config, retry_transient
 from services.scheduler.core.events import from_record, to_record
 
 log = logging.getLogger("scalefold.actuator")
@@ -48,6 +49,16 @@ def now_ms() -> int:
 
 class ActuatorError(RuntimeError):
     """The actuator cannot go on safely (Kafka refuses its output): exit, restart, redo."""
+
+
+def high_watermark(consumer: Consumer, topic: str, partition: int) -> int:
+    """The partition's end offset, retried while its leader is (re)elected."""
+    return int(
+        retry_transient(
+            lambda: consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1],
+            f"end offset of {topic}[{partition}]",
+        )
+    )
 
 
 def where(message: Message) -> tuple[str, int, int]:
@@ -143,10 +154,7 @@ class Actuator:
             self.outcomes.add(record["commandId"])
         partitions = self._all_partitions([topics.job_events, topics.decisions])
         self.observer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, p in partitions])
-        ends = {
-            (t, p): self.observer.get_watermark_offsets(TopicPartition(t, p), timeout=10)[1]
-            for t, p in partitions
-        }
+        ends = {(t, p): high_watermark(self.observer, t, p) for t, p in partitions}
         positions = dict.fromkeys(ends, 0)
         while any(positions[tp] < end for tp, end in ends.items()):
             message = self.observer.poll(0.5)
@@ -195,10 +203,7 @@ class Actuator:
         )
         partitions = self._all_partitions([topic], consumer)
         consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, p in partitions])
-        ends = {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-            for _, p in partitions
-        }
+        ends = {p: high_watermark(consumer, topic, p) for _, p in partitions}
         positions = dict.fromkeys(ends, 0)
         records = []
         while any(positions[p] < end for p, end in ends.items()):
@@ -216,8 +221,16 @@ class Actuator:
     def _all_partitions(
         self, topics: list[str], consumer: Consumer | None = None
     ) -> list[tuple[str, int]]:
-        metadata = (consumer or self.observer).list_topics(timeout=10)
-        return [(t, p) for t in topics for p in metadata.topics[t].partitions]
+        client = consumer or self.observer
+
+        def partitions() -> list[tuple[str, int]]:
+            metadata = client.list_topics(timeout=10).topics
+            missing = [t for t in topics if t not in metadata or not metadata[t].partitions]
+            if missing:
+                raise KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART, str(missing)))
+            return [(t, p) for t in topics for p in metadata[t].partitions]
+
+        return retry_transient(partitions, f"partitions of {topics}")
 
     # -- the loop --------------------------------------------------------------
 

@@ -6,13 +6,76 @@ Also the topic bootstrap (`ensure_topics`) every service and test uses, and
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from tenacity import (
+    Retrying,
+    before_sleep_log,
+    retry_if_exception,
+    stop_after_delay,
+    wait_exponential,
+)
 
 from services.contracts.settings import Settings
 from services.contracts.topics import TopicSpec
 
 _SECRET_MARKERS = ("password", "jaas", "secret", "credential")
+
+log = logging.getLogger("scalefold.kafka")
+T = TypeVar("T")
+
+# Errors a broker gives while it starts, elects leaders of new topics, or moves
+# them: retried, never fatal (librdkafka marks most of them retriable, not all).
+_TRANSIENT_NAMES = frozenset(
+    {
+        "NOT_LEADER_FOR_PARTITION",
+        "LEADER_NOT_AVAILABLE",
+        "UNKNOWN_TOPIC_OR_PART",
+        "NOT_COORDINATOR",
+        "COORDINATOR_NOT_AVAILABLE",
+        "COORDINATOR_LOAD_IN_PROGRESS",
+        "REQUEST_TIMED_OUT",
+        "NETWORK_EXCEPTION",
+        "_TRANSPORT",
+        "_TIMED_OUT",
+        "_ALL_BROKERS_DOWN",
+        "_WAIT_COORD",
+        "_UNKNOWN_PARTITION",
+        "_UNKNOWN_TOPIC",
+    }
+)
+
+
+def is_transient(error: BaseException) -> bool:
+    """A Kafka error that passes by itself: a leader election, a broker (re)starting."""
+    from confluent_kafka import KafkaException
+
+    if not isinstance(error, KafkaException) or not error.args:
+        return False
+    kafka_error = error.args[0]
+    if not hasattr(kafka_error, "name"):
+        return False
+    if kafka_error.fatal():
+        return False
+    return bool(kafka_error.retriable()) or kafka_error.name() in _TRANSIENT_NAMES
+
+
+def retry_transient(call: Callable[[], T], what: str, timeout: float = 60.0) -> T:
+    """`call()`, retried with backoff while it fails with a transient Kafka error.
+
+    Anything else, and a transient error that outlasts `timeout`, is raised.
+    """
+    retrying = Retrying(
+        retry=retry_if_exception(is_transient),
+        stop=stop_after_delay(timeout),
+        wait=wait_exponential(multiplier=0.05, max=2.0),
+        before_sleep=before_sleep_log(log, logging.DEBUG),
+        reraise=True,
+    )
+    log.debug("calling %s with transient retries", what)
+    return retrying(call)
 
 
 def redacted(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -142,14 +205,61 @@ def ensure_topics(
         for name, spec in specs.items()
         if name not in existing
     ]
-    if not missing:
-        return []
     created = []
-    for name, future in admin.create_topics(missing, request_timeout=timeout).items():
-        try:
-            future.result()
-            created.append(name)
-        except KafkaException as error:
-            if "TOPIC_ALREADY_EXISTS" not in str(error):
-                raise
+    if missing:
+        for name, future in admin.create_topics(missing, request_timeout=timeout).items():
+            try:
+                future.result()
+                created.append(name)
+            except KafkaException as error:
+                if "TOPIC_ALREADY_EXISTS" not in str(error):
+                    raise
+    wait_for_leaders(admin, list(specs), timeout)
     return sorted(created)
+
+
+class LeadersNotReadyError(RuntimeError):
+    """Partitions of a topic still have no leader after the timeout."""
+
+
+def wait_for_leaders(admin: Any, topics: list[str], timeout: float = 30.0) -> None:
+    """Block until every partition of `topics` has a leader that answers for it.
+
+    A topic's creation returns before its partitions' leaders are elected, and
+    the metadata names a leader a moment before that broker serves the
+    partition: a client asking for offsets meanwhile gets
+    NOT_LEADER_FOR_PARTITION. So this asks every partition's end offset, as
+    clients will, until every one answers.
+    """
+    import time
+
+    from confluent_kafka import KafkaException, TopicPartition
+    from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
+
+    deadline = time.monotonic() + timeout
+    while True:
+        metadata = admin.list_topics(timeout=timeout).topics
+        waiting = [name for name in topics if name not in metadata or not metadata[name].partitions]
+        partitions = [
+            TopicPartition(name, number)
+            for name in topics
+            if name in metadata
+            for number in metadata[name].partitions
+        ]
+        if partitions:
+            futures = admin.list_offsets(
+                {tp: OffsetSpec.latest() for tp in partitions},  # type: ignore[no-untyped-call]
+                request_timeout=timeout,
+            )
+            for tp, future in futures.items():
+                try:
+                    future.result()
+                except KafkaException as error:
+                    if not is_transient(error):
+                        raise
+                    waiting.append(f"{tp.topic}[{tp.partition}]")
+        if not waiting:
+            return
+        if time.monotonic() > deadline:
+            raise LeadersNotReadyError(f"no partition leader after {timeout:.0f} s: {waiting}")
+        time.sleep(0.1)

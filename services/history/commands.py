@@ -10,7 +10,6 @@ and a command whose delivery failed is tried again on the next planner tick.
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -18,7 +17,7 @@ from typing import Any
 
 from services.contracts import Codec, DecodeError, Settings
 from services.contracts import records as r
-from services.contracts.kafka import librdkafka_config
+from services.contracts.kafka import librdkafka_config, retry_transient
 
 log = logging.getLogger(__name__)
 
@@ -88,26 +87,15 @@ def _end_offsets(
     consumer: Any, topic: str, partitions: list[int], timeout: float
 ) -> dict[int, int]:
     """High watermarks; retried while a just-created topic has no partition leaders yet."""
-    from confluent_kafka import KafkaError, KafkaException, TopicPartition
+    from confluent_kafka import TopicPartition
 
-    starting = {
-        KafkaError.NOT_LEADER_FOR_PARTITION,
-        KafkaError.LEADER_NOT_AVAILABLE,
-        KafkaError.UNKNOWN_TOPIC_OR_PART,
-    }
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return {
-                p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1]
-                for p in partitions
-            }
-        except KafkaException as error:
-            kafka_error = error.args[0]
-            retry = kafka_error.retriable() or kafka_error.code() in starting
-            if not retry or time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+    def ends() -> dict[int, int]:
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1]
+            for p in partitions
+        }
+
+    return retry_transient(ends, f"end offsets of {topic}", timeout)
 
 
 def _remember(issued: IssuedCommands, codec: Codec, value: bytes | None, topic: str) -> None:

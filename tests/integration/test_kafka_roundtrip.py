@@ -10,7 +10,7 @@ import pytest
 
 from services.contracts import Codec, Settings
 from services.contracts import records as r
-from services.contracts.kafka import librdkafka_config
+from services.contracts.kafka import ensure_topics, librdkafka_config
 from services.scheduler.core.events import to_record
 from services.scheduler.replay import read_log
 from tests.kafka_support import consume, count_at_least, produce
@@ -101,3 +101,28 @@ def test_librdkafka_reads_what_aiokafka_wrote(kafka: Settings, codec: Codec) -> 
     (received,) = consume(kafka, kafka.topics.job_events, count_at_least(1))
     assert codec.decode(received.value).record == {"jobId": "j-1", "timestamp": 42}
     assert librdkafka_config(kafka)["bootstrap.servers"] == kafka.bootstrap_servers
+
+
+def test_ensure_topics_returns_once_every_partition_has_a_leader(
+    broker_settings: Settings,
+) -> None:
+    """Right after `ensure_topics` every client call works: no NOT_LEADER_FOR_PARTITION.
+
+    Before, the actuator asked for end offsets of just-created topics and died with
+    it on about one fresh start in three.
+    """
+    from confluent_kafka import Consumer, TopicPartition
+
+    settings = broker_settings.with_overrides(topic_prefix=f"t{uuid.uuid4().hex[:10]}.")
+    created = ensure_topics(settings, settings.topics.all())
+    assert len(created) == len(settings.topics.all())
+    consumer = Consumer(librdkafka_config(settings, **{"group.id": f"t-{uuid.uuid4().hex}"}))
+    try:
+        metadata = consumer.list_topics(timeout=10).topics
+        for name in created:
+            for number, partition in metadata[name].partitions.items():
+                assert partition.leader >= 0, f"{name}[{number}] has no leader"
+                low, high = consumer.get_watermark_offsets(TopicPartition(name, number), 10)
+                assert (low, high) == (0, 0)
+    finally:
+        consumer.close()

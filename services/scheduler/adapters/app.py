@@ -38,7 +38,7 @@ from faust.serializers import codecs
 
 from services.contracts import Codec, Settings
 from services.contracts import records as r
-from services.contracts.kafka import librdkafka_config, producer_config
+from services.contracts.kafka import librdkafka_config, producer_config, retry_transient
 from services.contracts.topics import JOB_EVENTS
 from services.scheduler.adapters.metrics import Metrics
 from services.scheduler.adapters.processor import (
@@ -154,7 +154,10 @@ class HoleReader:
         """The partition's earliest offset still in the log."""
         from confluent_kafka import TopicPartition
 
-        low, _ = self._client().get_watermark_offsets(TopicPartition(topic, partition), 30)
+        low, _ = retry_transient(
+            lambda: self._client().get_watermark_offsets(TopicPartition(topic, partition), 30),
+            f"first offset of {topic}[{partition}]",
+        )
         return int(low)
 
     def read(self, topic: str, partition: int, start: int, end: int) -> list[Incoming]:

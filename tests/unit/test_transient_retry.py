@@ -1,0 +1,71 @@
+"""Transient broker errors are retried, anything else is raised at once."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from services.contracts.kafka import is_transient, retry_transient
+
+
+def _error(code: int) -> KafkaException:
+    return KafkaException(KafkaError(code, "from the test"))
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        KafkaError.NOT_LEADER_FOR_PARTITION,  # the actuator's start-up failure, 1 in 3 runs
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError._TRANSPORT,
+        KafkaError._ALL_BROKERS_DOWN,
+    ],
+)
+def test_leader_elections_and_broker_restarts_are_transient(code: int) -> None:
+    assert is_transient(_error(code))
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        _error(KafkaError.TOPIC_AUTHORIZATION_FAILED),
+        _error(KafkaError.SASL_AUTHENTICATION_FAILED),
+        ValueError("not Kafka"),
+    ],
+)
+def test_other_errors_are_not(error: BaseException) -> None:
+    assert not is_transient(error)
+
+
+def test_a_transient_error_is_retried_until_the_call_succeeds() -> None:
+    calls = []
+
+    def flaky() -> int:
+        calls.append(1)
+        if len(calls) < 3:
+            raise _error(KafkaError.NOT_LEADER_FOR_PARTITION)
+        return 42
+
+    assert retry_transient(flaky, "a flaky call", timeout=10) == 42
+    assert len(calls) == 3
+
+
+def test_a_permanent_error_is_raised_at_once() -> None:
+    calls = []
+
+    def denied() -> int:
+        calls.append(1)
+        raise _error(KafkaError.TOPIC_AUTHORIZATION_FAILED)
+
+    with pytest.raises(KafkaException):
+        retry_transient(denied, "a denied call", timeout=10)
+    assert len(calls) == 1
+
+
+def test_a_transient_error_that_outlasts_the_timeout_is_raised() -> None:
+    def never() -> int:
+        raise _error(KafkaError.LEADER_NOT_AVAILABLE)
+
+    with pytest.raises(KafkaException):
+        retry_transient(never, "a call that never succeeds", timeout=0.3)
