@@ -85,6 +85,7 @@ def handle(job: JobState | None, event: Event, defaults: Defaults = ()) -> Step:
         )
         at = job.now
     fold.advance_to(at, _run_timer)
+    fold.flush_rescales()  # what the timers changed is recorded as of before the event
     _apply(fold, event)
     fold.advance_to(at, _run_timer)
     return _finish(fold)
