@@ -26,6 +26,7 @@ def effect_json(effect: Effect) -> dict[str, Any]:
             "phase": effect.phase,
             "message": effect.message,
             "details": dict(effect.details),
+            "jobStatus": None if effect.job_status is None else str(effect.job_status),
         }
     if isinstance(effect, RuntimeRequest):
         return {
@@ -54,6 +55,8 @@ def text(effect: Effect) -> str:
     head = f"{seconds(effect.at)}  {effect.job_id:<12}"
     if isinstance(effect, Decision):
         where = effect.state + (f"/{effect.phase}" if effect.phase else "")
+        if effect.job_status is not None and effect.job_status.ends_the_job:
+            where += f" [{effect.job_status}]"  # how the job ended, typed
         return f"{head} {where:<36} {effect.kind:<20} {effect.message}"
     if isinstance(effect, RuntimeRequest):
         details = " ".join(f"{k}={v}" for k, v in effect.details)

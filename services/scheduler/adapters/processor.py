@@ -191,6 +191,7 @@ def decision_record(effect: Decision | RuntimeRequest) -> dict[str, Any]:
             "executionGraphId": None,
             "message": effect.message,
             "details": dict(effect.details),
+            "jobStatus": None if effect.job_status is None else str(effect.job_status),
         }
     return {
         "timestamp": effect.at,
@@ -202,4 +203,5 @@ def decision_record(effect: Decision | RuntimeRequest) -> dict[str, Any]:
         "executionGraphId": effect.execution_graph_id,
         "message": "",
         "details": dict(effect.details),
+        "jobStatus": None,
     }

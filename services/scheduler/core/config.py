@@ -44,6 +44,10 @@ ACTIVE_CHECKPOINT = P + "rescale-trigger.active-checkpoint.enabled"
 PREFER_MINIMAL_TASKMANAGERS = P + "prefer-minimal-taskmanagers"
 MIN_PARALLELISM_INCREASE = P + "min-parallelism-increase"
 HISTORY_SIZE = "web.adaptive-scheduler.rescale-history.size"
+MIN_PAUSE = "execution.checkpointing.min-pause"
+# FLINK-40379 (apache/flink#28999, open): wait this long after a rescale-triggered restart
+# for the pre-restart parallelism to come back. Unset: off, as Flink today.
+RESCALE_STABILIZATION = P + "rescale.resource-stabilization-timeout"
 
 RESTART_STRATEGY = "restart-strategy.type"
 FIXED_ATTEMPTS = "restart-strategy.fixed-delay.attempts"
@@ -175,6 +179,8 @@ class SchedulerConfig:
     max_checkpoint_failures: int
     max_delay_ms: int | None  # None: computed from the checkpoint interval
     active_checkpoint: bool
+    min_pause_ms: int
+    rescale_stabilization_ms: int | None  # None: off (FLINK-40379 is not merged)
     prefer_minimal_taskmanagers: bool
     history_size: int
     restart: RestartConfig
@@ -241,6 +247,8 @@ def resolve(settings: Mapping[str, str], checkpointing: bool = False) -> Schedul
         max_checkpoint_failures=reader.integer(MAX_CHECKPOINT_FAILURES, 2, minimum=1),
         max_delay_ms=reader.optional_duration(MAX_DELAY),
         active_checkpoint=reader.boolean(ACTIVE_CHECKPOINT, True),
+        min_pause_ms=reader.duration(MIN_PAUSE, 0, minimum=0),
+        rescale_stabilization_ms=reader.optional_duration(RESCALE_STABILIZATION),
         prefer_minimal_taskmanagers=reader.boolean(PREFER_MINIMAL_TASKMANAGERS, True),
         history_size=max(0, reader.integer(HISTORY_SIZE, DEFAULT_HISTORY_SIZE)),
         restart=_restart(reader, checkpointing),
@@ -253,8 +261,12 @@ def resolve(settings: Mapping[str, str], checkpointing: bool = False) -> Schedul
         simulated_create_ms=reader.duration(SIMULATED_CREATE_TIME, 0, minimum=0),
         simulated_cancel_ms=reader.duration(SIMULATED_CANCEL_TIME, 0, minimum=0),
     )
-    if config.max_delay_ms is not None and config.max_delay_ms < 0:
-        raise ConfigError(f"{MAX_DELAY}: must not be negative")
+    for key, value in (
+        (MAX_DELAY, config.max_delay_ms),
+        (RESCALE_STABILIZATION, config.rescale_stabilization_ms),
+    ):
+        if value is not None and value < 0:
+            raise ConfigError(f"{key}: must not be negative")
     return config
 
 

@@ -6,7 +6,7 @@ from services.scheduler.core import config as c
 from services.scheduler.core.effects import DecisionKind, RequestKind
 from services.scheduler.core.events import JobEventKind as K
 from services.scheduler.core.model import JobStatus, StateName
-from tests.unit.scheduler.harness import SECOND, Scenario, outcome, vertex
+from tests.unit.scheduler.harness import SECOND, Scenario, outcome, spans, vertex
 
 S = StateName
 EXTERNAL = {c.RUNTIME_MODE: "external"}
@@ -47,7 +47,11 @@ def test_a_failed_creation_fails_the_job_with_the_exception() -> None:
     assert job.job is not None and job.job.state.job_status is JobStatus.FAILED
     record = job.record()
     assert outcome(record) == ("INITIAL_SCHEDULE", "FAILED", "EXCEPTION_OCCURRED")
-    assert record["schedulerStates"][-1]["stringifiedException"] == "ClassNotFoundException: Foo"
+    # CreatingExecutionGraph.recordRescaleForException terminates before it adds the span.
+    assert spans(record) == ["Created", "WaitingForResources"]
+    finished = job.decisions(DecisionKind.STATE_TRANSITION)[-1]
+    assert finished.job_status is JobStatus.FAILED
+    assert finished.message.endswith("ClassNotFoundException: Foo")
 
 
 def test_restarting_waits_for_the_graph_to_be_cancelled() -> None:
@@ -90,13 +94,14 @@ def test_stop_with_savepoint_waits_for_the_graph_to_finish() -> None:
     assert job.job is not None and job.job.state.job_status is JobStatus.FINISHED
 
 
-def test_a_graph_failure_while_running_is_a_global_failure() -> None:
+def test_a_graph_failure_while_running_finishes_the_job_failed() -> None:
     job = (
         created()
         .lifecycle(K.EXECUTION_GRAPH_CREATED)
         .lifecycle(K.EXECUTION_GRAPH_FAILED, exception="x")
     )
-    assert job.states_visited()[-1] in (S.FAILING, S.RESTARTING)
+    assert job.states_visited()[-2:] == [S.EXECUTING, S.FINISHED]
+    assert job.job is not None and job.job.state.job_status is JobStatus.FAILED
 
 
 def test_in_simulated_mode_runtime_reports_are_ignored() -> None:

@@ -122,6 +122,6 @@ def test_requirement_and_graph_errors_at_submission_are_rejected() -> None:
     assert step.job is None and "not unique" in step.effects[0].message  # type: ignore[union-attr]
     too_wide = (VertexSpec("a", "A", "g", "g", 300, 256),)
     step = handle(None, JobSubmitted("j", 0, "x", too_wide, None, ()))
-    assert step.job is None and "not within 1..256" in step.effects[0].message  # type: ignore[union-attr]
+    assert step.job is None and "exceeds max parallelism 256" in step.effects[0].message  # type: ignore[union-attr]
     step = handle(None, JobSubmitted("j", 0, "x", (), None, ()))
     assert step.job is None and "no vertices" in step.effects[0].message  # type: ignore[union-attr]

@@ -7,8 +7,7 @@ from services.contracts import records as r
 from services.scheduler.core import config as c
 from services.scheduler.core import handle
 from services.scheduler.core.effects import DecisionKind, Rejected, RejectionKind
-from services.scheduler.core.events import JobSubmitted, VertexSpec, from_record
-from services.scheduler.core.jobgraph import effective_max_parallelism
+from services.scheduler.core.events import JobSubmitted, from_record
 from services.scheduler.core.model import StateName
 from tests.unit.scheduler.harness import JOB, SECOND, Scenario, vertex
 
@@ -58,17 +57,6 @@ def test_a_second_submission_and_a_bad_configuration_are_refused() -> None:
     bad = JobSubmitted("x", 0, "x", (vertex("source"),), None, ((c.COOLDOWN, "eventually"),))
     refused = handle(None, bad)
     assert refused.job is None and "is not a duration" in refused.effects[0].message  # type: ignore[union-attr]
-
-
-def test_max_parallelism_is_normalised_like_flink() -> None:
-    def spec(p: int, maximum: int | None) -> VertexSpec:
-        return VertexSpec("v", "v", "g", "g", p, maximum)
-
-    assert effective_max_parallelism(spec(4, None)) == 128
-    assert effective_max_parallelism(spec(4, 0)) == 128
-    assert effective_max_parallelism(spec(4, -1)) == 32768  # PARALLELISM_AUTO_MAX
-    assert effective_max_parallelism(spec(4, 50_000)) == 32768
-    assert effective_max_parallelism(spec(4, 10)) == 10
 
 
 def test_every_input_record_converts_to_an_event(codec: Codec) -> None:

@@ -65,8 +65,10 @@ def test_the_wait_timeout_goes_on_without_resources_and_fails_the_job() -> None:
     assert job.job is not None and job.job.state.job_status is JobStatus.FAILED
     record = job.record()
     assert outcome(record) == ("INITIAL_SCHEDULE", "FAILED", "EXCEPTION_OCCURRED")
-    assert spans(record) == ["Created", "WaitingForResources", "CreatingExecutionGraph"]
-    assert "NoResourceAvailableException" in record["schedulerStates"][-1]["stringifiedException"]
+    assert spans(record) == ["Created", "WaitingForResources"]  # no span after terminating
+    finished = job.decisions(DecisionKind.STATE_TRANSITION)[-1]
+    assert finished.job_status is JobStatus.FAILED
+    assert "NoResourceAvailableException: Not enough resources" in finished.message
 
 
 def test_the_wait_timeout_ignores_the_stabilization_with_sufficient_resources() -> None:
