@@ -11,7 +11,7 @@ cannot use. Flink's rules (JobManagerOptions, AdaptiveScheduler.Settings.of):
 - `rescale-trigger.max-delay` defaults to (max-checkpoint-failures + 1) x the
   checkpoint interval, or 0 without checkpointing.
 
-Deliberate deviations, each documented in the README:
+Deliberate deviations, each documented in docs/flink-conformance.md:
 - `scaling-interval.max` is wired as a deprecated key of
   `executing.resource-stabilization-timeout` (the seed's forced rescale after a
   maximum interval); Flink reads it nowhere.

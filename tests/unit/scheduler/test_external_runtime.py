@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from services.scheduler.core import config as c
 from services.scheduler.core.effects import DecisionKind, RequestKind
 from services.scheduler.core.events import JobEventKind as K
@@ -22,6 +24,10 @@ def created() -> Scenario:
     return job
 
 
+@pytest.mark.flink(
+    "CreatingExecutionGraphTest.testSuccessfulSlotAssignmentTransitionsToExecuting",
+    "ExecutingTest.testExecutionGraphDeploymentOnEnter",
+)
 def test_creating_waits_for_the_runtime_to_report_the_graph() -> None:
     job = created().at(2 * SECOND).lifecycle(K.EXECUTION_GRAPH_CREATED, execution_graph_id="eg-1")
     assert job.state is S.EXECUTING
@@ -37,11 +43,20 @@ def test_a_report_about_another_graph_is_ignored() -> None:
     )
 
 
+@pytest.mark.flink(
+    "CreatingExecutionGraphTest.testNotPossibleSlotAssignmentTransitionsToWaitingForResources",
+    "AdaptiveSchedulerTest.testTryToAssignSlotsReturnsNotPossibleIfExpectedResourcesAreNotAvailable",
+    "SlotSharingSlotAllocatorTest.testReserveUnavailableResources",
+)
 def test_slots_lost_while_creating_send_the_job_back_to_waiting() -> None:
     job = created().lose("tm-1").lifecycle(K.EXECUTION_GRAPH_CREATED)
     assert job.state is S.WAITING_FOR_RESOURCES
 
 
+@pytest.mark.flink(
+    "CreatingExecutionGraphTest.testFailedExecutionGraphCreationTransitionsToFinished",
+    "CreatingExecutionGraph.recordRescaleForException",
+)
 def test_a_failed_creation_fails_the_job_with_the_exception() -> None:
     job = created().lifecycle(K.EXECUTION_GRAPH_FAILED, exception="ClassNotFoundException: Foo")
     assert job.job is not None and job.job.state.job_status is JobStatus.FAILED
@@ -54,6 +69,11 @@ def test_a_failed_creation_fails_the_job_with_the_exception() -> None:
     assert finished.message.endswith("ClassNotFoundException: Foo")
 
 
+@pytest.mark.flink(
+    "RestartingTest.testExecutionGraphCancellationOnEnter",
+    "CancelingTest.testExecutionGraphCancelationOnEnter",
+    "CancelingTest.testTransitionToFinishedWhenCancellationCompletes",
+)
 def test_restarting_waits_for_the_graph_to_be_cancelled() -> None:
     job = created().lifecycle(K.EXECUTION_GRAPH_CREATED)
     job.at(2 * SECOND).lifecycle(K.CANCEL)
@@ -62,6 +82,7 @@ def test_restarting_waits_for_the_graph_to_be_cancelled() -> None:
     assert job.job is not None and job.job.state.job_status is JobStatus.CANCELED
 
 
+@pytest.mark.flink("RestartingTest.testTransitionToSubsequentStateWhenCancellationComplete")
 def test_a_rescale_needs_cancel_then_create_reports() -> None:
     job = Scenario(vertex("source", 2), config={**EXTERNAL, c.SUBMISSION_STABILIZATION: "0 s"})
     job.at(1 * SECOND).tm("tm-1").lifecycle(K.EXECUTION_GRAPH_CREATED)
@@ -77,6 +98,9 @@ def test_a_rescale_needs_cancel_then_create_reports() -> None:
     )
 
 
+@pytest.mark.flink(
+    "FailingTest.testFailingStateOnEnter", "FailingTest.testTransitionToCancelingOnCancel"
+)
 def test_failing_waits_for_the_graph_then_finishes() -> None:
     job = created().lifecycle(K.EXECUTION_GRAPH_CREATED).fail(recoverable=False)
     assert job.state is S.FAILING
@@ -86,6 +110,7 @@ def test_failing_waits_for_the_graph_then_finishes() -> None:
     assert job.state is S.FINISHED
 
 
+@pytest.mark.flink("StopWithSavepointTest.testFinishedOnSuccessfulStopWithSavepoint")
 def test_stop_with_savepoint_waits_for_the_graph_to_finish() -> None:
     job = created().lifecycle(K.EXECUTION_GRAPH_CREATED).lifecycle(K.SAVEPOINT_REQUESTED)
     job.lifecycle(K.SAVEPOINT_COMPLETED, savepoint_path="/sp")
@@ -94,6 +119,7 @@ def test_stop_with_savepoint_waits_for_the_graph_to_finish() -> None:
     assert job.job is not None and job.job.state.job_status is JobStatus.FINISHED
 
 
+@pytest.mark.flink("ExecutingTest.testTransitionToFinishedOnFailedExecutionGraph")
 def test_a_graph_failure_while_running_finishes_the_job_failed() -> None:
     job = (
         created()

@@ -30,6 +30,7 @@ from services.scheduler.core.jobgraph import (
     job_information,
 )
 from services.scheduler.core.model import JobStatus, Phase, StateName
+from services.scheduler.core.restart import RestartState, strategy_string
 from services.scheduler.output import effect_json, text
 from tests.unit.scheduler.harness import JOB, SECOND, Scenario, outcome, spans, vertex
 
@@ -71,6 +72,7 @@ def test_reactive_mode_runs_at_the_max_parallelism_flink_computes(
 
 @flink(
     "AdaptiveSchedulerTest.testComputeVertexParallelismStoreForExecutionInDefaultMode",
+    "AdaptiveSchedulerComputeReactiveModeVertexParallelismTest.testCreateStoreWithoutAdjustedParallelism",
     "SchedulerBase.computeVertexParallelismStore",
 )
 def test_an_unset_max_parallelism_is_computed_from_the_parallelism() -> None:
@@ -348,7 +350,10 @@ def test_every_transition_carries_the_job_status_and_the_last_one_how_it_ended()
     )
 
 
-@flink("StateWithoutExecutionGraphTest.testSuspendTransitionsToFinished")
+@flink(
+    "StateWithoutExecutionGraphTest.testSuspendTransitionsToFinished",
+    "FinishedTest.testOnFinishedCallOnEnter",
+)
 @pytest.mark.parametrize(
     ("kind", "status"),
     [
@@ -462,3 +467,43 @@ def test_the_flag_is_off_unless_set_and_never_negative() -> None:
     for key in (c.RESCALE_STABILIZATION, c.MIN_PAUSE):
         with pytest.raises(c.ConfigError, match=key):
             c.resolve({key: "-1 s"})
+
+
+@flink(
+    "StateWithExecutionGraphTest.testOnGloballyTerminalStateCalled",
+    "Executing.onGloballyTerminalState",
+)
+def test_a_graph_cancelled_by_itself_finishes_the_job_canceled() -> None:
+    job = running_externally().lifecycle(K.EXECUTION_GRAPH_CREATED)  # about this graph: ignored
+    assert job.state is S.EXECUTING
+    assert (
+        "EXECUTION_GRAPH_CREATED ignored" in job.decisions(DecisionKind.EVENT_IGNORED)[-1].message
+    )
+    job.lifecycle(K.EXECUTION_GRAPH_CANCELLED)
+    assert job.state is S.FINISHED and job.job is not None
+    assert job.job.state.job_status is JobStatus.CANCELED
+
+
+@flink(
+    "NoRestartBackoffTimeStrategy.toString",
+    "FixedDelayRestartBackoffTimeStrategy.toString",
+    "FailureRateRestartBackoffTimeStrategy.toString",
+    "ExponentialDelayRestartBackoffTimeStrategy.toString",
+)
+def test_recovery_is_suppressed_by_the_strategy_as_flink_describes_it() -> None:
+    def described(**settings: str) -> str:
+        return strategy_string(c.resolve(settings).restart, RestartState(attempts=3))
+
+    assert described() == "NoRestartBackoffTimeStrategy"
+    assert described(**{c.RESTART_STRATEGY: "fixed-delay"}) == (
+        "FixedDelayRestartBackoffTimeStrategy(maxNumberRestartAttempts=1, backoffTimeMS=1000)"
+    )
+    assert described(**{c.RESTART_STRATEGY: "failure-rate"}) == (
+        "FailureRateRestartBackoffTimeStrategy(FailureRateRestartBackoffTimeStrategy("
+        "failuresIntervalMS=60000,backoffTimeMS=1000,maxFailuresPerInterval=1)"
+    )
+    assert described(**{c.RESTART_STRATEGY: "exponential-delay"}) == (
+        "ExponentialDelayRestartBackoffTimeStrategy(initialBackoffMS=1000, maxBackoffMS=60000, "
+        "backoffMultiplier=1.5, resetBackoffThresholdMS=3600000, jitterFactor=0.1, "
+        "attemptsBeforeResetBackoff=2147483647, currentRestartAttempt=3)"
+    )

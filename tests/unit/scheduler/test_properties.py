@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -172,6 +173,11 @@ def test_parallelism_stays_within_bounds_and_slots(
         assert used <= record["availableSlots"]
 
 
+@pytest.mark.flink(
+    "DefaultRescaleTimelineTest.testUpdateRescale",
+    "DefaultRescaleTimelineTest.testIsIdling",
+    "RescaleTest.testAddSchedulerState",
+)
 @PROFILE
 @given(histories())
 def test_one_rescale_at_a_time_each_ending_once(history: tuple[JobSubmitted, list[Event]]) -> None:

@@ -15,6 +15,7 @@ S = StateName
 REACTIVE = {c.SCHEDULER_MODE: "REACTIVE"}
 
 
+@pytest.mark.flink("KeyGroupRangeAssignment.computeDefaultMaxParallelism")
 @pytest.mark.parametrize(
     ("parallelism", "expected"),
     [(1, 128), (85, 128), (86, 256), (240, 512), (20_000, 32768), (30_000, 32768)],
@@ -23,6 +24,10 @@ def test_default_max_parallelism_is_flinks(parallelism: int, expected: int) -> N
     assert default_max_parallelism(parallelism) == expected
 
 
+@pytest.mark.flink(
+    "AdaptiveSchedulerTest.testComputeVertexParallelismStoreForExecutionInReactiveMode",
+    "AdaptiveSchedulerTest.testRequestDefaultResourceRequirementsInReactiveMode",
+)
 def test_reactive_mode_uses_every_slot_up_to_max_parallelism() -> None:
     job = Scenario(vertex("source", 2), vertex("sink", 2, max_parallelism=3), config=REACTIVE)
     job.at(1 * SECOND).tm("tm-1", slots=200)
@@ -53,6 +58,9 @@ def test_reactive_scale_down_after_losing_a_taskmanager() -> None:
     assert job.record()["triggerCause"] == "RECOVERABLE_FAILOVER"
 
 
+@pytest.mark.flink(
+    "AdaptiveSchedulerTest.testUpdateResourceRequirementsInReactiveModeIsNotSupported"
+)
 def test_requirement_updates_are_rejected_in_reactive_mode() -> None:
     job = Scenario(vertex("source", 2), config=REACTIVE)
     job.require(source=(1, 2))
@@ -61,6 +69,7 @@ def test_requirement_updates_are_rejected_in_reactive_mode() -> None:
     assert "reactive mode" in rejection.message
 
 
+@pytest.mark.flink("JobResourceRequirements.validate")
 @pytest.mark.parametrize(
     ("bounds", "message"),
     [
@@ -85,6 +94,7 @@ def test_invalid_requirements_are_rejected_with_a_reason(
     assert job.job is not None and [b.upper for b in job.job.info.bounds] == [2, 2]
 
 
+@pytest.mark.flink("JobResourceRequirements.validate")
 def test_minus_one_means_one_and_max_parallelism() -> None:
     job = Scenario(vertex("source", 2), vertex("sink", 2, max_parallelism=16))
     job.require(source=(-1, 4), sink=(2, -1))
@@ -92,6 +102,7 @@ def test_minus_one_means_one_and_max_parallelism() -> None:
     assert [(b.lower, b.upper) for b in job.job.info.bounds] == [(1, 4), (2, 16)]
 
 
+@pytest.mark.flink("AdaptiveScheduler.updateJobResourceRequirements")
 def test_an_update_that_changes_no_bound_is_a_no_op() -> None:
     job = Scenario(vertex("source", 2), vertex("sink", 2))
     before = len(job.records())
@@ -100,6 +111,10 @@ def test_an_update_that_changes_no_bound_is_a_no_op() -> None:
     assert len(job.records()) == before and not job.rejections()
 
 
+@pytest.mark.flink(
+    "AdaptiveSchedulerTest.testRequirementLowerBoundIncreaseBelowCurrentParallelismDoesNotTriggerRescale",
+    "AdaptiveSchedulerTest.testRequestUpdatedResourceRequirements",
+)
 def test_raising_only_a_lower_bound_counts_as_a_change() -> None:
     job = Scenario(vertex("source", 4), config={c.SUBMISSION_STABILIZATION: "0 s"})
     job.at(1 * SECOND).tm("tm-1", slots=4).at(40 * SECOND).require(source=(2, 4))
@@ -107,6 +122,7 @@ def test_raising_only_a_lower_bound_counts_as_a_change() -> None:
     assert job.state is S.EXECUTING and job.parallelism == {"source": 4}
 
 
+@pytest.mark.flink("AdaptiveScheduler.updateJobResourceRequirements")
 def test_a_requirement_update_in_waiting_for_resources_is_checked_at_once() -> None:
     job = Scenario(vertex("source", 4))
     job.at(1 * SECOND).tm("tm-1", slots=2).require(source=(1, 2))

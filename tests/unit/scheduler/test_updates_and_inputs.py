@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from services.contracts import Codec
 from services.contracts import records as r
 from services.scheduler.core import config as c
@@ -81,6 +83,10 @@ def test_every_input_record_converts_to_an_event(codec: Codec) -> None:
         assert event.timestamp == decoded.record["timestamp"]
 
 
+@pytest.mark.flink(
+    "FailingTest.testTransitionToFailedWhenFailingCompletes",
+    "CancelingTest.testTransitionToFinishedWhenCancellationCompletes",
+)
 def test_failing_and_canceling_finish_on_their_own_in_simulated_mode() -> None:
     job = Scenario(vertex("source", 1), config={c.SIMULATED_CANCEL_TIME: "2 s"})
     job.at(1 * SECOND).tm("tm-1").fail(recoverable=False)
