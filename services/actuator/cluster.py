@@ -26,9 +26,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.contracts.ordering import natural_key
-from services.scheduler.core import config as c
-from services.scheduler.core.events import (
+from services.contracts import jobconfig as c
+from services.contracts.events import (
     ConfigurationUpdated,
     Event,
     JobEventKind,
@@ -37,6 +36,7 @@ from services.scheduler.core.events import (
     TaskManagerLost,
     TaskManagerRegistered,
 )
+from services.contracts.ordering import natural_key
 
 RELEASED = re.compile(r"released by command (\S+)")
 

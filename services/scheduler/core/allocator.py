@@ -13,8 +13,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+from services.contracts.events import Profile
 from services.contracts.ordering import natural_key
-from services.scheduler.core.events import Profile
 from services.scheduler.core.jobgraph import JobInformation
 
 

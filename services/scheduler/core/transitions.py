@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from services.scheduler.core import history
 from services.scheduler.core import timeline as tl
+from services.scheduler.core.behaviour import behaviour
 from services.scheduler.core.effects import DecisionKind
 from services.scheduler.core.fold import Fold
 from services.scheduler.core.model import (
@@ -21,7 +22,6 @@ from services.scheduler.core.model import (
     StateName,
 )
 from services.scheduler.core.restart import on_failure, strategy_string
-from services.scheduler.core.states.base import behaviour
 from services.scheduler.core.timeline import TerminatedReason
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.scheduler.core import config as c
+from services.contracts import jobconfig as c
 from services.scheduler.core.effects import DecisionKind, RequestKind
 from services.scheduler.core.model import Phase, StateName
 from tests.unit.scheduler.harness import SECOND, Scenario, outcome, post, vertex

@@ -16,14 +16,15 @@ import pytest
 
 from services.actuator.cluster import JobRuntime
 from services.contracts import Codec
+from services.contracts import jobconfig as c
 from services.contracts import records as r
+from services.contracts.events import JobEventKind as K
+from services.contracts.events import JobSubmitted, VertexSpec
 from services.scheduler.adapters.processor import decision_record
-from services.scheduler.core import config as c
 from services.scheduler.core import handle
 from services.scheduler.core.allocator import Plan, Slot, assign
+from services.scheduler.core.config import ConfigError, resolve
 from services.scheduler.core.effects import DecisionKind, RequestKind
-from services.scheduler.core.events import JobEventKind as K
-from services.scheduler.core.events import JobSubmitted, VertexSpec
 from services.scheduler.core.jobgraph import (
     InvalidJobGraphError,
     effective_max_parallelism,
@@ -461,12 +462,12 @@ def test_with_the_flag_the_wait_ends_after_its_timeout() -> None:
 
 
 def test_the_flag_is_off_unless_set_and_never_negative() -> None:
-    assert c.resolve({}).rescale_stabilization_ms is None
-    assert c.resolve({c.RESCALE_STABILIZATION: "1 min"}).rescale_stabilization_ms == 60_000
-    assert c.resolve({c.MIN_PAUSE: "5 s"}).min_pause_ms == 5_000
+    assert resolve({}).rescale_stabilization_ms is None
+    assert resolve({c.RESCALE_STABILIZATION: "1 min"}).rescale_stabilization_ms == 60_000
+    assert resolve({c.MIN_PAUSE: "5 s"}).min_pause_ms == 5_000
     for key in (c.RESCALE_STABILIZATION, c.MIN_PAUSE):
-        with pytest.raises(c.ConfigError, match=key):
-            c.resolve({key: "-1 s"})
+        with pytest.raises(ConfigError, match=key):
+            resolve({key: "-1 s"})
 
 
 @flink(
@@ -492,7 +493,7 @@ def test_a_graph_cancelled_by_itself_finishes_the_job_canceled() -> None:
 )
 def test_recovery_is_suppressed_by_the_strategy_as_flink_describes_it() -> None:
     def described(**settings: str) -> str:
-        return strategy_string(c.resolve(settings).restart, RestartState(attempts=3))
+        return strategy_string(resolve(settings).restart, RestartState(attempts=3))
 
     assert described() == "NoRestartBackoffTimeStrategy"
     assert described(**{c.RESTART_STRATEGY: "fixed-delay"}) == (

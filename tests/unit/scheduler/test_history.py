@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.scheduler.core import config as c
-from services.scheduler.core.events import JobEventKind
+from services.contracts import jobconfig as c
+from services.contracts.events import JobEventKind
 from services.scheduler.core.model import StateName
 from tests.unit.scheduler.harness import SECOND, Scenario, outcome, outcomes, post, spans, vertex
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from services.scheduler.core import config as c
+from services.contracts import jobconfig as c
+from services.contracts.events import JobEventKind as K
+from services.contracts.events import Profile, TaskManagerRegistered
 from services.scheduler.core.effects import DecisionKind, RequestKind
-from services.scheduler.core.events import JobEventKind as K
-from services.scheduler.core.events import Profile, TaskManagerRegistered
 from services.scheduler.core.model import JobStatus, Phase, StateName
 from tests.unit.scheduler.harness import JOB, SECOND, Scenario, vertex
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from services.scheduler.core import config as c
+from services.contracts import jobconfig as c
+from services.contracts.events import JobEventKind
 from services.scheduler.core.effects import DecisionKind
-from services.scheduler.core.events import JobEventKind
 from services.scheduler.core.model import JobStatus, Phase, StateName
 from tests.unit.scheduler.harness import SECOND, Scenario, outcome, spans, vertex
 

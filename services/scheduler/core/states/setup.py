@@ -7,12 +7,13 @@ Flink), a global failure fails it, and task failures have nothing to fail.
 
 from __future__ import annotations
 
+from services.contracts.events import JobEventKind, JobLifecycle
+from services.contracts.jobconfig import RESCALE_STABILIZATION, RuntimeMode
 from services.contracts.ordering import natural_key
 from services.scheduler.core import history, stm
 from services.scheduler.core.allocator import assign, plan_for
-from services.scheduler.core.config import RESCALE_STABILIZATION, RuntimeMode
+from services.scheduler.core.behaviour import Behaviour, register
 from services.scheduler.core.effects import DecisionKind, RequestKind
-from services.scheduler.core.events import JobEventKind, JobLifecycle
 from services.scheduler.core.fold import Fold
 from services.scheduler.core.model import ExecutionGraph, JobStatus, StateName
 from services.scheduler.core.resources import (
@@ -21,7 +22,6 @@ from services.scheduler.core.resources import (
     describe,
     waiting_assessment,
 )
-from services.scheduler.core.states.base import Behaviour, register
 from services.scheduler.core.stm import Assessment
 from services.scheduler.core.transitions import (
     go_to_creating_execution_graph,
