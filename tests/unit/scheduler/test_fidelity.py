@@ -230,6 +230,16 @@ def test_a_scheduled_trigger_dies_with_its_executing_state() -> None:
     assert job.state is S.EXECUTING and not job.requests(RequestKind.TRIGGER_CHECKPOINT)
 
 
+@flink("CheckpointCoordinator.getActiveCheckpointTriggerDelay")
+def test_the_graph_learns_of_its_checkpoints_also_while_stopping_with_a_savepoint() -> None:
+    job = Scenario(vertex("source", 4), config=QUICK_START, checkpoint_interval=60 * SECOND)
+    job.at(1 * SECOND).tm("tm-1").at(5 * SECOND).tm("tm-2").at(31 * SECOND)  # triggered: pending
+    job.at(32 * SECOND).lifecycle(K.SAVEPOINT_REQUESTED).checkpoint()  # it completes meanwhile
+    job.at(33 * SECOND).lifecycle(K.SAVEPOINT_FAILED, exception="expired")
+    job.at(63 * SECOND)  # the new Executing's cooldown (33 s + 30 s) ends: Stabilizing asks
+    assert [t.at for t in job.requests(RequestKind.TRIGGER_CHECKPOINT)] == [31_000, 63_000]
+
+
 # -- 3. the execution graph failing by itself --------------------------------------------
 
 

@@ -105,11 +105,11 @@ class Executing(WithGraph):
     def on_report(self, fold: Fold, event: JobLifecycle) -> None:
         kind = event.kind
         if kind is JobEventKind.CHECKPOINT_COMPLETED:
-            self._checkpoint_ended(fold, completed=True)
+            checkpoint_ended(fold, completed=True)
             fold.set_state(checkpoint_countdown=None)
             stm.on_trigger(fold, self)
         elif kind is JobEventKind.CHECKPOINT_FAILED:
-            self._checkpoint_ended(fold, completed=False)
+            checkpoint_ended(fold, completed=False)
             self._checkpoint_failed(fold)
         elif kind is JobEventKind.SAVEPOINT_REQUESTED:
             go_to_stop_with_savepoint(fold, graph_of(fold))
@@ -124,13 +124,6 @@ class Executing(WithGraph):
             go_to_finished(fold, JobStatus.FAILED, event.exception or "execution graph failed")
         else:
             go_to_finished(fold, JobStatus.CANCELED, "execution graph cancelled")
-
-    def _checkpoint_ended(self, fold: Fold, completed: bool) -> None:
-        """What the graph's CheckpointCoordinator learns: nothing is pending any more (at most
-        one checkpoint runs at a time), and a completion starts the min pause."""
-        graph = graph_of(fold)
-        last = fold.now if completed else graph.last_checkpoint_at
-        fold.set_state(graph=evolve(graph, checkpoint_pending=False, last_checkpoint_at=last))
 
     def _checkpoint_failed(self, fold: Fold) -> None:
         countdown = fold.state.checkpoint_countdown
@@ -214,6 +207,14 @@ class Executing(WithGraph):
         fold.request(RequestKind.TRIGGER_CHECKPOINT, graph.id, reason="rescale evaluation")
 
 
+def checkpoint_ended(fold: Fold, completed: bool) -> None:
+    """What the graph's CheckpointCoordinator learns, whatever the state: nothing is pending
+    any more (it runs one checkpoint at a time), and a completion starts the min pause."""
+    graph = graph_of(fold)
+    last = fold.now if completed else graph.last_checkpoint_at
+    fold.set_state(graph=evolve(graph, checkpoint_pending=False, last_checkpoint_at=last))
+
+
 def _min_pause_left(fold: Fold, graph: ExecutionGraph) -> int:
     """CheckpointCoordinator.getActiveCheckpointTriggerDelay, for a graph with nothing pending."""
     if graph.last_checkpoint_at is None:
@@ -240,6 +241,9 @@ class StopWithSavepoint(WithGraph):
                 fold.run_if_state(self.GRAPH_FINISHED, 0)
         elif kind is JobEventKind.FINISHED:
             go_to_finished(fold, JobStatus.FINISHED)
+        elif kind in (JobEventKind.CHECKPOINT_COMPLETED, JobEventKind.CHECKPOINT_FAILED):
+            checkpoint_ended(fold, kind is JobEventKind.CHECKPOINT_COMPLETED)
+            super().on_report(fold, event)  # no rescale trigger outside Executing
         elif kind is JobEventKind.SAVEPOINT_FAILED:
             # A new Executing: the cooldown starts again; no rescale is recorded.
             transition_to(
