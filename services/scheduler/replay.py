@@ -22,6 +22,7 @@ from services.scheduler.core.config import ConfigError
 from services.scheduler.core.driver import Replay, replay
 from services.scheduler.core.effects import Decision, DecisionKind, Effect, RescaleUpdated
 from services.scheduler.core.fold import Defaults, config_of
+from services.scheduler.core.model import JobState
 from services.scheduler.output import dumps, seconds, text
 
 
@@ -84,7 +85,7 @@ def summarize(run: Replay, effects: Sequence[Effect]) -> list[JobSummary]:
         summaries.append(
             JobSummary(
                 job_id,
-                str(job.state.name) if job else "never created",
+                _state(job),
                 outcomes,
                 reasons,
                 job.num_restarts if job else 0,
@@ -93,6 +94,14 @@ def summarize(run: Replay, effects: Sequence[Effect]) -> list[JobSummary]:
             )
         )
     return summaries
+
+
+def _state(job: JobState | None) -> str:
+    """The job's state, with how it ended once Finished (`Finished FAILED`)."""
+    if job is None:
+        return "never created"
+    status = job.state.job_status
+    return f"{job.state.name} {status}" if status is not None else str(job.state.name)
 
 
 def downtime(record: dict[str, Any]) -> int:

@@ -205,6 +205,8 @@ def test_the_fidelity_example_prints_what_flink_does(codec: Codec) -> None:
     assert "Executing -> Finished" in line("graph", "Finished [FAILED]")
     assert not [x for x in lines if " graph " in x and "RESTART_DECIDED" in x]
     assert "Canceling -> Finished" in line("orders", "Finished [CANCELED]")
+    _, summary = run(codec, "--summary", log=log)
+    assert "job graph: Finished FAILED" in summary and "job orders: Finished CANCELED" in summary
     # 7. natural order of ids.
     assert "slots=tm-2#0 tm-9#0 tm-10#0" in line("ordered", "CREATE_EXECUTION_GRAPH")
     # 5. spans and exceptions, in the records.
