@@ -22,7 +22,7 @@ def test_murmur2_matches_kafkas_test_vectors() -> None:
         assert murmur2(data) == expected
 
 
-@settings(deadline=None)  # tests never time anything (the first example imports aiokafka)
+@settings(deadline=None)  # tests never time anything: a busy machine is not a failure
 @given(st.binary(max_size=64), st.integers(1, 64))
 def test_partition_for_matches_aiokafka(key: bytes, partitions: int) -> None:
     from aiokafka.partitioner import murmur2 as aiokafka_murmur2
