@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 import json
 from pathlib import Path
 
@@ -101,7 +102,7 @@ def test_every_evolved_record_only_adds_fields_with_defaults(registry: SchemaReg
     """schemas/README.md's rule 3, for every record with more than one version."""
     for name in registry.names():
         versions = [json.loads(v.text) for v in registry.versions(name)]
-        for older, newer in zip(versions, versions[1:], strict=False):
+        for older, newer in itertools.pairwise(versions):
             old = {f["name"]: f for f in older["fields"]}
             new = {f["name"]: f for f in newer["fields"]}
             assert set(old) <= set(new), f"{name} dropped a field"

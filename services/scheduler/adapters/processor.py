@@ -28,7 +28,7 @@ from services.scheduler.core.effects import (
     RescaleUpdated,
     RuntimeRequest,
 )
-from services.scheduler.core.events import from_record
+from services.scheduler.core.events import Event, from_record
 from services.scheduler.core.fold import Defaults
 from services.scheduler.core.model import JobState
 from services.scheduler.core.serde import dumps, loads
@@ -118,24 +118,9 @@ class Processor:
             return self._dead(message, "SchedulerError", reason)
 
     def _process(self, message: Incoming, stored: Stored | None) -> Outcome:
-        if message.value is None:
-            return self._dead(message, "DecodeError", NO_VALUE)
-        try:
-            decoded = self.codec.decode(message.value, expected=r.INPUT_EVENTS)
-        except DecodeError as error:
-            return self._dead(message, "DecodeError", str(error))
-        event = from_record(decoded.schema, decoded.record)
-        if message.key != event.job_id.encode():
-            reason = f"the key must be the job id {event.job_id!r}, got {shown(message.key)}"
-            return self._dead(message, "KeyMismatch", reason)
-        expected = partition_for(message.key, self.partitions)
-        if message.partition != expected:
-            # A job's events must share one partition or their order is lost.
-            reason = (
-                f"job {event.job_id!r} belongs on partition {expected} (Kafka's murmur2 "
-                f"partitioner), this message is on {message.partition}; fix the producer"
-            )
-            return self._dead(message, "PartitionMismatch", reason)
+        event = self._event_of(message)
+        if isinstance(event, Outcome):
+            return event  # refused: a dead letter
         if stored is not None and message.offset <= stored.offset:
             return Outcome(event.job_id, skipped=True)  # folded before a restart: outputs were sent
         try:
@@ -160,6 +145,28 @@ class Processor:
         if step.job is not None:
             outcome.stored = Stored(message.offset, step.job)
         return outcome
+
+    def _event_of(self, message: Incoming) -> Event | Outcome:
+        """The message's event, or the dead letter saying why it has none."""
+        if message.value is None:
+            return self._dead(message, "DecodeError", NO_VALUE)
+        try:
+            decoded = self.codec.decode(message.value, expected=r.INPUT_EVENTS)
+        except DecodeError as error:
+            return self._dead(message, "DecodeError", str(error))
+        event = from_record(decoded.schema, decoded.record)
+        if message.key != event.job_id.encode():
+            reason = f"the key must be the job id {event.job_id!r}, got {shown(message.key)}"
+            return self._dead(message, "KeyMismatch", reason)
+        expected = partition_for(message.key, self.partitions)
+        if message.partition != expected:
+            # A job's events must share one partition or their order is lost.
+            reason = (
+                f"job {event.job_id!r} belongs on partition {expected} (Kafka's murmur2 "
+                f"partitioner), this message is on {message.partition}; fix the producer"
+            )
+            return self._dead(message, "PartitionMismatch", reason)
+        return event
 
     def _emit(self, effect: Effect, message: Incoming, outcome: Outcome) -> None:
         key = effect.job_id.encode()
