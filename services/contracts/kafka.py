@@ -32,6 +32,10 @@ _TRANSIENT_NAMES = frozenset(
     {
         "NOT_LEADER_FOR_PARTITION",
         "LEADER_NOT_AVAILABLE",
+        "UNKNOWN_LEADER_EPOCH",  # seen while a fresh broker elects its first leaders
+        "FENCED_LEADER_EPOCH",
+        "OFFSET_NOT_AVAILABLE",
+        "NOT_ENOUGH_REPLICAS",
         "UNKNOWN_TOPIC_OR_PART",
         "NOT_COORDINATOR",
         "COORDINATOR_NOT_AVAILABLE",
