@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from services.contracts import Codec, Settings
+from services.contracts import Codec, DecodeError, Settings
 from services.contracts import records as r
 from services.contracts.kafka import ensure_topics
 from services.history.sinklog import committed_files
@@ -150,13 +150,24 @@ class Stack:
         return "\n".join(parts)
 
 
-def replay_log(
-    codec: Codec, topic: str, log: list[Received], defaults: Defaults
-) -> dict[str, dict[str, Any]]:
-    """The latest revision of every rescale the scheduler must write for `log`."""
+@dataclass(frozen=True)
+class Replayed:
+    """What the scheduler must have done with a job-events log."""
+
+    rescales: dict[str, dict[str, Any]]
+    """The latest revision of every rescale record."""
+    dead_letters: dict[tuple[int, int], str]
+    """(partition, offset) -> error class of every input it must dead-letter."""
+    jobs: set[str]
+    """The jobs it accepted."""
+
+
+def replay_log(codec: Codec, topic: str, log: list[Received], defaults: Defaults) -> Replayed:
+    """Fold `log` as the scheduler does: per partition, in offset order."""
     processor = Processor(codec, _topics_of(topic), defaults, clock=lambda: 0.0)
     stored: dict[str, Stored] = {}
     latest: dict[str, dict[str, Any]] = {}
+    dead: dict[tuple[int, int], str] = {}
     for message in sorted(log, key=lambda m: (m.partition, m.offset)):
         incoming = Incoming(topic, message.partition, message.offset, message.key, message.value)
         job = processor.job_of(incoming)
@@ -167,7 +178,9 @@ def replay_log(
             decoded = codec.decode(out.value)
             if decoded.schema == r.RESCALE:
                 latest[decoded.record["rescaleUuid"]] = decoded.record
-    return latest
+            elif decoded.schema == r.DEAD_LETTER:
+                dead[(message.partition, message.offset)] = decoded.record["errorClass"]
+    return Replayed(latest, dead, set(stored))
 
 
 def _topics_of(job_events: str) -> Any:
@@ -177,10 +190,16 @@ def _topics_of(job_events: str) -> Any:
 
 
 def latest_rescales(codec: Codec, received: list[Received]) -> dict[str, dict[str, Any]]:
-    """The latest revision per rescale of the rescales topic (re-sends are byte-identical)."""
+    """The latest revision per rescale of the rescales topic (re-sends are byte-identical);
+    what the history rejects (undecodable, keyed by another job) is not a rescale."""
     latest: dict[str, dict[str, Any]] = {}
     for message in received:
-        record = codec.decode(message.value).record
+        try:
+            record = codec.decode(message.value or b"", expected=frozenset({r.RESCALE})).record
+        except DecodeError:
+            continue
+        if message.key != record["jobId"].encode():
+            continue
         known = latest.get(record["rescaleUuid"])
         if known is None or record["revision"] >= known["revision"]:
             latest[record["rescaleUuid"]] = record

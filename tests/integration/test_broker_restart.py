@@ -117,7 +117,7 @@ def test_the_broker_goes_away_for_30_s_and_everything_resumes(tmp_path: Path, co
             assert producer.flush(60) == 0
 
             snapshot = quiescent_snapshot(settings, timeout=240, alive=alive)
-            expected = replay_log(codec, topics.job_events, snapshot.log, DEFAULTS)
+            expected = replay_log(codec, topics.job_events, snapshot.log, DEFAULTS).rescales
             assert latest_rescales(codec, snapshot.rescales) == expected  # none lost, none made up
             revisions = {rescale: record["revision"] for rescale, record in expected.items()}
             found = wait_history_holds(stack.history_dir, revisions, timeout=180, alive=alive)
