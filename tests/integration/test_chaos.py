@@ -197,8 +197,10 @@ class Inputs:
         elif roll < 0.38 and self.tms[job]:
             tm = self.tms[job].pop(rng.randrange(len(self.tms[job])))
             self.event(TaskManagerLost(job, now, tm, "chaos"), "valid")
-        elif roll < 0.46:
-            kind = rng.choice((JobEventKind.CHECKPOINT_COMPLETED, JobEventKind.TASK_FAILURE))
+        elif roll < 0.46:  # a task failure ends a job without checkpointing (no restarts)
+            kind = rng.choice(
+                (JobEventKind.CHECKPOINT_COMPLETED,) * 4 + (JobEventKind.TASK_FAILURE,)
+            )
             self.event(JobLifecycle(job, now, kind, checkpoint_id=rng.randint(1, 1000)), "valid")
         elif roll < 0.52:
             upper = rng.randint(1, 4)
@@ -222,19 +224,21 @@ class Inputs:
         choice = rng.randrange(7)
         if choice == 0:  # the issue's flood: a second submission with a 20 ms interval
             self.event(JobSubmitted(job, now, job, vertices, 20, ()), "rejected")
-        elif choice == 1:
-            self.event(TaskManagerRegistered(job, now, "none", 0, None), "rejected")
+        elif choice == 1:  # (a finished job ignores what it would refuse while running)
+            self.event(TaskManagerRegistered(job, now, "none", 0, None), "rejected-if-running")
         elif choice == 2:
             ghost = f"ghost-{rng.randint(1, 50)}"
             self.event(TaskManagerRegistered(ghost, now, "tm", 4, None), "rejected")
         elif choice == 3:
-            self.event(RequirementsUpdated(job, now, (Requirement("v", 3, 1),)), "rejected")
+            requirement = (Requirement("v", 3, 1),)
+            self.event(RequirementsUpdated(job, now, requirement), "rejected-if-running")
         elif choice == 4:
             entries = ((c.SCHEDULER_MODE, "REACTIVE"),)
-            self.event(ConfigurationUpdated(job, now, entries), "rejected")
+            self.event(ConfigurationUpdated(job, now, entries), "rejected-if-running")
         elif choice == 5:
             other = rng.choice([j for j in self.jobs if j != job])
-            self.event(JobLifecycle(job, now, JobEventKind.TASK_FAILURE), "wrong-key", key=other)
+            event = JobLifecycle(job, now, JobEventKind.CHECKPOINT_FAILED)
+            self.event(event, "wrong-key", key=other)
         else:  # a producer with another partitioner
             wrong = (partition_for(job.encode(), 6) + rng.randint(1, 5)) % 6
             value = self._valid_event(job, now)
@@ -248,7 +252,7 @@ class Inputs:
             )
 
     def _valid_event(self, job: str, now: int) -> bytes:
-        return self.codec.encode(*to_record(JobLifecycle(job, now, JobEventKind.TASK_FAILURE)))
+        return self.codec.encode(*to_record(JobLifecycle(job, now, JobEventKind.CHECKPOINT_FAILED)))
 
     def _broken(self, topic: str, key: bytes, valid: bytes, replay: bool = True) -> None:
         """Malformed, null, or in the wrong place: every service dead-letters these."""
@@ -421,8 +425,10 @@ def test_chaos(tmp_path: Path, codec: Codec) -> None:
             actuator=("--provisioning-delay", "1", "--creation-delay", "0.2", "--seed", str(seed)),
             history=("--plan-interval", "2", "--provision-grace", "5"),
         )
+        began = time.monotonic()
         stack.start_all()
         failure = f"(chaos seed {seed})"
+        timings = {"start-up": time.monotonic() - began}
 
         def alive() -> None:
             assert all(stack.alive().values()), f"a service stopped {failure}:\n{stack.tails()}"
@@ -450,6 +456,7 @@ def test_chaos(tmp_path: Path, codec: Codec) -> None:
             chaos.join(600)
             assert not chaos.is_alive(), f"the chaos did not end {failure}"
             assert inputs.producer.flush(120) == 0
+            timings["chaos"] = time.monotonic() - start
             _check(
                 codec,
                 settings,
@@ -458,6 +465,7 @@ def test_chaos(tmp_path: Path, codec: Codec) -> None:
                 actions=actions,
                 seed=seed,
                 alive=alive,
+                timings=timings,
             )
         finally:
             stopping.set()
@@ -475,10 +483,13 @@ def _check(
     actions: list[str],
     seed: int,
     alive: Any,
+    timings: dict[str, float],
 ) -> None:
     failure = f"(chaos seed {seed})"
     topics = settings.topics
+    began = time.monotonic()
     snapshot = quiescent_snapshot(settings, timeout=300, alive=alive)
+    timings["scheduler folded all"] = time.monotonic() - began
     replayed = replay_log(codec, topics.job_events, snapshot.log, DEFAULTS)
 
     # The scheduler: exactly the rescales of the replay; the history: the same rows.
@@ -486,6 +497,7 @@ def _check(
     revisions = {uuid: record["revision"] for uuid, record in replayed.rescales.items()}
     rows = wait_history_holds(stack.history_dir, revisions, timeout=240, alive=alive)
     assert rows == revisions, f"history rows != distinct rescales {failure}"
+    timings["history caught up"] = time.monotonic() - began
 
     # Dead letters == bad inputs, repeats dropped by source offset.
     expected: dict[tuple[str, int, int], str] = {
@@ -500,6 +512,7 @@ def _check(
             assert where in expected, f"{item} at {where} is bad, the replay keeps it {failure}"
     letters = _dead_letters(codec, settings, expected, alive)
     assert letters == expected, f"dead letters != bad inputs {failure}"
+    timings["dead letters checked"] = time.monotonic() - began
 
     # Commands: one outcome each; provisioned TaskManagers registered once.
     commands, outcomes = command_ledger(codec, settings)
@@ -548,10 +561,11 @@ def _check(
         "job-events messages": len(snapshot.log),
         "rescales (distinct)": len(replayed.rescales),
         "history rows": len(rows),
-        "commands": len(commands),
+        "commands (distinct ids)": len(set(commands)),
         "outcomes": dict(Counter(o[0]["status"] for o in outcomes.values())),
         "accepted jobs": len(replayed.jobs),
         "max actuator events per job-second": max(rates.values(), default=0),
+        "seconds": {k: round(v) for k, v in timings.items()},
     }
     print("chaos figures:", json.dumps(figures, indent=2))
 
