@@ -44,6 +44,7 @@ from services.actuator.cluster import Action, EmbeddedCluster, Emit, Outcome
 from services.contracts import Codec, DecodeError, Settings
 from services.contracts import records as r
 from services.contracts.deadletters import dead_letter, encode_dead_letter, letter_key, shown
+from services.contracts.events import from_record, to_record
 from services.contracts.kafka import (
     librdkafka_config,
     partition_for,
@@ -51,7 +52,6 @@ from services.contracts.kafka import (
     retry_transient,
 )
 from services.contracts.topics import JOB_EVENTS
-from services.scheduler.core.events import from_record, to_record
 
 NO_VALUE = "no value (a tombstone) where a record was expected"
 WATERMARK_COMMIT_MS = 5_000

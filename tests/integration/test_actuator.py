@@ -17,8 +17,8 @@ from services.contracts import Codec, Settings
 from services.contracts import records as r
 from services.contracts.codec import HEADER_SIZE, MAGIC
 from services.contracts.deadletters import KEY_LIMIT, PAYLOAD_LIMIT
-from services.scheduler.core import config as c
-from services.scheduler.core.events import (
+from services.contracts import jobconfig as c
+from services.contracts.events import (
     JobEventKind,
     JobLifecycle,
     JobSubmitted,

@@ -15,8 +15,8 @@ from confluent_kafka import Producer
 from services.contracts import Codec
 from services.contracts import records as r
 from services.contracts.kafka import producer_config
-from services.scheduler.core import config as c
-from services.scheduler.core.events import (
+from services.contracts import jobconfig as c
+from services.contracts.events import (
     JobSubmitted,
     TaskManagerRegistered,
     VertexSpec,

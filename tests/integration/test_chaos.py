@@ -39,8 +39,8 @@ from services.contracts import records as r
 from services.contracts.codec import HEADER_SIZE, MAGIC
 from services.contracts.kafka import partition_for, producer_config
 from services.localstack.broker import LocalBroker
-from services.scheduler.core import config as c
-from services.scheduler.core.events import (
+from services.contracts import jobconfig as c
+from services.contracts.events import (
     ConfigurationUpdated,
     Event,
     JobEventKind,

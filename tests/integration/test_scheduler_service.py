@@ -17,7 +17,6 @@ from services.contracts import records as r
 from services.contracts.codec import HEADER_SIZE, MAGIC
 from services.contracts.deadletters import PAYLOAD_LIMIT
 from services.contracts.kafka import producer_config
-from services.scheduler.core.events import Event, JobSubmitted, TaskManagerRegistered
 from tests.integration.scheduler_support import (
     SchedulerProcess,
     consume_records,

@@ -18,6 +18,7 @@ from typing import Any
 from services.contracts import Codec, DecodeError, Topics
 from services.contracts import records as r
 from services.contracts.deadletters import dead_letter, encode_dead_letter, letter_key, shown
+from services.contracts.events import Event, from_record
 from services.contracts.kafka import partition_for
 from services.contracts.topics import JOB_EVENTS
 from services.scheduler.core import handle
@@ -28,7 +29,6 @@ from services.scheduler.core.effects import (
     RescaleUpdated,
     RuntimeRequest,
 )
-from services.scheduler.core.events import Event, from_record
 from services.scheduler.core.fold import Defaults
 from services.scheduler.core.model import JobState
 from services.scheduler.core.serde import dumps, loads

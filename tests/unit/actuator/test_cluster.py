@@ -12,7 +12,7 @@ from services.actuator.cluster import (
     Outcome,
     Timing,
 )
-from services.scheduler.core.events import (
+from services.contracts.events import (
     ConfigurationUpdated,
     JobEventKind,
     JobLifecycle,
