@@ -6,6 +6,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import Consumer, Message, Producer
 
@@ -24,7 +25,7 @@ def produce(
     settings: Settings,
     topic: str,
     messages: Iterable[tuple[bytes | None, bytes | None]],
-    headers: list[tuple[str | bytes, bytes | None]] | None = None,
+    headers: Any = None,  # list of (name, value); bytes names too (the stubs say str only)
 ) -> int:
     producer = Producer(producer_config(settings, **{"linger.ms": 5}))
     count = 0
@@ -41,7 +42,7 @@ def produce_located(
     settings: Settings,
     topic: str,
     messages: Iterable[tuple[bytes | None, bytes | None]],
-    headers: list[tuple[str | bytes, bytes | None]] | None = None,
+    headers: Any = None,
 ) -> list[tuple[int, int]]:
     """Produce `messages` in order; return each one's (partition, offset)."""
     producer = Producer(producer_config(settings, **{"linger.ms": 5}))

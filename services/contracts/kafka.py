@@ -197,7 +197,11 @@ def ensure_topics(
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     admin = AdminClient(librdkafka_config(settings))
-    existing = admin.list_topics(timeout=timeout).topics
+    existing = retry_transient(  # a service may start while the broker (re)starts
+        lambda: admin.list_topics(timeout=min(timeout, 10.0)).topics,
+        "the broker's topics",
+        timeout=max(timeout, 120.0),
+    )
     for name, spec in specs.items():
         if name in existing and len(existing[name].partitions) != spec.partitions:
             raise TopicMismatchError(

@@ -14,10 +14,10 @@ import pytest
 
 from services.actuator.cluster import EMBEDDED_CHECKPOINT_IDS
 from services.contracts import Codec, Settings
+from services.contracts import jobconfig as c
 from services.contracts import records as r
 from services.contracts.codec import HEADER_SIZE, MAGIC
 from services.contracts.deadletters import KEY_LIMIT, PAYLOAD_LIMIT
-from services.contracts import jobconfig as c
 from services.contracts.events import (
     JobEventKind,
     JobLifecycle,

@@ -13,15 +13,15 @@ import pytest
 from confluent_kafka import Producer
 
 from services.contracts import Codec
-from services.contracts import records as r
-from services.contracts.kafka import producer_config
 from services.contracts import jobconfig as c
+from services.contracts import records as r
 from services.contracts.events import (
     JobSubmitted,
     TaskManagerRegistered,
     VertexSpec,
     to_record,
 )
+from services.contracts.kafka import producer_config
 from tests.history.support import read_topic
 from tests.integration.robustness_support import (
     Stack,

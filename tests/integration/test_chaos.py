@@ -35,11 +35,9 @@ from confluent_kafka import Producer
 
 from services.actuator.cluster import EMBEDDED_CHECKPOINT_IDS, MIN_CHECKPOINT_INTERVAL_MS
 from services.contracts import Codec, Settings
+from services.contracts import jobconfig as c
 from services.contracts import records as r
 from services.contracts.codec import HEADER_SIZE, MAGIC
-from services.contracts.kafka import partition_for, producer_config
-from services.localstack.broker import LocalBroker
-from services.contracts import jobconfig as c
 from services.contracts.events import (
     ConfigurationUpdated,
     Event,
@@ -53,6 +51,8 @@ from services.contracts.events import (
     VertexSpec,
     to_record,
 )
+from services.contracts.kafka import partition_for, producer_config
+from services.localstack.broker import LocalBroker
 from tests.history.support import read_topic
 from tests.integration.robustness_support import (
     Stack,

@@ -16,6 +16,7 @@ from services.contracts import Codec, Settings
 from services.contracts import records as r
 from services.contracts.codec import HEADER_SIZE, MAGIC
 from services.contracts.deadletters import PAYLOAD_LIMIT
+from services.contracts.events import Event, JobSubmitted, TaskManagerRegistered
 from services.contracts.kafka import producer_config
 from tests.integration.scheduler_support import (
     SchedulerProcess,
