@@ -36,6 +36,7 @@ from typing import Any
 
 from services.contracts import jobconfig as c
 from services.contracts.events import (
+    RUNTIME_CHECKPOINT_IDS,
     ConfigurationUpdated,
     Event,
     JobEventKind,
@@ -46,9 +47,8 @@ from services.contracts.events import (
 
 RELEASED = re.compile(r"released by command (\S+)")
 
-EMBEDDED_CHECKPOINT_IDS = 9_000_000_000_000_000_000
-"""The embedded runtime's checkpoint ids are this + 1, + 2, ...: far above any id a
-producer counts to, below Avro's long limit (9.22e18)."""
+EMBEDDED_CHECKPOINT_IDS = RUNTIME_CHECKPOINT_IDS
+"""The embedded runtime's checkpoint ids are this + 1, + 2, ...: a range of its own."""
 _OWN_CHECKPOINT_SPAN = 10**17
 MIN_CHECKPOINT_INTERVAL_MS = 1_000
 """The embedded runtime checkpoints a job at most once a second, whatever its interval."""
