@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 Progress = Callable[[str], None]
 DEAD_LETTER_QUERY = "dead_letters"
+DEAD_LETTER_QUERY_NAME = f"history_{DEAD_LETTER_QUERY}"
 RESTART_PAUSES = (1.0, 2.0, 5.0, 10.0, 30.0)
 """Seconds before a failed query is started again: the first, second, ... and every later time."""
 
@@ -123,10 +124,13 @@ def query_starters(
         dead_letters(decoded, schemas)
         .writeStream.foreachBatch(DeadLetterWriter(settings, layout.data_dir))
         .option("checkpointLocation", str(layout.checkpoint(DEAD_LETTER_QUERY)))
-        .queryName(f"history_{DEAD_LETTER_QUERY}")
-        .trigger(**trigger)
+        .queryName(DEAD_LETTER_QUERY_NAME)
+        # Runs of what is there, started again and again by `_loop` and awaited at the
+        # end, never stopped in a batch: a foreachBatch callback interrupted by stop()
+        # leaves Spark's stream thread with a StackOverflowError and a traceback.
+        .trigger(availableNow=True)
     )
-    starters[f"history_{DEAD_LETTER_QUERY}"] = letters.start
+    starters[DEAD_LETTER_QUERY_NAME] = letters.start
     return starters
 
 
@@ -236,12 +240,26 @@ def _run(
                 planner.tick(_now_ms())
             progress("drained the rescales topic; stopping")
             return 0
-        _loop(spark, Queries(starters, queries), planner, options.plan_interval_seconds, stop)
+        cycles = {DEAD_LETTER_QUERY_NAME: options.trigger_seconds}
+        _loop(
+            spark, Queries(starters, queries, cycles), planner, options.plan_interval_seconds, stop
+        )
         progress("stopping the streaming queries")
         return 0
     finally:
+        _finish_letters(queries.get(DEAD_LETTER_QUERY_NAME))
         for query in queries.values():
             query.stop()
+
+
+def _finish_letters(query: StreamingQuery | None) -> None:
+    """Let the dead-letter query's run end by itself rather than stop it in a batch."""
+    if query is None or not query.isActive:
+        return
+    try:
+        query.awaitTermination(60)
+    except Exception:  # it failed: stop() below, the next start redoes the batch
+        log.warning("the dead-letter query failed while finishing", exc_info=True)
 
 
 @dataclass
@@ -250,6 +268,7 @@ class Queries:
 
     starters: dict[str, Callable[[], StreamingQuery]]
     running: dict[str, StreamingQuery]
+    cycles: dict[str, float]  # name -> seconds between runs of a query that runs and ends
     failures: dict[str, int] = field(default_factory=dict)
     due: dict[str, float] = field(default_factory=dict)  # name -> monotonic restart time
 
@@ -259,6 +278,9 @@ class Queries:
             if query.isActive or name in self.due:
                 continue
             error = query.exception()
+            if error is None and name in self.cycles:
+                self.due[name] = now + self.cycles[name]  # its run ended: the next one
+                continue
             if error is None:
                 raise HistoryJobError(f"streaming query {name} stopped unexpectedly")
             count = self.failures.get(name, 0)
@@ -269,7 +291,8 @@ class Queries:
         for name in [n for n, at in self.due.items() if at <= now]:
             del self.due[name]
             self.running[name] = self.starters[name]()
-            log.info("streaming query %s restarted from its checkpoint", name)
+            if name not in self.cycles:
+                log.info("streaming query %s restarted from its checkpoint", name)
 
 
 def _loop(

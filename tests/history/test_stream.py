@@ -23,6 +23,7 @@ from services.contracts.codec import MAGIC
 from services.contracts.deadletters import KEY_LIMIT, PAYLOAD_LIMIT
 from services.history import synthetic
 from services.history.decode import RescaleSchemas
+from services.history.job import RunOptions, run
 from services.history.letters import read_metrics
 from services.history.sinklog import committed_files, uncommitted_files
 from services.history.tables import TABLES
@@ -257,7 +258,8 @@ def test_a_dead_letter_the_broker_refuses_is_counted_and_the_history_goes_on(
     history = synthetic.revisions("refused", 0, START, random.Random(3), post=2)
     produce(settings, settings.topics.rescales, [(b"refused", None), *encoded(codec, history)])
     layout = Layout(tmp_path_factory.mktemp("refused"))
-    drain(spark, settings, schemas, layout)
+    options = RunOptions(layout, available_now=True, plan_commands=False)
+    assert run(spark, settings, codec.registry, options, progress=lambda _: None) == 0
     assert views(spark, layout, schemas)["raw_rescales"].count() == len(history)
     assert read_metrics(layout.data_dir)["scalefold_history_dead_letters_failed_total"] == 1
     assert read_topic(settings, settings.topics.dead_letters) == []
