@@ -6,6 +6,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import Consumer, Message, Producer
 
@@ -20,16 +21,61 @@ def unique_settings(base: Settings) -> Settings:
     return settings
 
 
-def produce(settings: Settings, topic: str, messages: Iterable[tuple[bytes | None, bytes]]) -> int:
+def produce(
+    settings: Settings,
+    topic: str,
+    messages: Iterable[tuple[bytes | None, bytes | None]],
+    headers: Any = None,  # list of (name, value); bytes names too (the stubs say str only)
+) -> int:
     producer = Producer(producer_config(settings, **{"linger.ms": 5}))
     count = 0
     for key, value in messages:
-        producer.produce(topic, key=key, value=value)
+        producer.produce(topic, key=key, value=value, headers=headers)
         producer.poll(0)
         count += 1
     remaining = producer.flush(30)
     assert remaining == 0, f"{remaining} messages not delivered"
     return count
+
+
+def produce_located(
+    settings: Settings,
+    topic: str,
+    messages: Iterable[tuple[bytes | None, bytes | None]],
+    headers: Any = None,
+) -> list[tuple[int, int]]:
+    """Produce `messages` in order; return each one's (partition, offset)."""
+    producer = Producer(producer_config(settings, **{"linger.ms": 5}))
+    located: dict[int, tuple[int, int]] = {}
+    for index, (key, value) in enumerate(messages):
+
+        def record(error: object, message: Message, index: int = index) -> None:
+            assert error is None, error
+            located[index] = (message.partition() or 0, message.offset() or 0)
+
+        producer.produce(topic, key=key, value=value, headers=headers, on_delivery=record)
+        producer.poll(0)
+    assert producer.flush(30) == 0
+    return [located[i] for i in range(len(located))]
+
+
+def set_topic_config(settings: Settings, topic: str, **config: str) -> None:
+    """Change a topic's configuration on the broker (e.g. `max.message.bytes`)."""
+    from confluent_kafka.admin import (  # type: ignore[attr-defined]
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+    )
+
+    admin = AdminClient(librdkafka_config(settings))
+    entries = [
+        ConfigEntry(name.replace("_", "."), value, incremental_operation=AlterConfigOpType.SET)
+        for name, value in config.items()
+    ]
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=entries)
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(30)
 
 
 @dataclass(frozen=True)

@@ -1,18 +1,26 @@
 """The embedded cluster: TaskManagers and a job runtime, simulated, event-sourced.
 
-The cluster's state is a function of two topics it observes: `job-events`
-(jobs, TaskManagers, its own reports) and `decisions` (the scheduler's runtime
-requests). It answers the requests of jobs whose scheduler runs with an
-external runtime, after configurable delays, and it applies scaling commands.
-Everything it does comes back as `Action`s (events to produce at a time,
-outcomes to publish); the actuator service executes them. Every action is
-recognisable in the log afterwards, so a restarted cluster that re-reads the
-topics knows what it already did:
+What the cluster knows of a job comes from what the scheduler *accepted*,
+never from raw input it may have refused: the `decisions` topic says which
+jobs were submitted (and their checkpoint interval), which TaskManagers
+registered or were lost, which runtime requests the scheduler made, and when a
+job finished. A second submission, a TaskManager with no slots, or events of a
+job nobody submitted are dead-lettered by the scheduler and leave no trace
+here. Only the cluster's *own* past actions are read back from `job-events`,
+so that a restarted cluster knows what it already did:
 
 - a provisioned TaskManager's id embeds the command id,
 - a released TaskManager's loss reason names the command,
 - a cooldown update carries the command id,
-- a runtime request is answered once its report (or a later request) is in the log.
+- a runtime request is answered once its report (or a later request) is in the log,
+- its own checkpoints carry ids from `EMBEDDED_CHECKPOINT_IDS` up, a range no
+  producer's ids reach, so the two never collide.
+
+It answers the requests of jobs whose scheduler runs with an external runtime,
+after configurable delays, and it applies scaling commands. Everything it does
+comes back as `Action`s (events to produce at a time, outcomes to publish); the
+actuator service executes them. Its simulated work is paced per job (`pace`):
+no input can make it flood the broker.
 
 Time is wall-clock milliseconds, passed in; randomness (fault targets, jitter)
 comes from a seeded generator when asked.
@@ -23,22 +31,30 @@ from __future__ import annotations
 import math
 import random
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from services.contracts import jobconfig as c
 from services.contracts.events import (
+    RUNTIME_CHECKPOINT_IDS,
     ConfigurationUpdated,
     Event,
     JobEventKind,
     JobLifecycle,
-    JobSubmitted,
     TaskManagerLost,
     TaskManagerRegistered,
 )
 from services.contracts.ordering import natural_key
 
 RELEASED = re.compile(r"released by command (\S+)")
+
+EMBEDDED_CHECKPOINT_IDS = RUNTIME_CHECKPOINT_IDS
+"""The embedded runtime's checkpoint ids are this + 1, + 2, ...: a range of its own."""
+_OWN_CHECKPOINT_SPAN = 10**17
+MIN_CHECKPOINT_INTERVAL_MS = 1_000
+"""The embedded runtime checkpoints a job at most once a second, whatever its interval."""
+MAX_SLOTS_PER_COMMAND = 256
+MAX_COOLDOWN_MS = 24 * 3600 * 1000
 
 
 @dataclass(frozen=True)
@@ -51,6 +67,10 @@ class Timing:
     triggered_checkpoint: int = 200
     savepoint: int = 500
     slots_per_taskmanager: int = 1
+    event_gap: int = 50
+    """At least this long between two simulated events of one job (<= 20 per second)."""
+    max_backlog: int = 1_000
+    """A checkpoint is skipped while the job's paced events lag this far behind."""
 
 
 @dataclass(frozen=True)
@@ -90,7 +110,7 @@ class JobRuntime:
     status: str = "none"  # creating, running, cancelling, stopping, cancelled, finished
     answered: str | None = None  # the last request answered, "<graph>/<kind>"
     next_checkpoint: int | None = None
-    checkpoint_id: int = 0
+    checkpoint_id: int = 0  # the last of this runtime's own, counted from EMBEDDED_CHECKPOINT_IDS
     failing_checkpoints: int = 0
     finished: bool = False
 
@@ -107,47 +127,83 @@ class JobRuntime:
 class EmbeddedCluster:
     timing: Timing = Timing()
     seed: int | None = None
-    jobs: dict[str, JobRuntime] = field(default_factory=dict)
+    jobs: dict[str, JobRuntime] = field(default_factory=dict)  # jobs the scheduler accepted
     applied: set[str] = field(default_factory=set)  # command ids seen done in the log
     rng: random.Random = field(init=False)
+    # Read back from the cluster's own events, before or after the job is known:
+    answered: dict[str, str] = field(default_factory=dict)  # job -> "<graph>/<kind>"
+    own_checkpoints: dict[str, int] = field(default_factory=dict)  # job -> last own id
+    manual: dict[str, set[str]] = field(default_factory=dict)  # job -> TaskManagers added here
+    paced_until: dict[str, int] = field(default_factory=dict)  # job -> its next free event slot
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
 
     def job(self, job_id: str) -> JobRuntime:
-        return self.jobs.setdefault(job_id, JobRuntime(job_id))
+        job = self.jobs.get(job_id)
+        if job is None:
+            job = self.jobs[job_id] = JobRuntime(job_id)
+            job.answered = self.answered.get(job_id)
+            job.checkpoint_id = self.own_checkpoints.get(job_id, 0)
+        return job
 
-    # -- observing the log ---------------------------------------------------
+    # -- what the scheduler accepted (the decisions topic) ---------------------
 
-    def observe(self, event: Event) -> None:
-        """Fold one job event into what the cluster knows."""
-        job = self.job(event.job_id)
-        if isinstance(event, JobSubmitted):
-            job.checkpoint_interval = event.checkpoint_interval_ms or None
-        elif isinstance(event, TaskManagerRegistered):
-            job.task_managers[event.task_manager_id] = event.slots
-            if "-cmd-" in event.task_manager_id:
-                self.applied.add(event.task_manager_id.split("-cmd-", 1)[1].rsplit("-", 1)[0])
+    def observe_decision(self, job_id: str, item: dict[str, Any]) -> None:
+        """Fold one item of a SchedulerDecisions record. The scheduler decides only for
+        jobs it accepted, so any decision makes the job known here."""
+        job = self.job(job_id)
+        details = item.get("details") or {}
+        kind = item["kind"]
+        if item["category"] == "RUNTIME_REQUEST":
+            self.observe_request(job_id, kind, item.get("executionGraphId"), details)
+        elif kind == "STATE_TRANSITION" and details.get("target") == "Created":
+            interval = _int(details.get("checkpointIntervalMs"))
+            job.checkpoint_interval = interval if interval and interval > 0 else None
+        elif kind == "STATE_TRANSITION" and details.get("target") == "Finished":
+            job.finished = True
+        elif kind == "RESOURCES_CHANGED" and "taskManager" in details:
+            tm = details["taskManager"]
+            if details.get("change") == "lost":
+                job.task_managers.pop(tm, None)
+            else:
+                job.task_managers[tm] = _int(details.get("taskManagerSlots")) or 1
+
+    # -- the cluster's own actions, read back from job-events -------------------
+
+    def observe_own(self, event: Event) -> None:
+        """Recognise what the cluster itself did before a restart in one job event."""
+        if isinstance(event, TaskManagerRegistered) and "-cmd-" in event.task_manager_id:
+            self.applied.add(event.task_manager_id.split("-cmd-", 1)[1].rsplit("-", 1)[0])
         elif isinstance(event, TaskManagerLost):
-            job.task_managers.pop(event.task_manager_id, None)
             if match := RELEASED.search(event.reason):
                 self.applied.add(match.group(1))
         elif isinstance(event, ConfigurationUpdated) and event.command_id:
             self.applied.add(event.command_id)
         elif isinstance(event, JobLifecycle):
-            self._observe_lifecycle(job, event)
+            self._observe_report(event)
 
-    def _observe_lifecycle(self, job: JobRuntime, event: JobLifecycle) -> None:
-        kind = event.kind
-        if kind is JobEventKind.EXECUTION_GRAPH_CREATED:
-            job.answered = f"{event.execution_graph_id}/CREATE_EXECUTION_GRAPH"
-        elif kind is JobEventKind.EXECUTION_GRAPH_CANCELLED:
-            job.answered = f"{event.execution_graph_id}/CANCEL_EXECUTION_GRAPH"
-            job.status = "cancelled"
-        elif kind is JobEventKind.CHECKPOINT_COMPLETED and event.checkpoint_id is not None:
-            job.checkpoint_id = max(job.checkpoint_id, event.checkpoint_id)
-        elif kind in (JobEventKind.FINISHED, JobEventKind.CANCEL, JobEventKind.SUSPEND):
-            job.finished = kind is JobEventKind.FINISHED or job.finished
+    def _observe_report(self, event: JobLifecycle) -> None:
+        kind, job = event.kind, self.jobs.get(event.job_id)
+        if kind in (JobEventKind.EXECUTION_GRAPH_CREATED, JobEventKind.EXECUTION_GRAPH_CANCELLED):
+            request = (
+                "CREATE_EXECUTION_GRAPH"
+                if kind is JobEventKind.EXECUTION_GRAPH_CREATED
+                else "CANCEL_EXECUTION_GRAPH"
+            )
+            self.answered[event.job_id] = f"{event.execution_graph_id}/{request}"
+            if job is not None:
+                job.answered = self.answered[event.job_id]
+        elif (
+            kind in (JobEventKind.CHECKPOINT_COMPLETED, JobEventKind.CHECKPOINT_FAILED)
+            and event.checkpoint_id is not None
+        ):
+            own = event.checkpoint_id - EMBEDDED_CHECKPOINT_IDS
+            if 0 < own < _OWN_CHECKPOINT_SPAN:
+                last = max(self.own_checkpoints.get(event.job_id, 0), own)
+                self.own_checkpoints[event.job_id] = last
+                if job is not None:
+                    job.checkpoint_id = max(job.checkpoint_id, last)
 
     def observe_request(
         self, job_id: str, kind: str, graph: str | None, details: dict[str, str]
@@ -191,8 +247,16 @@ class EmbeddedCluster:
         return [Emit(due, JobLifecycle(job.job_id, due, kind, execution_graph_id=job.graph))]
 
     def _deployed(self, job: JobRuntime, now: int) -> list[Action]:
-        job.next_checkpoint = now + job.checkpoint_interval if job.checkpoint_interval else None
+        interval = self.interval_of(job)
+        job.next_checkpoint = now + interval if interval else None
         return []
+
+    @staticmethod
+    def interval_of(job: JobRuntime) -> int | None:
+        """The job's checkpoint interval on this runtime: at least once a second."""
+        if not job.checkpoint_interval:
+            return None
+        return max(job.checkpoint_interval, MIN_CHECKPOINT_INTERVAL_MS)
 
     def _cancelled(self, job: JobRuntime, now: int) -> list[Action]:
         due = now + self._jitter(self.timing.cancellation)
@@ -200,6 +264,8 @@ class EmbeddedCluster:
         return [Emit(due, JobLifecycle(job.job_id, due, kind, execution_graph_id=job.graph))]
 
     def _triggered(self, job: JobRuntime, now: int) -> list[Action]:
+        if self._lagging(job.job_id, now):
+            return []  # declined: the job's events lag; a periodic checkpoint follows
         due = now + self.timing.triggered_checkpoint
         return [Emit(due, self._checkpoint(job, due))]
 
@@ -217,34 +283,64 @@ class EmbeddedCluster:
         ]
 
     def checkpoints(self, now: int) -> list[Action]:
-        """Periodic checkpoints of running external jobs that are due."""
+        """Periodic checkpoints of running external jobs that are due; missed ones are
+        skipped, not caught up (a runtime that was away does not checkpoint the past)."""
         actions: list[Action] = []
         for job in self.jobs.values():
+            interval = self.interval_of(job)
             if (
-                job.status == "running"
-                and job.next_checkpoint is not None
-                and job.next_checkpoint <= now
+                job.status != "running"
+                or interval is None
+                or job.next_checkpoint is None
+                or job.next_checkpoint > now
             ):
-                actions.append(
-                    Emit(job.next_checkpoint, self._checkpoint(job, job.next_checkpoint))
-                )
-                job.next_checkpoint += job.checkpoint_interval or 0
+                continue
+            if not self._lagging(job.job_id, now):
+                actions.append(Emit(now, self._checkpoint(job, now)))
+            job.next_checkpoint = max(job.next_checkpoint + interval, now + interval)
         return actions
 
     def _checkpoint(self, job: JobRuntime, at: int) -> JobLifecycle:
         job.checkpoint_id += 1
+        self.own_checkpoints[job.job_id] = job.checkpoint_id
+        checkpoint_id = EMBEDDED_CHECKPOINT_IDS + job.checkpoint_id
         if job.failing_checkpoints > 0:
             job.failing_checkpoints -= 1
             return JobLifecycle(
                 job.job_id,
                 at,
                 JobEventKind.CHECKPOINT_FAILED,
-                checkpoint_id=job.checkpoint_id,
+                checkpoint_id=checkpoint_id,
                 exception="embedded cluster: checkpoint failure injected",
             )
         return JobLifecycle(
-            job.job_id, at, JobEventKind.CHECKPOINT_COMPLETED, checkpoint_id=job.checkpoint_id
+            job.job_id, at, JobEventKind.CHECKPOINT_COMPLETED, checkpoint_id=checkpoint_id
         )
+
+    # -- pacing -----------------------------------------------------------------------
+
+    def pace(self, actions: list[Action], now: int) -> list[Action]:
+        """`actions` with each job's events at least `event_gap` apart, in order; an
+        outcome is due no earlier than the events it reports on."""
+        paced: list[Action] = []
+        latest: dict[str, int] = {}
+        gap = self.timing.event_gap
+        for action in actions:
+            if isinstance(action, Emit):
+                job_id = action.event.job_id
+                due = max(action.due, self.paced_until.get(job_id, 0))
+                self.paced_until[job_id] = due + gap
+                latest[job_id] = max(latest.get(job_id, 0), due)
+                moved: Action = action if due == action.due else Emit(due, _at(action.event, due))
+            else:
+                moved = replace(action, due=max(action.due, latest.get(action.job_id, 0)))
+            paced.append(moved)
+        for job_id in [j for j, until in self.paced_until.items() if until < now]:
+            del self.paced_until[job_id]  # idle jobs: keep the map small
+        return paced
+
+    def _lagging(self, job_id: str, now: int) -> bool:
+        return self.paced_until.get(job_id, 0) > now + self.timing.max_backlog
 
     def _jitter(self, delay: int) -> int:
         return delay if self.seed is None else int(delay * self.rng.uniform(0.8, 1.2))
@@ -263,10 +359,13 @@ class EmbeddedCluster:
         if command_id in self.applied:
             return [outcome(now, "APPLIED", "already applied before a restart")]
         job = self.jobs.get(job_id)
-        if job is None or job.finished:
-            return [
-                outcome(now, "REJECTED", f"job {job_id} is not running on the embedded cluster")
-            ]
+        refusal = (
+            f"job {job_id} is not running on the embedded cluster"
+            if job is None or job.finished
+            else _invalid_amount(action, int(command["amount"]))
+        )
+        if refusal is not None or job is None:
+            return [outcome(now, "REJECTED", refusal or "")]
         if action == "PROVISION_TASK_MANAGERS":
             return self._provision(job, command, now, outcome)
         if action == "RELEASE_TASK_MANAGERS":
@@ -329,16 +428,19 @@ class EmbeddedCluster:
     def add_task_managers(
         self, job_id: str, count: int, slots: int, now: int, prefix: str = "tm"
     ) -> list[Action]:
-        job = self.job(job_id)
-        taken = set(job.task_managers)
+        """Start TaskManagers for a job (the scheduler decides whether they count)."""
+        known = self.jobs.get(job_id)
+        mine = self.manual.setdefault(job_id, set())
+        taken = mine | set(known.task_managers if known else ())
         ids: list[str] = []
         n = 0
-        while len(ids) < count:
+        while len(ids) < max(0, count):
             n += 1
             candidate = f"{job_id}-{prefix}-{n}"
             if candidate not in taken:
                 ids.append(candidate)
                 taken.add(candidate)
+        mine.update(ids)
         return [Emit(now, TaskManagerRegistered(job_id, now, tm, slots, None)) for tm in ids]
 
     def kill_task_manager(self, job_id: str, now: int, tm: str | None = None) -> list[Action]:
@@ -366,7 +468,9 @@ class EmbeddedCluster:
         ]
 
     def fail_checkpoints(self, job_id: str, count: int) -> list[Action]:
-        self.job(job_id).failing_checkpoints += count
+        job = self.jobs.get(job_id)
+        if job is not None:
+            job.failing_checkpoints += max(0, count)
         return []
 
     def snapshot(self) -> dict[str, Any]:
@@ -384,3 +488,25 @@ class EmbeddedCluster:
             }
             for job in sorted(self.jobs.values(), key=lambda j: j.job_id)
         }
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def _at(event: Event, due: int) -> Event:
+    """The event, moved to `due` (its timestamp is when it happens)."""
+    return replace(event, timestamp=due)
+
+
+def _invalid_amount(action: str, amount: int) -> str | None:
+    """Why a command's amount cannot be applied, or None."""
+    if action == "RAISE_COOLDOWN":
+        if not 0 < amount <= MAX_COOLDOWN_MS:
+            return f"a cooldown of {amount} ms is not between 1 ms and {MAX_COOLDOWN_MS} ms"
+    elif not 0 < amount <= MAX_SLOTS_PER_COMMAND:
+        return f"{amount} slots is not between 1 and {MAX_SLOTS_PER_COMMAND} per command"
+    return None

@@ -10,6 +10,12 @@ One loop, one thread (plus the control server's):
 3. Each command is applied once (the cluster recognises its own past actions in
    the log), its outcome published once, and its offset committed only when it
    and every earlier command of its partition are done.
+
+No input stops it: a command or a decisions record it cannot use (no value,
+not the record it expects, keyed by another job) goes to the dead-letter topic
+with the reason; a dead letter the broker refuses is logged and counted. A
+broker that goes away only makes it wait: outputs have no local timeout,
+commits that fail are retried, and the consumers reconnect by themselves.
 """
 
 from __future__ import annotations
@@ -37,8 +43,18 @@ from confluent_kafka import (
 from services.actuator.cluster import Action, EmbeddedCluster, Emit, Outcome
 from services.contracts import Codec, DecodeError, Settings
 from services.contracts import records as r
+from services.contracts.deadletters import dead_letter, encode_dead_letter, letter_key, shown
 from services.contracts.events import from_record, to_record
-from services.contracts.kafka import librdkafka_config, producer_config, retry_transient
+from services.contracts.kafka import (
+    librdkafka_config,
+    partition_for,
+    producer_config,
+    retry_transient,
+)
+from services.contracts.topics import JOB_EVENTS
+
+NO_VALUE = "no value (a tombstone) where a record was expected"
+WATERMARK_COMMIT_MS = 5_000
 
 log = logging.getLogger("scalefold.actuator")
 
@@ -76,6 +92,7 @@ class Metrics:
     requests_answered: int = 0
     events_produced: int = 0
     dead_letters: int = 0
+    dead_letters_failed: int = 0
 
 
 @dataclass
@@ -100,8 +117,19 @@ class CommandLedger:
                 done += 1
             if done:
                 result[partition] = entries[done - 1][0] + 1
-                del entries[:done]
         return result
+
+    def committed(self, offsets: dict[int, int]) -> None:
+        """Forget the finished commands below the committed `offsets`."""
+        for partition, offset in offsets.items():
+            entries = self.pending.get(partition, [])
+            while entries and entries[0][1] and entries[0][0] < offset:
+                entries.pop(0)
+
+    def forget(self, partitions: list[int]) -> None:
+        """Partitions this worker no longer owns: their commands come again from the commit."""
+        for partition in partitions:
+            self.pending.pop(partition, None)
 
 
 class Actuator:
@@ -116,20 +144,34 @@ class Actuator:
         self.settings, self.codec, self.cluster, self.clock = settings, codec, cluster, clock
         self.apply_delay_ms = apply_delay_ms
         self.metrics = Metrics()
-        self.producer = Producer(producer_config(settings, **{"linger.ms": 5}))
+        # No local timeout: while the broker is away, outputs wait for it (see _flush).
+        self.producer = Producer(
+            producer_config(settings, **{"linger.ms": 5, "message.timeout.ms": 0})
+        )
+        self.refused: list[str] = []  # outputs other than dead letters the broker refused
         self.outcomes: set[str] = set()
+        self.in_flight: dict[str, list[list[Any]]] = {}  # command id -> its ledger entries
         self.schedule: list[tuple[int, int, Any]] = []
         self.sequence = itertools.count()
         self.ledger = CommandLedger()
         self.control: queue.Queue[Callable[[int], list[Action]]] = queue.Queue()
         self.seen_decisions: set[tuple[str, int]] = set()
+        # Per decisions partition: offsets below it were checked (bad ones dead-lettered)
+        # by an earlier run, committed in the observer's group.
+        self.checked: dict[int, int] = {}
+        self.observed: dict[int, int] = {}  # decisions partition -> next offset to observe
+        self.checked_at = 0
+        self.commit_warned_at = 0
         self.ready = False
         topics = settings.topics
-        unique = f"{topics.prefix}actuator-observer-{int(time.time() * 1000)}"
         self.observer = Consumer(
             librdkafka_config(
                 settings,
-                **{"group.id": unique, "enable.auto.commit": False, "fetch.wait.max.ms": 50},
+                **{
+                    "group.id": f"{topics.prefix}actuator-observer",  # assigned, never joined
+                    "enable.auto.commit": False,
+                    "fetch.wait.max.ms": 50,
+                },
             )
         )
         self.commands = Consumer(
@@ -151,8 +193,10 @@ class Actuator:
         """Rebuild the cluster and the set of finished commands from the log."""
         topics = self.settings.topics
         for record in self._read_all(topics.command_outcomes):
-            self.outcomes.add(record["commandId"])
+            if "commandId" in record:
+                self.outcomes.add(record["commandId"])
         partitions = self._all_partitions([topics.job_events, topics.decisions])
+        self.checked = self._checked_offsets([p for t, p in partitions if t == topics.decisions])
         self.observer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, p in partitions])
         ends = {(t, p): high_watermark(self.observer, t, p) for t, p in partitions}
         positions = dict.fromkeys(ends, 0)
@@ -163,14 +207,25 @@ class Actuator:
             topic, partition, offset = where(message)
             positions[(topic, partition)] = offset + 1
             self._observe(message, live=False)
+        self._flush()
         self._reconcile()
-        self.commands.subscribe([topics.commands])
+        self.commands.subscribe([topics.commands], on_revoke=self._revoked, on_lost=self._revoked)
         self.ready = True
         log.info(
             "actuator ready: %d jobs on the embedded cluster, %d commands already done",
             len(self.cluster.jobs),
             len(self.outcomes),
         )
+
+    def _checked_offsets(self, partitions: list[int]) -> dict[int, int]:
+        topic = self.settings.topics.decisions
+        committed = retry_transient(
+            lambda: self.observer.committed(
+                [TopicPartition(topic, p) for p in partitions], timeout=10
+            ),
+            f"committed offsets of {topic}",
+        )
+        return {tp.partition: max(tp.offset, 0) for tp in committed}
 
     def _reconcile(self) -> None:
         """Answer what the scheduler asked before the last stop and never got an answer to."""
@@ -188,8 +243,8 @@ class Actuator:
                 self._plan(
                     self.cluster.answer(job.job_id, "CANCEL_EXECUTION_GRAPH", job.graph, now)
                 )
-            elif job.status == "running" and job.checkpoint_interval:
-                job.next_checkpoint = now + job.checkpoint_interval
+            elif job.status == "running" and (interval := self.cluster.interval_of(job)):
+                job.next_checkpoint = now + interval
 
     def _read_all(self, topic: str) -> list[dict[str, Any]]:
         consumer = Consumer(
@@ -214,7 +269,7 @@ class Actuator:
             try:
                 records.append(self.codec.decode(message.value() or b"").record)
             except DecodeError:
-                continue
+                continue  # our own topic: nothing to repair, nobody to tell
         consumer.close()
         return records
 
@@ -256,115 +311,199 @@ class Actuator:
         elif error is not None and error.code() != KafkaError._PARTITION_EOF:
             log.warning("commands consumer: %s", error)
         self._commit()
+        self._commit_checked(now)
+
+    # -- what the cluster observes ---------------------------------------------------
 
     def _observe(self, message: Message, live: bool) -> None:
+        topic, partition, offset = where(message)
+        if topic == self.settings.topics.decisions:
+            self.observed[partition] = offset + 1
+            self._observe_decisions(message, fresh=offset >= self.checked.get(partition, 0))
+            return
+        event = self._own_event(message)
+        if event is not None:
+            self.cluster.observe_own(event)
+
+    def _own_event(self, message: Message) -> Any:
+        """A job event the scheduler may have folded, or None: the scheduler dead-letters
+        the others, and the cluster only looks here for its own past actions."""
         try:
-            decoded = self.codec.decode(message.value() or b"")
-        except DecodeError:
-            return  # not ours to judge: the scheduler dead-letters bad input
-        if decoded.schema in r.INPUT_EVENTS:
-            self.cluster.observe(from_record(decoded.schema, decoded.record))
-        elif decoded.schema == r.SCHEDULER_DECISIONS:
-            self._decisions(decoded.record, live)
+            decoded = self.codec.decode(message.value() or b"", expected=r.INPUT_EVENTS)
+            event = from_record(decoded.schema, decoded.record)
+        except Exception:  # not ours to judge
+            return None
+        key = message.key()
+        if key != event.job_id.encode():
+            return None
+        if message.partition() != partition_for(key, JOB_EVENTS.partitions):
+            return None
+        return event
+
+    def _observe_decisions(self, message: Message, fresh: bool) -> None:
+        """One record of the scheduler's decisions; an unusable one is dead-lettered once
+        per run that sees it first (`fresh`: not checked by an earlier run)."""
+        value = message.value()
+        if value is None:
+            if fresh:
+                self._dead_letter(message, "DecodeError", NO_VALUE)
+            return
+        try:
+            record = self.codec.decode(value, expected=frozenset({r.SCHEDULER_DECISIONS})).record
+        except DecodeError as error:
+            if fresh:
+                self._dead_letter(message, "DecodeError", str(error))
+            return
+        if message.key() != record["jobId"].encode():
+            if fresh:
+                reason = (
+                    f"the key must be the job id {record['jobId']!r}, got {shown(message.key())}"
+                )
+                self._dead_letter(message, "KeyMismatch", reason)
+            return
+        self._decisions(record, live=self.ready)
 
     def _decisions(self, record: dict[str, Any], live: bool) -> None:
         identity = (record["jobId"], record["sourceOffset"])
         if identity in self.seen_decisions:
             return  # re-sent by a restarted scheduler
         self.seen_decisions.add(identity)
+        job_id = record["jobId"]
         for item in record["items"]:
-            if item["category"] != "RUNTIME_REQUEST":
-                continue
-            self.cluster.observe_request(
-                record["jobId"], item["kind"], item["executionGraphId"], item["details"]
-            )
-            if live:
+            self.cluster.observe_decision(job_id, item)
+            if live and item["category"] == "RUNTIME_REQUEST":
                 actions = self.cluster.answer(
-                    record["jobId"], item["kind"], item["executionGraphId"], self.clock()
+                    job_id, item["kind"], item["executionGraphId"], self.clock()
                 )
                 self.metrics.requests_answered += bool(actions)
                 self._plan(actions)
 
+    # -- commands -----------------------------------------------------------------------
+
     def _command(self, message: Message) -> None:
         _, partition, offset = where(message)
         entry = self.ledger.add(partition, offset)
-        try:
-            command = self.codec.decode(
-                message.value() or b"", expected=frozenset({r.SCALING_COMMAND})
-            ).record
-        except DecodeError as error:
-            self._dead_letter(message, str(error))
+        command, error_class, reason = self._usable_command(message)
+        if command is None:
+            self._dead_letter(message, error_class, reason)
             entry[1] = True
             return
         self.metrics.commands += 1
-        if command["commandId"] in self.outcomes:
+        command_id = command["commandId"]
+        if command_id in self.outcomes:
             entry[1] = True  # applied and answered before a restart
             return
-        due = self.clock() + self.apply_delay_ms
-        self._at(due, ("apply", command, entry))
+        if command_id in self.in_flight:
+            self.in_flight[command_id].append(entry)  # delivered again: done with the first
+            return
+        self.in_flight[command_id] = [entry]
+        self._at(self.clock() + self.apply_delay_ms, ("apply", command))
 
-    def _dead_letter(self, message: Message, reason: str) -> None:
-        """An undecodable command, kept with the reason; acknowledged before it is committed."""
+    def _usable_command(self, message: Message) -> tuple[dict[str, Any] | None, str, str]:
+        """The command, or why it cannot be used: (None, error class, reason)."""
+        value = message.value()
+        if value is None:
+            return None, "DecodeError", NO_VALUE
+        try:
+            command = self.codec.decode(value, expected=frozenset({r.SCALING_COMMAND})).record
+        except DecodeError as error:
+            return None, "DecodeError", str(error)
+        if message.key() != command["jobId"].encode():
+            reason = f"the key must be the job id {command['jobId']!r}, got {shown(message.key())}"
+            return None, "KeyMismatch", reason
+        return command, "", ""
+
+    def _revoked(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        self.ledger.forget([tp.partition for tp in partitions])
+
+    # -- dead letters ---------------------------------------------------------------------
+
+    def _dead_letter(self, message: Message, error_class: str, reason: str) -> None:
+        """An input the actuator cannot use, kept with the reason; written (or given up
+        on, logged and counted) before its offset can be committed."""
         topic, partition, offset = where(message)
-        record = {
-            "sourceTopic": topic,
-            "sourcePartition": partition,
-            "sourceOffset": offset,
-            "key": message.key(),
-            "payload": message.value(),
-            "errorClass": "DecodeError",
-            "errorMessage": reason,
-            "service": "actuator",
-            "timestampMillis": self.clock(),
-        }
-        self.producer.produce(
-            self.settings.topics.dead_letters,
-            key=message.key() or b"",
-            value=self.codec.encode(r.DEAD_LETTER, record),
+        record = dead_letter(
+            topic=topic,
+            partition=partition,
+            offset=offset,
+            key=message.key(),
+            value=message.value(),
+            error_class=error_class,
+            reason=reason,
+            service="actuator",
+            at_ms=self.clock(),
         )
-        if self.producer.flush(30):
-            raise ActuatorError("the dead-letter topic did not acknowledge a dead letter")
+        self._produce(
+            self.settings.topics.dead_letters,
+            letter_key(message.key()),
+            encode_dead_letter(self.codec, record),
+        )
+        self._flush()
         self.metrics.dead_letters += 1
         log.warning(
-            "command at %s[%d]@%d is not a ScalingCommand; dead-lettered: %s",
-            topic,
-            partition,
-            offset,
-            reason,
+            "%s[%d]@%d dead-lettered (%s): %s", topic, partition, offset, error_class, reason
         )
+
+    def _produce(self, topic: str, key: bytes, value: bytes) -> None:
+        while True:
+            try:
+                self.producer.produce(topic, key=key, value=value, on_delivery=self._delivered)
+                return
+            except BufferError:  # the local queue is full: let librdkafka send some
+                self.producer.poll(0.1)
+
+    def _delivered(self, error: Any, message: Any) -> None:
+        if error is None:
+            return
+        if message.topic() == self.settings.topics.dead_letters:
+            self.metrics.dead_letters_failed += 1
+            log.error("a dead letter could not be written, dropped: %s", error)
+        else:
+            self.refused.append(f"{message.topic()}: {error}")
+
+    def _flush(self) -> None:
+        """Wait until the broker has every output; as long as it takes it to come back."""
+        waited = 0
+        while remaining := self.producer.flush(10):
+            waited += 10
+            log.warning("%d outputs still wait for the broker after %d s", remaining, waited)
+        if self.refused:
+            raise ActuatorError(f"the broker refused outputs: {self.refused[:3]}")
+
+    # -- doing things at their time ---------------------------------------------------------
 
     def _run_due(self, now: int) -> None:
         produced = False
         while self.schedule and self.schedule[0][0] <= now:
             _, _, task = heapq.heappop(self.schedule)
             if task[0] == "apply":
-                self._plan(self.cluster.apply(task[1], self.clock()), entry=task[2])
+                self._plan(self.cluster.apply(task[1], self.clock()))
             elif task[0] == "call":
                 self._plan(task[1](self.clock()))
             elif task[0] == "emit":
                 event = task[1].event
-                self.producer.produce(
+                self._produce(
                     self.settings.topics.job_events,
-                    key=event.job_id.encode(),
-                    value=self.codec.encode(*to_record(event)),
+                    event.job_id.encode(),
+                    self.codec.encode(*to_record(event)),
                 )
                 self.metrics.events_produced += 1
                 produced = True
             else:
-                self._publish(task[1], task[2])
+                self._publish(task[1])
                 produced = False
         if produced:
-            self.producer.flush(30)
+            self._flush()
 
-    def _plan(self, actions: list[Action], entry: list[Any] | None = None) -> None:
-        for action in actions:
+    def _plan(self, actions: list[Action]) -> None:
+        for action in self.cluster.pace(actions, self.clock()):
             if isinstance(action, Emit):
                 self._at(action.due, ("emit", action))
             else:
-                self._at(action.due, ("outcome", action, entry))
+                self._at(action.due, ("outcome", action))
 
-    def _publish(self, outcome: Outcome, entry: list[Any] | None) -> None:
-        self.producer.flush(30)  # the events an outcome reports on are out first
+    def _publish(self, outcome: Outcome) -> None:
+        self._flush()  # the events an outcome reports on are out first
         if outcome.command_id not in self.outcomes:
             record = {
                 "commandId": outcome.command_id,
@@ -376,12 +515,12 @@ class Actuator:
                 "completedAtMillis": self.clock(),
                 "details": dict(outcome.details),
             }
-            self.producer.produce(
+            self._produce(
                 self.settings.topics.command_outcomes,
-                key=outcome.command_id.encode(),
-                value=self.codec.encode(r.COMMAND_OUTCOME, record),
+                outcome.command_id.encode(),
+                self.codec.encode(r.COMMAND_OUTCOME, record),
             )
-            self.producer.flush(30)
+            self._flush()
             self.outcomes.add(outcome.command_id)
             self.metrics.applied += outcome.status == "APPLIED"
             self.metrics.rejected += outcome.status != "APPLIED"
@@ -393,7 +532,7 @@ class Actuator:
                 outcome.status,
                 outcome.message,
             )
-        if entry is not None:
+        for entry in self.in_flight.pop(outcome.command_id, []):
             entry[1] = True
 
     def later(self, due: int, operation: Callable[[int], list[Action]]) -> None:
@@ -403,17 +542,41 @@ class Actuator:
     def _at(self, due: int, task: Any) -> None:
         heapq.heappush(self.schedule, (due, next(self.sequence), task))
 
+    # -- commits ---------------------------------------------------------------------------
+
     def _commit(self) -> None:
         offsets = self.ledger.committable()
-        if offsets:
-            topic = self.settings.topics.commands
+        if not offsets:
+            return
+        topic = self.settings.topics.commands
+        try:
             self.commands.commit(
                 offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()],
                 asynchronous=False,
             )
+        except KafkaException as error:  # the broker away, a rebalance: retried next step
+            if self.clock() - self.commit_warned_at > 10_000:
+                self.commit_warned_at = self.clock()
+                log.warning("committing commands failed, retrying: %s", error)
+            return
+        self.ledger.committed(offsets)
+
+    def _commit_checked(self, now: int, force: bool = False) -> None:
+        """Remember how far the decisions were checked, so a restart does not dead-letter
+        the same bad records again (at-least-once: a crash may still repeat a few)."""
+        if not self.observed or (not force and now - self.checked_at < WATERMARK_COMMIT_MS):
+            return
+        self.checked_at = now
+        topic = self.settings.topics.decisions
+        offsets = [TopicPartition(topic, p, o) for p, o in self.observed.items()]
+        try:
+            self.observer.commit(offsets=offsets, asynchronous=True)
+        except KafkaException as error:
+            log.debug("committing the checked decisions failed, retrying: %s", error)
 
     def close(self) -> None:
-        self.producer.flush(30)
+        self._flush()
+        self._commit_checked(self.clock(), force=True)
         self.observer.close()
         self.commands.close()
 

@@ -85,6 +85,11 @@ class TaskManagerLost:
     reason: str
 
 
+RUNTIME_CHECKPOINT_IDS = 9_000_000_000_000_000_000
+"""Checkpoint ids from here up (to Avro's long limit, 9.22e18) belong to the embedded
+runtime (the actuator): its ids never collide with a producer's, which stay below."""
+
+
 @dataclass(frozen=True)
 class JobLifecycle:
     job_id: str

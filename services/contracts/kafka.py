@@ -32,6 +32,10 @@ _TRANSIENT_NAMES = frozenset(
     {
         "NOT_LEADER_FOR_PARTITION",
         "LEADER_NOT_AVAILABLE",
+        "UNKNOWN_LEADER_EPOCH",  # seen while a fresh broker elects its first leaders
+        "FENCED_LEADER_EPOCH",
+        "OFFSET_NOT_AVAILABLE",
+        "NOT_ENOUGH_REPLICAS",
         "UNKNOWN_TOPIC_OR_PART",
         "NOT_COORDINATOR",
         "COORDINATOR_NOT_AVAILABLE",
@@ -193,7 +197,11 @@ def ensure_topics(
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     admin = AdminClient(librdkafka_config(settings))
-    existing = admin.list_topics(timeout=timeout).topics
+    existing = retry_transient(  # a service may start while the broker (re)starts
+        lambda: admin.list_topics(timeout=min(timeout, 10.0)).topics,
+        "the broker's topics",
+        timeout=max(timeout, 120.0),
+    )
     for name, spec in specs.items():
         if name in existing and len(existing[name].partitions) != spec.partitions:
             raise TopicMismatchError(

@@ -3,13 +3,16 @@
 The commands topic is its own ledger: at start the history service reads it
 from the beginning and remembers every id it finds (per job); afterwards it
 adds an id only once the broker has acknowledged it (idempotent producer,
-acks=all, flushed). A restarted service therefore never re-sends a command,
-and a command whose delivery failed is tried again on the next planner tick.
+acks=all). A restarted service therefore never re-sends a command, and a
+command whose delivery failed is tried again on the next planner tick. While
+the broker is away a command stays in flight (no local timeout) and is not
+sent again; it counts as issued once the broker acknowledges it.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -62,16 +65,23 @@ def read_issued(settings: Settings, codec: Codec, timeout: float = 30.0) -> Issu
     )
     issued = IssuedCommands()
     try:
-        metadata = consumer.list_topics(topic, timeout=timeout).topics[topic]
+        metadata = retry_transient(
+            lambda: consumer.list_topics(topic, timeout=timeout).topics[topic],
+            f"partitions of {topic}",
+            timeout=600,
+        )
         if metadata.error is not None:
             raise CommandSendError(f"cannot read {topic}: {metadata.error}")
         ends = _end_offsets(consumer, topic, list(metadata.partitions), timeout)
         pending = {p for p, end in ends.items() if end > 0}
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in pending])
+        deadline = time.monotonic() + 600  # the broker may be restarting
         while pending:
-            message = consumer.poll(timeout)
+            message = consumer.poll(1.0)
             if message is None:
-                raise CommandSendError(f"timed out reading {topic} up to offsets {ends}")
+                if time.monotonic() > deadline:
+                    raise CommandSendError(f"timed out reading {topic} up to offsets {ends}")
+                continue
             error = message.error()
             if error is not None:
                 if error.code() == KafkaError._PARTITION_EOF:
@@ -95,7 +105,7 @@ def _end_offsets(
             for p in partitions
         }
 
-    return retry_transient(ends, f"end offsets of {topic}", timeout)
+    return retry_transient(ends, f"end offsets of {topic}", 600)
 
 
 def _remember(issued: IssuedCommands, codec: Codec, value: bytes | None, topic: str) -> None:
@@ -108,7 +118,7 @@ def _remember(issued: IssuedCommands, codec: Codec, value: bytes | None, topic: 
 
 
 class CommandSender:
-    """An idempotent producer of `ScalingCommand`s that skips ids already issued."""
+    """An idempotent producer of `ScalingCommand`s that skips ids already issued or in flight."""
 
     def __init__(self, settings: Settings, codec: Codec, issued: IssuedCommands) -> None:
         from confluent_kafka import Producer
@@ -116,19 +126,27 @@ class CommandSender:
         self._topic = settings.topics.commands
         self._codec = codec
         self.issued = issued
+        self.in_flight: set[str] = set()
         self._producer = Producer(
-            librdkafka_config(settings, **{"enable.idempotence": True, "acks": "all"})
+            librdkafka_config(
+                settings,
+                **{"enable.idempotence": True, "acks": "all", "message.timeout.ms": 0},
+            )
         )
 
     def send(self, commands: Iterable[Command], timeout: float = 30.0) -> list[Command]:
         """Send the commands not issued yet; return those the broker acknowledged."""
-        fresh = [c for c in commands if c not in self.issued]
+        fresh = [
+            c for c in commands if c not in self.issued and c["commandId"] not in self.in_flight
+        ]
         delivered: list[Command] = []
         failures: list[str] = []
 
         def on_delivery(command: Command) -> Any:
             def callback(error: Any, _message: Any) -> None:
+                self.in_flight.discard(command["commandId"])
                 if error is None:
+                    self.issued.add(command["jobId"], command["commandId"])
                     delivered.append(command)
                 else:
                     failures.append(f"{command['commandId']}: {error}")
@@ -138,15 +156,14 @@ class CommandSender:
         for command in fresh:
             value = self._codec.encode(r.SCALING_COMMAND, command)
             key = command["jobId"].encode()
+            self.in_flight.add(command["commandId"])
             self._producer.produce(
                 self._topic, key=key, value=value, on_delivery=on_delivery(command)
             )
         remaining = self._producer.flush(timeout)
-        for command in delivered:
-            self.issued.add(command["jobId"], command["commandId"])
         if failures or remaining:
             raise CommandSendError(
                 f"{len(failures) + remaining} of {len(fresh)} commands not acknowledged: "
-                + "; ".join(failures or ["flush timed out"])
+                + "; ".join(failures or ["still waiting for the broker"])
             )
         return delivered

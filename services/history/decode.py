@@ -14,9 +14,14 @@ reject is rejected here too, with the same reason:
 - trailing bytes after the body. `from_avro` ignores them, so the record is
   re-encoded with its writer schema and the lengths compared.
 
+A record that decodes but is keyed by something other than its job id is
+rejected too (`KeyMismatch`): the scheduler writes every rescale keyed by its
+job, so anything else came from elsewhere.
+
 Rejected records become `DeadLetter` messages (same codec, written with
-`to_avro`) instead of failing the query: a poison message must not stop the
-history (STYLE.md, "Three kinds of bad input").
+`to_avro`, cut to the limits of `services/contracts/deadletters.py`) instead
+of failing the query: a poison message must not stop the history (STYLE.md,
+"Three kinds of bad input").
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from services.contracts import records
 from services.contracts.codec import HEADER_SIZE, MAGIC
+from services.contracts.deadletters import KEY_LIMIT, PAYLOAD_LIMIT, REASON_LIMIT
 from services.contracts.schemas import SchemaRegistry, SchemaVersion
 
 if TYPE_CHECKING:
@@ -36,6 +42,8 @@ RECORD = "rescale"
 """The decoded struct column (the newest Rescale schema); meaningless when rejected."""
 ERROR = "decode_error"
 """Why a record was rejected, null when it decoded."""
+ERROR_CLASS = "error_class"
+"""`DecodeError` or `KeyMismatch` for a rejected record, null when it decoded."""
 WRITER_VERSION = "writer_version"
 SERVICE = "history"
 
@@ -98,8 +106,35 @@ def decode(raw: DataFrame, schemas: RescaleSchemas) -> DataFrame:
     once = F.explode(F.array(F.when(framed, _from_avro(fingerprint, schemas))))
     parsed = raw.select("*", once.alias("_parsed"))
     parsed = parsed.withColumn(WRITER_VERSION, _writer_version(fingerprint, schemas))
-    return parsed.withColumn(ERROR, _error(schemas, fingerprint)).withColumnRenamed(
-        "_parsed", RECORD
+    parsed = parsed.withColumn("_decode_error", _error(schemas, fingerprint))
+    key_error = _key_error()
+    return (
+        parsed.withColumn(ERROR, F.coalesce(F.col("_decode_error"), key_error))
+        .withColumn(
+            ERROR_CLASS,
+            F.when(F.col("_decode_error").isNotNull(), F.lit("DecodeError")).when(
+                key_error.isNotNull(), F.lit("KeyMismatch")
+            ),
+        )
+        .drop("_decode_error")
+        .withColumnRenamed("_parsed", RECORD)
+    )
+
+
+def _key_error() -> Column:
+    """Why a decoded record's key is not its job id, or null."""
+    from pyspark.sql import functions as F
+
+    job = F.col("_parsed.jobId")
+    expected = F.encode(job, "UTF-8")
+    # Hex, never decode(): Spark 4 raises on bytes that are not UTF-8.
+    shown = F.when(F.col("key").isNull(), F.lit("no key")).otherwise(
+        F.concat(F.lit("0x"), F.lower(F.hex(F.substring("key", 1, 32))))
+    )
+    wrong = F.col("key").isNull() | (F.col("key") != expected)
+    return F.when(
+        job.isNotNull() & wrong,
+        F.concat(F.lit("the key must be the job id '"), job, F.lit("', got "), shown),
     )
 
 
@@ -207,25 +242,35 @@ def dead_letters(decoded: DataFrame, schemas: RescaleSchemas) -> DataFrame:
     """The rejected records of `decoded` as `DeadLetter` messages: binary `key` and `value`.
 
     The key is the source key, as the dead-letter topic's spec says; the payload
-    keeps the original bytes so the record can be repaired and re-sent.
+    keeps the original bytes so the record can be repaired and re-sent, cut
+    (with a flag) where the broker would refuse the dead letter otherwise.
     """
     from pyspark.sql import functions as F
     from pyspark.sql.avro.functions import to_avro
 
+    value, key, reason = F.col("value"), F.col("key"), F.col(ERROR)
+    note = F.format_string("... (%d characters, cut)", F.length(reason))
+    message = F.when(F.length(reason) <= REASON_LIMIT, reason).otherwise(
+        F.concat(F.substring(reason, 1, REASON_LIMIT - 40), note)
+    )
     letter = F.struct(
         F.col("topic").alias("sourceTopic"),
         F.col("partition").alias("sourcePartition"),
         F.col("offset").alias("sourceOffset"),
-        F.col("key").alias("key"),
-        F.coalesce(F.col("value"), F.lit(b"")).alias("payload"),
-        F.lit("DecodeError").alias("errorClass"),
-        F.col(ERROR).alias("errorMessage"),
+        F.substring(key, 1, KEY_LIMIT).alias("key"),
+        F.coalesce(F.substring(value, 1, PAYLOAD_LIMIT), F.lit(b"")).alias("payload"),
+        F.col(ERROR_CLASS).alias("errorClass"),
+        message.alias("errorMessage"),
         F.lit(SERVICE).alias("service"),
         F.unix_millis(F.current_timestamp()).alias("timestampMillis"),
+        value.isNull().alias("payloadNull"),
+        F.coalesce(F.length(value) > PAYLOAD_LIMIT, F.lit(False)).alias("payloadTruncated"),
+        F.coalesce(F.length(value), F.lit(0)).cast("long").alias("payloadSize"),
+        F.coalesce(F.length(key) > KEY_LIMIT, F.lit(False)).alias("keyTruncated"),
     )
     header = F.lit(MAGIC + schemas.dead_letter.fingerprint)
     return decoded.where(F.col(ERROR).isNotNull()).select(
-        F.col("key"),
+        F.substring(key, 1, KEY_LIMIT).alias("key"),
         F.concat(header, to_avro(letter, schemas.dead_letter.text)).alias("value"),
     )
 

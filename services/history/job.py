@@ -2,9 +2,14 @@
 
 One Structured Streaming query per table (exactly-once Parquet file sink, its
 own checkpoint), plus one query that writes rejected records to the
-dead-letter topic (Spark's Kafka sink is at-least-once: after a crash a dead
-letter may appear twice). Every query reads the rescales topic itself: that is
-the price of one checkpoint per table, and it keeps the tables independent.
+dead-letter topic (`letters.DeadLetterWriter`; at-least-once: after a crash a
+dead letter may appear twice). Every query reads the rescales topic itself:
+that is the price of one checkpoint per table, and it keeps the tables
+independent.
+
+A query that fails (the broker away longer than the Kafka source's retries,
+say) is started again from its checkpoint, with a growing pause, while the
+others go on: the service resumes by itself and loses or repeats nothing.
 
 Next to the queries, the planner runs every `plan_interval_seconds` on the
 committed tables, with the wall clock passed in as data.
@@ -28,6 +33,7 @@ from services.contracts.kafka import spark_kafka_options
 from services.history import aggregates
 from services.history.commands import CommandSender, CommandSendError, read_issued
 from services.history.decode import RescaleSchemas, dead_letters, decode, valid
+from services.history.letters import DeadLetterWriter
 from services.history.planner import PlannerConfig, plan
 from services.history.sinklog import remove_uncommitted
 from services.history.tables import PARTITION_COLUMN, TABLES
@@ -41,6 +47,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 Progress = Callable[[str], None]
 DEAD_LETTER_QUERY = "dead_letters"
+DEAD_LETTER_QUERY_NAME = f"history_{DEAD_LETTER_QUERY}"
+RESTART_PAUSES = (1.0, 2.0, 5.0, 10.0, 30.0)
+"""Seconds before a failed query is started again: the first, second, ... and every later time."""
 
 
 @dataclass(frozen=True)
@@ -59,12 +68,18 @@ class HistoryJobError(RuntimeError):
 
 
 def kafka_source(spark: SparkSession, settings: Settings) -> DataFrame:
-    """The rescales topic from its beginning; offsets lost to retention are skipped."""
+    """The rescales topic from its beginning; offsets lost to retention are skipped.
+
+    Asking for offsets is retried for about a minute (Spark's default: 3 times a
+    second apart), so a broker restart does not fail the query at all.
+    """
     options = {
         **spark_kafka_options(settings),
         "subscribe": settings.topics.rescales,
         "startingOffsets": "earliest",
         "failOnDataLoss": "false",
+        "fetchOffset.numRetries": "60",
+        "fetchOffset.retryIntervalMs": "1000",
     }
     return spark.readStream.format("kafka").options(**options).load()
 
@@ -79,36 +94,44 @@ def start_queries(
     spark: SparkSession, settings: Settings, schemas: RescaleSchemas, options: RunOptions
 ) -> list[StreamingQuery]:
     """Start the table queries and the dead-letter query; return them all."""
+    return [start() for start in query_starters(spark, settings, schemas, options).values()]
+
+
+def query_starters(
+    spark: SparkSession, settings: Settings, schemas: RescaleSchemas, options: RunOptions
+) -> dict[str, Callable[[], StreamingQuery]]:
+    """Per query name, what starts it (again, from its checkpoint)."""
     layout, trigger = options.layout, _trigger(options)
     # One decoded frame for every query: Spark analyses the large Avro expressions once;
     # each started query still gets its own Kafka source and checkpointed offsets.
     decoded = decode(kafka_source(spark, settings), schemas)
-    queries = []
+    starters: dict[str, Callable[[], StreamingQuery]] = {}
     for table, transform in TABLES.items():
         removed = remove_uncommitted(layout.table(table))
         if removed:
             log.warning("removed %d uncommitted files of %s (a crashed batch)", len(removed), table)
-        frame = transform(valid(decoded))
         writer = (
-            frame.writeStream.format("parquet")
+            transform(valid(decoded))
+            .writeStream.format("parquet")
             .option("path", str(layout.table(table)))
             .option("checkpointLocation", str(layout.checkpoint(table)))
             .partitionBy(PARTITION_COLUMN)
             .queryName(f"history_{table}")
             .trigger(**trigger)
         )
-        queries.append(writer.start())
-    letters = dead_letters(decoded, schemas)
-    queries.append(
-        letters.writeStream.format("kafka")
-        .options(**spark_kafka_options(settings))
-        .option("topic", settings.topics.dead_letters)
+        starters[f"history_{table}"] = writer.start
+    letters = (
+        dead_letters(decoded, schemas)
+        .writeStream.foreachBatch(DeadLetterWriter(settings, layout.data_dir))
         .option("checkpointLocation", str(layout.checkpoint(DEAD_LETTER_QUERY)))
-        .queryName(f"history_{DEAD_LETTER_QUERY}")
-        .trigger(**trigger)
-        .start()
+        .queryName(DEAD_LETTER_QUERY_NAME)
+        # Runs of what is there, started again and again by `_loop` and awaited at the
+        # end, never stopped in a batch: a foreachBatch callback interrupted by stop()
+        # leaves Spark's stream thread with a StackOverflowError and a traceback.
+        .trigger(availableNow=True)
     )
-    return queries
+    starters[DEAD_LETTER_QUERY_NAME] = letters.start
+    return starters
 
 
 class PlannerLoop:
@@ -205,38 +228,91 @@ def _run(
     planner = PlannerLoop(spark, settings, registry, options) if options.plan_commands else None
     if planner is not None:
         progress(f"{len(planner.sender.issued)} commands already issued")
-    queries = start_queries(spark, settings, RescaleSchemas.of(registry), options)
+    starters = query_starters(spark, settings, RescaleSchemas.of(registry), options)
+    queries = {name: start() for name, start in starters.items()}
     progress(f"{len(queries)} streaming queries started, writing to {options.layout.data_dir}")
     try:
         if options.available_now:
-            for query in queries:
+            for query in queries.values():
                 query.awaitTermination()
-            _check(queries)
+            _check(list(queries.values()))
             if planner is not None:
                 planner.tick(_now_ms())
             progress("drained the rescales topic; stopping")
             return 0
-        _loop(spark, queries, planner, options.plan_interval_seconds, stop)
+        cycles = {DEAD_LETTER_QUERY_NAME: options.trigger_seconds}
+        _loop(
+            spark, Queries(starters, queries, cycles), planner, options.plan_interval_seconds, stop
+        )
         progress("stopping the streaming queries")
         return 0
     finally:
-        for query in queries:
+        _finish_letters(queries.get(DEAD_LETTER_QUERY_NAME))
+        for query in queries.values():
             query.stop()
+
+
+def _finish_letters(query: StreamingQuery | None) -> None:
+    """Let the dead-letter query's run end by itself rather than stop it in a batch."""
+    if query is None or not query.isActive:
+        return
+    try:
+        query.awaitTermination(60)
+    except Exception:  # it failed: stop() below, the next start redoes the batch
+        log.warning("the dead-letter query failed while finishing", exc_info=True)
+
+
+@dataclass
+class Queries:
+    """The running queries, and how to start each again when it fails."""
+
+    starters: dict[str, Callable[[], StreamingQuery]]
+    running: dict[str, StreamingQuery]
+    cycles: dict[str, float]  # name -> seconds between runs of a query that runs and ends
+    failures: dict[str, int] = field(default_factory=dict)
+    due: dict[str, float] = field(default_factory=dict)  # name -> monotonic restart time
+
+    def revive(self, now: float) -> None:
+        """Schedule every failed query for a restart, and restart those that are due."""
+        for name, query in self.running.items():
+            if query.isActive or name in self.due:
+                continue
+            error = query.exception()
+            if error is None and name in self.cycles:
+                self.due[name] = now + self.cycles[name]  # its run ended: the next one
+                continue
+            if error is None:
+                raise HistoryJobError(f"streaming query {name} stopped unexpectedly")
+            count = self.failures.get(name, 0)
+            pause = RESTART_PAUSES[min(count, len(RESTART_PAUSES) - 1)]
+            self.failures[name] = count + 1
+            self.due[name] = now + pause
+            log.warning("streaming query %s failed; restarting in %.0f s: %s", name, pause, error)
+        for name in [n for n, at in self.due.items() if at <= now]:
+            del self.due[name]
+            self.running[name] = self.starters[name]()
+            if name not in self.cycles:
+                log.info("streaming query %s restarted from its checkpoint", name)
 
 
 def _loop(
     spark: SparkSession,
-    queries: list[StreamingQuery],
+    queries: Queries,
     planner: PlannerLoop | None,
     interval: int,
     stop: threading.Event,
 ) -> None:
-    """Watch the queries every second and run the planner every `interval` s, until `stop`."""
+    """Watch the queries every second (restarting failed ones) and run the planner every
+    `interval` s, until `stop`."""
     next_tick = time.monotonic() + interval
     while not stop.is_set():
-        if spark.streams.awaitAnyTermination(1):
-            _check(queries)
-            raise HistoryJobError("a streaming query stopped unexpectedly")
+        try:
+            terminated = spark.streams.awaitAnyTermination(1)
+        except Exception:  # it raises the exception a query failed with
+            terminated = True
+        if terminated or queries.due:
+            spark.streams.resetTerminated()
+            queries.revive(time.monotonic())
         if planner is None or time.monotonic() < next_tick:
             continue
         next_tick = time.monotonic() + interval

@@ -202,6 +202,9 @@ def _free_port() -> int:
 
 def _port_free(port: int) -> bool:
     with socket.socket() as sock:
+        # As the broker binds (Java sets SO_REUSEADDR): connections of a broker that
+        # just stopped linger in TIME_WAIT on its port, and must not make it look taken.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
         except OSError:

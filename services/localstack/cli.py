@@ -34,7 +34,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "the scheduler service, the actuator with the embedded cluster, and the history "
         "service (Spark). Web endpoints on 127.0.0.1 only. Idempotent.",
     )
-    up.add_argument("--fresh", action="store_true", help="discard the stack's earlier data")
+    up.add_argument(
+        "--fresh",
+        action="store_true",
+        help="discard the earlier run: broker data, history tables and checkpoints, the "
+        "scheduler's data, logs",
+    )
     up.add_argument("--broker-only", action="store_true", help="start no service")
     up.add_argument("--run-dir", default=str(RUN_ROOT / "local"))
     up.set_defaults(handler=_up)
@@ -42,6 +47,18 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     down = verbs.add_parser("down", help="stop everything `up` started")
     down.add_argument("--run-dir", default=str(RUN_ROOT / "local"))
     down.set_defaults(handler=_down)
+
+    restart = verbs.add_parser(
+        "restart",
+        help="restart one service of the running stack (SIGTERM, then start it again)",
+        description="Stop one service of RUN_DIR (SIGTERM, SIGKILL after 30 s) and start it "
+        "again with the arguments it was started with, then wait until it is ready. The "
+        "broker and the other services keep running; the service resumes from the topics "
+        "(and, for history, its checkpoints).",
+    )
+    restart.add_argument("service", choices=["scheduler", "actuator", "history"])
+    restart.add_argument("--run-dir", default=str(RUN_ROOT / "local"))
+    restart.set_defaults(handler=_restart)
 
     status = verbs.add_parser("status", help="print what is running")
     status.add_argument("--run-dir", default=str(RUN_ROOT / "local"))
@@ -85,9 +102,12 @@ def _up(args: argparse.Namespace, context: Context) -> int:
     from services.localstack import stack
 
     run_dir = Path(args.run_dir)
+    broker = _broker(args, context)
     if args.fresh:
         stack.stop_all(run_dir, _say)
-    bootstrap = _broker(args, context).start(fresh=args.fresh, progress=_say)
+        broker.stop(progress=_say)
+        stack.wipe(run_dir, _say)
+    bootstrap = broker.start(fresh=args.fresh, progress=_say)
     settings = context.settings.with_overrides(bootstrap_servers=bootstrap)
     created = ensure_topics(settings, settings.topics.all())
     if created:
@@ -124,6 +144,29 @@ def _down(args: argparse.Namespace, context: Context) -> int:
     stack.stop_all(Path(args.run_dir), _say)
     if not _broker(args, context).stop(progress=_say):
         _say("the broker was not running")
+    return 0
+
+
+def _restart(args: argparse.Namespace, context: Context) -> int:
+    from pathlib import Path
+
+    from services.localstack import stack
+
+    run_dir = Path(args.run_dir)
+    running = _broker(args, context).status()
+    process = next((p for p in stack.services(run_dir) if p.name == args.service), None)
+    if running is None or process is None:
+        _say(
+            f"no {args.service} of a running stack in {run_dir}: start it with `scalefold local up`"
+        )
+        return 1
+    if process.stop():
+        _say(f"stopped {process.name}")
+    settings = context.settings.with_overrides(bootstrap_servers=running.bootstrap)
+    pid = stack.start(process, settings)
+    _say(f"{process.name} running (pid {pid}); waiting until it is ready")
+    stack.wait_ready(process)
+    _say(f"{process.name} ready (log: {process.log})")
     return 0
 
 

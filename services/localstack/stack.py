@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import time
 import urllib.request
@@ -112,3 +113,29 @@ def stop_all(run_dir: Path, progress: Progress) -> None:
     for process in reversed(services(run_dir)):
         if process.stop():
             progress(f"stopped {process.name}")
+
+
+RUN_DIRS = ("data", "history", "scheduler")
+"""The broker's storage, the history's tables and checkpoints, the scheduler's data."""
+RUN_FILES = ("*.log", "*.args", "*.pid", "*.port", "bootstrap", "server.properties")
+"""Logs, the services' recorded arguments and pids, the broker's address and config."""
+
+
+def wipe(run_dir: Path, progress: Progress) -> None:
+    """Remove everything an earlier run left in `run_dir` (stop it first).
+
+    Only what the stack itself writes: a fresh stack must not meet Parquet rows,
+    Spark checkpoints (their offsets belong to the old broker) or logs of the
+    old one, but a file of the user's own in the directory stays.
+    """
+    removed = []
+    for name in RUN_DIRS:
+        if (run_dir / name).is_dir():
+            shutil.rmtree(run_dir / name)
+            removed.append(f"{name}/")
+    for pattern in RUN_FILES:
+        for path in sorted(run_dir.glob(pattern)):
+            path.unlink()
+            removed.append(path.name)
+    if removed:
+        progress(f"removed the earlier run's {', '.join(removed)} from {run_dir}")

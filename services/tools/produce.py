@@ -16,6 +16,7 @@ from typing import Any
 
 from services.contracts import Codec, EncodeError
 from services.contracts import records as r
+from services.contracts.events import RUNTIME_CHECKPOINT_IDS
 
 ALIASES = {
     "job-submitted": r.JOB_SUBMITTED,
@@ -83,6 +84,11 @@ def record_from_args(
         codec.validate(full_name, record)
     except EncodeError as error:
         raise ProduceError(str(error)) from None
+    if (record.get("checkpointId") or 0) >= RUNTIME_CHECKPOINT_IDS:
+        raise ProduceError(
+            f"checkpoint ids from {RUNTIME_CHECKPOINT_IDS} are the embedded runtime's; "
+            "use a smaller one"
+        )
     return record
 
 

@@ -34,7 +34,18 @@ def _text(schema: str, record: dict[str, Any]) -> str:
         return f"{record['jobId']} @{record['timestamp']} {items}"
     if schema == r.DEAD_LETTER:
         where = f"{record['sourceTopic']}[{record['sourcePartition']}]@{record['sourceOffset']}"
-        return f"{record['errorClass']} from {where}: {record['errorMessage']}"
+        notes = [
+            "no value" if record.get("payloadNull") else "",
+            f"payload cut from {record['payloadSize']} bytes"
+            if record.get("payloadTruncated")
+            else "",
+            "key cut" if record.get("keyTruncated") else "",
+        ]
+        noted = f" ({', '.join(n for n in notes if n)})" if any(notes) else ""
+        return (
+            f"{record['errorClass']} from {where}{noted} by {record['service']}: "
+            f"{record['errorMessage']}"
+        )
     if schema == r.SCALING_COMMAND:
         return f"{record['jobId']} {record['action']} {record['amount']} ({record['commandId']}): {record['reason']}"
     if schema == r.COMMAND_OUTCOME:

@@ -2,8 +2,9 @@
 
 One topic is filled once for the module: finished and in-progress rescales sent
 revision by revision, byte-identical re-sends (also of stale revisions, after the
-final one), two v1 records of one rescale, and seven kinds of undecodable
-messages. The job drains it once (availableNow), then each test checks one part.
+final one), two v1 records of one rescale, and twelve kinds of unusable
+messages (also keyed by another job, cut where too big). The job drains it once
+(availableNow), then each test checks one part.
 """
 
 from __future__ import annotations
@@ -19,13 +20,16 @@ import pytest
 from services.contracts import Codec, DecodeError, SchemaRegistry, Settings
 from services.contracts import records as r
 from services.contracts.codec import MAGIC
+from services.contracts.deadletters import KEY_LIMIT, PAYLOAD_LIMIT
 from services.history import synthetic
 from services.history.decode import RescaleSchemas
+from services.history.job import RunOptions, run
+from services.history.letters import read_metrics
 from services.history.sinklog import committed_files, uncommitted_files
 from services.history.tables import TABLES
 from services.history.views import Layout
 from tests.history.support import drain, encoded, read_topic, views
-from tests.kafka_support import Received, produce, unique_settings
+from tests.kafka_support import Received, produce, set_topic_config, unique_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -40,8 +44,8 @@ class Scenario:
     latest: dict[str, dict[str, Any]]
     """The expected latest record per rescaleUuid."""
     valid_messages: int
-    bad: list[tuple[bytes, bytes | None, str]]
-    """(key, value, the reason the job must give)."""
+    bad: list[tuple[bytes | None, bytes | None, str, str]]
+    """(key, value, the reason the job must give, its error class)."""
 
 
 def _rescales(rng: random.Random) -> list[list[dict[str, Any]]]:
@@ -73,7 +77,7 @@ def _v1_records(registry: SchemaRegistry, codec: Codec) -> list[tuple[bytes, byt
     ]
 
 
-def _bad_messages(codec: Codec, good: bytes) -> list[tuple[bytes, bytes | None, str]]:
+def _bad_messages(codec: Codec, good: bytes) -> list[tuple[bytes | None, bytes | None, str, str]]:
     command = {
         "commandId": "c",
         "jobId": "j",
@@ -84,7 +88,8 @@ def _bad_messages(codec: Codec, good: bytes) -> list[tuple[bytes, bytes | None, 
         "issuedAtMillis": 0,
     }
     name = r.RESCALE
-    return [
+    job = codec.decode(good).record["jobId"]
+    decode_errors = [
         (b"bad-short", b"\x01\x02\x03", "3 bytes is shorter than the 10-byte header"),
         (b"bad-magic", b"\x00\x00" + good[2:], "missing the single-object magic C3 01 (got 00 00)"),
         (
@@ -100,6 +105,13 @@ def _bad_messages(codec: Codec, good: bytes) -> list[tuple[bytes, bytes | None, 
             f"record {r.SCALING_COMMAND} is not one of {name}",
         ),
         (b"bad-tombstone", None, "no value (a tombstone) where a record was expected"),
+        (b"bad-empty", b"", "0 bytes is shorter than the 10-byte header"),
+        (b"bad-huge", b"\x00" * 900_000, "missing the single-object magic C3 01 (got 00 00)"),
+        (b"k" * (KEY_LIMIT + 1), b"\x01", "1 bytes is shorter than the 10-byte header"),
+    ]
+    return [(k, v, reason, "DecodeError") for k, v, reason in decode_errors] + [
+        (b"\xff\xfe", good, f"the key must be the job id '{job}', got 0xfffe", "KeyMismatch"),
+        (None, good, f"the key must be the job id '{job}', got no key", "KeyMismatch"),
     ]
 
 
@@ -132,8 +144,10 @@ def scenario(
     schemas = RescaleSchemas.of(codec.registry)
     messages, latest, valid_count = _messages(codec.registry, codec, random.Random(5))
     bad = _bad_messages(codec, messages[0][1] or b"")
-    mixed = messages[:40] + [(k, v) for k, v, _ in bad] + messages[40:]
-    produce(settings, settings.topics.rescales, mixed)  # type: ignore[arg-type]
+    odd_headers: list[tuple[str | bytes, bytes | None]] = [("h", None), (b"\xfe\xff", b"\x00")]
+    produce(settings, settings.topics.rescales, messages[:40])  # type: ignore[arg-type]
+    produce(settings, settings.topics.rescales, [(k, v) for k, v, _, _ in bad], odd_headers)
+    produce(settings, settings.topics.rescales, messages[40:])  # type: ignore[arg-type]
     layout = Layout(tmp_path_factory.mktemp("history"))
     drain(spark, settings, schemas, layout)
     yield Scenario(settings, layout, latest, valid_count, bad)
@@ -210,20 +224,45 @@ def test_bad_bytes_become_dead_letters_with_the_codecs_reason(
     by_key = {letter["key"]: letter for letter in letters}
     assert len(letters) == len(scenario.bad)
     sources = _sources(settings)
-    for key, value, reason in scenario.bad:
-        letter = by_key[key]
+    for key, value, reason, error_class in scenario.bad:
+        shown_key = key[:KEY_LIMIT] if key is not None else None
+        letter = by_key[shown_key]
         assert letter["errorMessage"] == reason
-        assert letter["errorClass"] == "DecodeError"
+        assert letter["errorClass"] == error_class
         assert letter["service"] == "history"
-        assert letter["payload"] == (value or b"")
+        assert letter["payload"] == (value or b"")[:PAYLOAD_LIMIT]
+        assert letter["payloadNull"] is (value is None)
+        assert letter["payloadSize"] == len(value or b"")
+        assert letter["payloadTruncated"] is (len(value or b"") > PAYLOAD_LIMIT)
+        assert letter["keyTruncated"] is (key is not None and len(key) > KEY_LIMIT)
         assert letter["sourceTopic"] == settings.topics.rescales
         assert (letter["sourcePartition"], letter["sourceOffset"]) == (
             sources[key].partition,
             sources[key].offset,
         )
-        if value is not None:  # the Python codec rejects the same bytes with the same words
+        if value is not None and error_class == "DecodeError":
+            # the Python codec rejects the same bytes with the same words
             with pytest.raises(DecodeError, match="^" + re.escape(reason)):
                 codec.decode(value, expected=frozenset({r.RESCALE}))
+
+
+def test_a_dead_letter_the_broker_refuses_is_counted_and_the_history_goes_on(
+    broker_settings: Settings,
+    spark: Any,
+    codec: Codec,
+    schemas: RescaleSchemas,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    settings = unique_settings(broker_settings)
+    set_topic_config(settings, settings.topics.dead_letters, max_message_bytes="64")
+    history = synthetic.revisions("refused", 0, START, random.Random(3), post=2)
+    produce(settings, settings.topics.rescales, [(b"refused", None), *encoded(codec, history)])
+    layout = Layout(tmp_path_factory.mktemp("refused"))
+    options = RunOptions(layout, available_now=True, plan_commands=False)
+    assert run(spark, settings, codec.registry, options, progress=lambda _: None) == 0
+    assert views(spark, layout, schemas)["raw_rescales"].count() == len(history)
+    assert read_metrics(layout.data_dir)["scalefold_history_dead_letters_failed_total"] == 1
+    assert read_topic(settings, settings.topics.dead_letters) == []
 
 
 def test_pyarrow_and_duckdb_read_the_parquet_as_it_is(

@@ -1,18 +1,36 @@
-"""The actuator against the real broker: each command applied exactly once, also across kill -9."""
+"""The actuator against the real broker: each command applied exactly once, also across kill -9;
+it acts only on what the scheduler accepted, and no input stops it."""
 
 from __future__ import annotations
 
+import json
 import time
+import urllib.request
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from services.actuator.cluster import EMBEDDED_CHECKPOINT_IDS
 from services.contracts import Codec, Settings
+from services.contracts import jobconfig as c
 from services.contracts import records as r
-from services.contracts.events import JobSubmitted, VertexSpec, to_record
-from tests.integration.scheduler_support import ActuatorProcess
-from tests.kafka_support import consume, produce
+from services.contracts.codec import HEADER_SIZE, MAGIC
+from services.contracts.deadletters import KEY_LIMIT, PAYLOAD_LIMIT
+from services.contracts.events import (
+    JobEventKind,
+    JobLifecycle,
+    JobSubmitted,
+    TaskManagerRegistered,
+    VertexSpec,
+    to_record,
+)
+from tests.history.support import read_topic
+from tests.integration.scheduler_support import ActuatorProcess, SchedulerProcess
+from tests.kafka_support import consume, produce, produce_located, set_topic_config
+
+GOLDEN = Path(__file__).parents[1] / "contract" / "golden"
 
 pytestmark = pytest.mark.integration
 
@@ -44,8 +62,17 @@ def _submit(kafka: Settings, codec: Codec, job: str, *, parallelism: int) -> Job
     return submitted
 
 
+@pytest.fixture
+def scheduler(kafka: Settings, tmp_path: Path):  # type: ignore[no-untyped-def]
+    """The scheduler the actuator follows: the cluster knows only the jobs it accepted."""
+    process = SchedulerProcess(kafka, tmp_path / "scheduler").start()
+    process.wait_ready()
+    yield process
+    process.stop()
+
+
 def test_kill_minus_nine_between_consuming_and_applying_applies_each_command_once(
-    kafka: Settings, codec: Codec, tmp_path: Path
+    kafka: Settings, codec: Codec, tmp_path: Path, scheduler: SchedulerProcess
 ) -> None:
     job = "act-1"
     _submit(kafka, codec, job, parallelism=8)
@@ -93,7 +120,7 @@ def test_kill_minus_nine_between_consuming_and_applying_applies_each_command_onc
 
 
 def test_undecodable_commands_are_dead_lettered_and_valid_ones_still_applied(
-    kafka: Settings, codec: Codec, tmp_path: Path
+    kafka: Settings, codec: Codec, tmp_path: Path, scheduler: SchedulerProcess
 ) -> None:
     job = "act-dlq"
     submitted = _submit(kafka, codec, job, parallelism=2)
@@ -119,3 +146,193 @@ def test_undecodable_commands_are_dead_lettered_and_valid_ones_still_applied(
     assert {d["errorClass"] for d in mine} == {"DecodeError"}
     assert all(d["sourceTopic"] == kafka.topics.commands for d in mine)
     assert all(d["key"] == job.encode() and d["errorMessage"] for d in mine)
+
+
+def _state(actuator: ActuatorProcess) -> dict[str, Any]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{actuator.port}/state", timeout=5) as response:
+        state: dict[str, Any] = json.load(response)
+        return state
+
+
+def _event(codec: Codec, event: Any, key: str | None = None) -> tuple[bytes, bytes]:
+    return ((key or event.job_id).encode(), codec.encode(*to_record(event)))
+
+
+def _wait(condition: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+def test_the_cluster_follows_only_what_the_scheduler_accepted(
+    kafka: Settings, codec: Codec, tmp_path: Path
+) -> None:
+    """The issue's reproduction: inputs the scheduler refuses (a second submission with a
+    20 ms checkpoint interval, a TaskManager with -3 slots, TaskManagers and a finish of
+    jobs nobody submitted) once made the simulated cluster flood the broker with
+    checkpoints and hold 'jobs' and negative slots that were never accepted."""
+    job = "acc"
+    vertices = (VertexSpec("v", "V", "g", "g", 2, None),)
+    quick = ((c.SUBMISSION_STABILIZATION, "0 s"), (c.RUNTIME_MODE, "external"))
+    now = int(time.time() * 1000)
+    accepted = [
+        JobSubmitted(job, now, job, vertices, 1_000, quick),
+        TaskManagerRegistered(job, now, "tm-1", 1, None),
+        TaskManagerRegistered(job, now, "tm-2", 1, None),
+    ]
+    refused = [
+        JobSubmitted(job, now, job, vertices, 20, quick),
+        TaskManagerRegistered(job, now, "neg", -3, None),
+        *(TaskManagerRegistered(f"ghost-{i}", now, "tm", 4, None) for i in range(30)),
+        JobSubmitted("bad-config", now, "b", vertices, 20, ((c.COOLDOWN, "soon"),)),
+        JobLifecycle("ghost-1", now, JobEventKind.FINISHED),
+    ]
+    wrong_key = [_event(codec, JobLifecycle(job, now, JobEventKind.FINISHED), key="other")]
+    scheduler = SchedulerProcess(kafka, tmp_path / "s").start()
+    actuator = ActuatorProcess(kafka, tmp_path / "a", "--creation-delay", "0.1").start()
+    try:
+        scheduler.wait_ready()
+        actuator.wait_ready()
+        produce(kafka, kafka.topics.job_events, [_event(codec, e) for e in accepted])
+        _wait(lambda: _state(actuator).get(job, {}).get("status") == "running", 60, "running")
+        produce(kafka, kafka.topics.job_events, [_event(codec, e) for e in refused] + wrong_key)
+        letters = consume(
+            kafka,
+            kafka.topics.dead_letters,
+            lambda got: len(got) >= len(refused) + 1,
+            timeout=60,
+        )
+        assert len(letters) == len(refused) + 1
+        refused_at = max(codec.decode(m.value).record["timestampMillis"] for m in letters)
+        _wait(lambda: _state(actuator)[job]["checkpoints"] >= 5, 60, "five checkpoints")
+        state = _state(actuator)
+        until = int(time.time() * 1000)
+    finally:
+        actuator.stop()
+        scheduler.stop()
+    assert set(state) == {job}  # never a job the scheduler refused
+    assert state[job]["taskManagers"] == {"tm-1": 1, "tm-2": 1}
+    assert state[job]["status"] == "running"  # not finished by a refused FINISHED
+    everything = [codec.decode(m.value).record for m in read_topic(kafka, kafka.topics.job_events)]
+    checkpoints = [
+        e["timestamp"]
+        for e in everything
+        if e.get("kind") == "CHECKPOINT_COMPLETED"
+        and e["jobId"] == job
+        and e["checkpointId"] > EMBEDDED_CHECKPOINT_IDS
+        and e["timestamp"] >= refused_at
+    ]
+    assert checkpoints, "the embedded runtime checkpoints the accepted job"
+    # The accepted interval is 1 s; the refused 20 ms one would give ~50 a second.
+    assert len(checkpoints) <= (until - refused_at) / 1_000 + 2
+
+
+def test_no_input_stops_the_actuator(kafka: Settings, codec: Codec, tmp_path: Path) -> None:
+    """Tombstones, empty and huge values, null and foreign keys, odd headers, a future
+    schema, records of other topics, on both topics the actuator consumes: each becomes a
+    dead letter with the reason, valid commands are still applied, and a restart does not
+    dead-letter the decisions again. When even the dead letter is refused by the broker,
+    the actuator counts it and goes on."""
+    job = "poison"
+    scheduler = SchedulerProcess(kafka, tmp_path / "s").start()
+    scheduler.wait_ready()
+    _submit(kafka, codec, job, parallelism=2)
+    valid = codec.encode(r.SCALING_COMMAND, command("ok-1", job))
+    future = MAGIC + bytes.fromhex("0123456789abcdef") + valid[HEADER_SIZE:]
+    rescale = bytes.fromhex(json.loads((GOLDEN / "rescale.v2.json").read_text())["hex"])
+    key = job.encode()
+    poison_commands: list[tuple[bytes | None, bytes | None, str]] = [
+        (key, None, "DecodeError"),
+        (None, None, "DecodeError"),
+        (key, b"", "DecodeError"),
+        (key, b"\x00" * 900_000, "DecodeError"),
+        (b"\xff" * 300_000, valid, "KeyMismatch"),
+        (None, valid, "KeyMismatch"),
+        (key, future, "DecodeError"),
+        (key, rescale, "DecodeError"),
+        (key, codec.encode(*to_record(JobLifecycle(job, 1, JobEventKind.CANCEL))), "DecodeError"),
+    ]
+    poison_decisions: list[tuple[bytes | None, bytes | None, str]] = [
+        (key, None, "DecodeError"),
+        (key, b"garbage", "DecodeError"),
+        (key, valid, "DecodeError"),
+        (b"someone-else", _decisions_record(codec, job), "KeyMismatch"),
+    ]
+    headers: list[tuple[str | bytes, bytes | None]] = [
+        ("a", b"\xff\x00"),
+        ("a", None),
+        (b"\xfe\xff", b"not utf-8"),
+    ]
+    at = produce_located(
+        kafka, kafka.topics.commands, [(k, v) for k, v, _ in poison_commands], headers
+    )
+    at += produce_located(
+        kafka, kafka.topics.decisions, [(k, v) for k, v, _ in poison_decisions], headers
+    )
+    absurd = codec.encode(r.SCALING_COMMAND, command("absurd", job, amount=10**12))
+    produce(kafka, kafka.topics.commands, [(key, absurd), (key, valid)])
+    expected = {
+        (topic, partition, offset): error
+        for (topic, poison), (partition, offset), error in zip(
+            [(kafka.topics.commands, p) for p in poison_commands]
+            + [(kafka.topics.decisions, p) for p in poison_decisions],
+            at,
+            [p[2] for p in poison_commands + poison_decisions],
+            strict=True,
+        )
+    }
+    actuator = ActuatorProcess(kafka, tmp_path / "a", "--provisioning-delay", "0.2").start()
+    try:
+        actuator.wait_ready()
+        outcomes = consume(kafka, kafka.topics.command_outcomes, lambda got: len(got) >= 2, 60)
+        letters = consume(
+            kafka, kafka.topics.dead_letters, lambda got: len(got) >= len(expected), 60
+        )
+        found = [codec.decode(m.value).record for m in letters]
+        assert {
+            (d["sourceTopic"], d["sourcePartition"], d["sourceOffset"]): d["errorClass"]
+            for d in found
+        } == expected
+        assert len(found) == len(expected)
+        assert all(d["service"] == "actuator" and d["errorMessage"] for d in found)
+        assert sum(d["payloadNull"] for d in found) == 3
+        (huge,) = [d for d in found if d["payloadSize"] == 900_000]
+        assert huge["payloadTruncated"] and len(huge["payload"]) == PAYLOAD_LIMIT
+        (long_key,) = [d for d in found if d["keyTruncated"]]
+        assert long_key["key"] == b"\xff" * KEY_LIMIT
+        decided = {o["commandId"]: o for o in (codec.decode(m.value).record for m in outcomes)}
+        assert decided["ok-1"]["status"] == "APPLIED"
+        assert (
+            decided["absurd"]["status"] == "REJECTED" and "between" in decided["absurd"]["message"]
+        )
+
+        actuator.stop()  # a restart reads the decisions again, but knows it checked them
+        actuator.start().wait_ready()
+        assert len(read_topic(kafka, kafka.topics.dead_letters)) == len(expected)
+
+        # Even the dead letter refused (the topic takes nothing that big): counted, and on.
+        set_topic_config(kafka, kafka.topics.dead_letters, max_message_bytes="64")
+        again = codec.encode(r.SCALING_COMMAND, command("ok-2", job))
+        produce(kafka, kafka.topics.commands, [(key, None), (key, again)])
+        applied = consume(kafka, kafka.topics.command_outcomes, lambda got: len(got) >= 3, 60)
+        assert {codec.decode(m.value).record["commandId"] for m in applied} == {
+            "ok-1",
+            "absurd",
+            "ok-2",
+        }
+        _wait(
+            lambda: actuator.metrics().get("scalefold_actuator_dead_letters_failed_total", 0) >= 1,
+            30,
+            "the refused dead letter to be counted",
+        )
+        assert actuator.process is not None and actuator.process.poll() is None
+    finally:
+        actuator.stop()
+        scheduler.stop()
+
+
+def _decisions_record(codec: Codec, job: str) -> bytes:
+    return codec.encode(
+        r.SCHEDULER_DECISIONS, {"jobId": job, "timestamp": 1, "sourceOffset": 10**9, "items": []}
+    )

@@ -1,5 +1,6 @@
 """The scheduler service against the real broker: same output as replay, crash-safe,
-and every malformed input dead-lettered with a reason while valid work goes on."""
+and every malformed input dead-lettered with a reason while valid work goes on; no
+message stops it."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import pytest
 
 from services.contracts import Codec, Settings
 from services.contracts import records as r
+from services.contracts.codec import HEADER_SIZE, MAGIC
+from services.contracts.deadletters import PAYLOAD_LIMIT
 from services.contracts.events import Event, JobSubmitted, TaskManagerRegistered
 from services.contracts.kafka import producer_config
 from tests.integration.scheduler_support import (
@@ -23,7 +26,7 @@ from tests.integration.scheduler_support import (
     latest_by_uuid,
     replayed_records,
 )
-from tests.kafka_support import consume, produce
+from tests.kafka_support import consume, produce, produce_located, set_topic_config
 
 pytestmark = pytest.mark.integration
 
@@ -254,3 +257,66 @@ def test_two_workers_split_the_partitions(kafka: Settings, codec: Codec, schedul
 
 
 os.environ.setdefault("PYTHONUNBUFFERED", "1")
+
+
+def test_no_message_stops_the_scheduler(kafka: Settings, codec: Codec, scheduler) -> None:  # type: ignore[no-untyped-def]
+    """Tombstones (the issue's poison pill: one stopped the scheduler for good), no key,
+    an empty value, one as big as the broker takes, a binary key, odd headers, a future
+    schema, a record of another topic: each is dead-lettered once with the reason, and the
+    jobs' rescales are exactly replay's. When even the dead letter is refused (the topic
+    takes nothing that big), the scheduler counts it and goes on."""
+    events = example_events(codec, "tm-join-one-by-one.jsonl")
+    expected = replayed_records(events)
+    job = events[0].job_id.encode()
+    valid = codec.encode(r.TIMER_FIRED, {"jobId": events[0].job_id, "timestamp": 1})
+    command = codec.encode(
+        r.SCALING_COMMAND,
+        {
+            "commandId": "c",
+            "jobId": "j",
+            "action": "RAISE_COOLDOWN",
+            "amount": 1,
+            "reason": "r",
+            "evidence": [],
+            "issuedAtMillis": 0,
+        },
+    )
+    poison: list[tuple[bytes | None, bytes | None, str]] = [
+        (job, None, "DecodeError"),
+        (None, None, "DecodeError"),
+        (job, b"", "DecodeError"),
+        (job, b"\x00" * 900_000, "DecodeError"),
+        (b"\xff\xfe" * 20_000, valid, "KeyMismatch"),
+        (None, valid, "KeyMismatch"),
+        (job, MAGIC + bytes(8) + valid[HEADER_SIZE:], "DecodeError"),
+        (job, command, "DecodeError"),
+    ]
+    headers: list[tuple[str | bytes, bytes | None]] = [("h", None), (b"\xfe\xff", b"\x00")]
+    at = produce_located(kafka, kafka.topics.job_events, [(k, v) for k, v, _ in poison], headers)
+    produce(kafka, kafka.topics.job_events, encode_events(codec, events))
+    worker = scheduler()
+    total = sum(len(records) for records in expected.values())
+    received = consume_records(codec, kafka, lambda got: len(got) >= total)
+    assert by_job(received) == expected
+    letters = consume(kafka, kafka.topics.dead_letters, lambda got: len(got) >= len(poison))
+    found = [codec.decode(m.value).record for m in letters]
+    assert {(d["sourcePartition"], d["sourceOffset"]): d["errorClass"] for d in found} == {
+        where: error for where, (_, _, error) in zip(at, poison, strict=True)
+    }
+    assert len(found) == len(poison)  # once each: no crash loop re-sending them
+    assert sum(d["payloadNull"] for d in found) == 2
+    (huge,) = [d for d in found if d["payloadSize"] == 900_000]
+    assert huge["payloadTruncated"] and len(huge["payload"]) == PAYLOAD_LIMIT
+    assert [d["keyTruncated"] for d in found].count(True) == 1
+
+    set_topic_config(kafka, kafka.topics.dead_letters, max_message_bytes="64")
+    more = [TaskManagerRegistered(events[0].job_id, 10**9, "late", 1, None)]
+    produce(kafka, kafka.topics.job_events, [(job, None), *encode_events(codec, more)])
+    deadline = time.monotonic() + 60
+    while worker.metrics().get("scalefold_scheduler_dead_letters_failed_total", 0) < 1:
+        assert time.monotonic() < deadline, worker.tail()
+        time.sleep(0.2)
+    while worker.metrics().get("scalefold_scheduler_events_in_total", 0) < len(events) + 10:
+        assert time.monotonic() < deadline, worker.tail()
+        time.sleep(0.2)
+    assert worker.process is not None and worker.process.poll() is None

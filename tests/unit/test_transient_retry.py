@@ -17,6 +17,7 @@ def _error(code: int) -> KafkaException:
     [
         KafkaError.NOT_LEADER_FOR_PARTITION,  # the actuator's start-up failure, 1 in 3 runs
         KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.UNKNOWN_LEADER_EPOCH,  # ensure_topics on a fresh broker, seen once
         KafkaError.UNKNOWN_TOPIC_OR_PART,
         KafkaError._TRANSPORT,
         KafkaError._ALL_BROKERS_DOWN,

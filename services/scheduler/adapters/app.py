@@ -157,6 +157,7 @@ class HoleReader:
         low, _ = retry_transient(
             lambda: self._client().get_watermark_offsets(TopicPartition(topic, partition), 30),
             f"first offset of {topic}[{partition}]",
+            timeout=600,
         )
         return int(low)
 
@@ -167,13 +168,13 @@ class HoleReader:
         consumer = self._client()
         consumer.assign([TopicPartition(topic, partition, start)])
         found: list[Incoming] = []
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 600  # the broker may be away for a while
         while (not found or found[-1].offset < end - 1) and time.monotonic() < deadline:
             message = consumer.poll(0.5)
             if message is None or message.error() or message.offset() >= end:
                 continue
             found.append(
-                Incoming(topic, partition, message.offset(), message.key(), message.value() or b"")
+                Incoming(topic, partition, message.offset(), message.key(), message.value())
             )
         consumer.unassign()
         if not found or found[-1].offset < end - 1:
@@ -183,13 +184,23 @@ class HoleReader:
 
 class Output:
     """The service's librdkafka producer: records are handed over without waiting and
-    `delivered()` waits, off the event loop, until the broker has acknowledged them all."""
+    `delivered()` waits, off the event loop, until the broker has acknowledged them all.
 
-    def __init__(self, kafka: Settings) -> None:
+    Messages wait for the broker as long as it is away (`message.timeout.ms` 0:
+    no local timeout), so a broker restart only delays the outputs. A dead
+    letter the broker refuses for good is logged and counted, and the service
+    goes on; any other output it refuses is fatal (`OutputError`).
+    """
+
+    def __init__(self, kafka: Settings, dead_letter_topic: str) -> None:
         from confluent_kafka import Producer
 
-        self.producer = Producer(producer_config(kafka, **{"linger.ms": 2, "logger": log}))
+        self.producer = Producer(
+            producer_config(kafka, **{"linger.ms": 2, "message.timeout.ms": 0, "logger": log})
+        )
+        self.dead_letter_topic = dead_letter_topic
         self.errors: list[str] = []
+        self.dead_letters_failed = 0
 
     def send(self, topic: str, key: bytes, value: bytes) -> None:
         while True:
@@ -200,14 +211,28 @@ class Output:
                 self.producer.poll(0.05)
 
     def _delivered(self, error: Any, message: Any) -> None:
-        if error is not None:
+        if error is None:
+            return
+        if message.topic() == self.dead_letter_topic:
+            self.dead_letters_failed += 1
+            log.error(
+                "a dead letter (key %r) could not be written, dropped: %s", message.key(), error
+            )
+        else:
             self.errors.append(f"{message.topic()}: {error}")
 
     async def delivered(self) -> None:
         loop = asyncio.get_running_loop()
-        remaining = await loop.run_in_executor(None, self.producer.flush, 60.0)
-        if remaining or self.errors:
-            raise RuntimeError(f"{remaining} outputs undelivered; errors: {self.errors[:3]}")
+        waited = 0.0
+        while remaining := await loop.run_in_executor(None, self.producer.flush, 10.0):
+            waited += 10.0
+            log.warning("%d outputs still wait for the broker after %.0f s", remaining, waited)
+        if self.errors:
+            raise OutputError(f"the broker refused outputs: {self.errors[:3]}")
+
+
+class OutputError(RuntimeError):
+    """The broker refused an output for good: the batch cannot be completed."""
 
 
 @dataclass
@@ -379,7 +404,8 @@ def create_service(settings: ServiceSettings, codec: Codec) -> SchedulerService:
         partitions=JOB_EVENTS.partitions,
     )
     processor = Processor(codec, kafka.topics, settings.defaults)
-    service = SchedulerService(settings, codec, app, table, folded, processor, Output(kafka))
+    output = Output(kafka, kafka.topics.dead_letters)
+    service = SchedulerService(settings, codec, app, table, folded, processor, output)
     service.holes = HoleReader(kafka)
     _wire(service, topic)
     return service
@@ -410,11 +436,7 @@ def _wire(service: SchedulerService, topic: faust.TopicT) -> None:
                 # Faust would acknowledge the batch and restart the agent, skipping it.
                 # Stop at once instead, committing nothing: the restarted worker folds
                 # the batch again from the last committed offset.
-                log.critical(
-                    "a batch could not be processed; stopping without commit", exc_info=True
-                )
-                logging.shutdown()
-                os._exit(EXIT_BATCH_FAILED)
+                _stop_without_commit("a batch could not be processed")
 
     @app.timer(settings.tick_interval_s)  # type: ignore[untyped-decorator]
     async def ticks() -> None:
@@ -431,7 +453,10 @@ def _wire(service: SchedulerService, topic: faust.TopicT) -> None:
             )
         if service.ready:
             await service.tick()
-            await service.output.delivered()
+            try:
+                await service.output.delivered()
+            except OutputError:
+                _stop_without_commit("timer ticks could not be written")
 
     @app.page("/health")
     async def health(web: Any, request: Any) -> Any:
@@ -445,12 +470,19 @@ def _wire(service: SchedulerService, topic: faust.TopicT) -> None:
 
     @app.page("/metrics")
     async def metrics(web: Any, request: Any) -> Any:
+        service.metrics.dead_letters_failed = service.output.dead_letters_failed
         return web.text(service.metrics.prometheus(len(service.table)), content_type="text/plain")
 
     @app.on_partitions_revoked.connect  # type: ignore[arg-type]
     async def revoked(app_: Any, revoked: Any, **_: Any) -> None:
         service.ready = False  # rescan the table once recovery of the new assignment completes
         service.next_offset.clear()  # other workers may have folded these partitions meanwhile
+
+
+def _stop_without_commit(what: str) -> None:
+    log.critical("%s; stopping without commit", what, exc_info=True)
+    logging.shutdown()
+    os._exit(EXIT_BATCH_FAILED)
 
 
 def _credentials(kafka: Settings) -> faust.types.auth.CredentialsArg | None:

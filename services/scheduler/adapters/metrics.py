@@ -16,6 +16,7 @@ class Metrics:
     rescale_records_out: int = 0
     decisions_out: int = 0
     dead_letters: int = 0
+    dead_letters_failed: int = 0
     timer_ticks_sent: int = 0
     holes_filled: int = 0
     batches: int = 0
@@ -58,6 +59,10 @@ class Metrics:
             "scalefold_scheduler_dead_letters_total": (
                 "inputs sent to the dead-letter topic",
                 self.dead_letters,
+            ),
+            "scalefold_scheduler_dead_letters_failed_total": (
+                "dead letters the broker refused (logged and dropped)",
+                self.dead_letters_failed,
             ),
             "scalefold_scheduler_timer_ticks_total": (
                 "TimerFired events written",

@@ -17,7 +17,8 @@ from typing import Any
 
 from services.contracts import Codec, DecodeError, Topics
 from services.contracts import records as r
-from services.contracts.events import from_record
+from services.contracts.deadletters import dead_letter, encode_dead_letter, letter_key, shown
+from services.contracts.events import Event, from_record
 from services.contracts.kafka import partition_for
 from services.contracts.topics import JOB_EVENTS
 from services.scheduler.core import handle
@@ -34,6 +35,10 @@ from services.scheduler.core.serde import dumps, loads
 
 _OFFSET = struct.Struct(">q")
 
+MAX_OUTPUT_BYTES = 1_000_000
+"""librdkafka's default `message.max.bytes`: an output bigger than this never
+reaches the broker, so the input that would cause it is dead-lettered instead."""
+
 
 @dataclass(frozen=True)
 class Incoming:
@@ -41,7 +46,7 @@ class Incoming:
     partition: int
     offset: int
     key: bytes | None
-    value: bytes
+    value: bytes | None  # None: a message without a value (a tombstone)
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,9 @@ class Outcome:
     decisions: int = 0
 
 
+NO_VALUE = "no value (a tombstone) where a record was expected"
+
+
 class Processor:
     """Folds raw job-events messages for the jobs of one worker."""
 
@@ -102,22 +110,17 @@ class Processor:
         return message.key.decode("utf-8", "replace") if message.key is not None else None
 
     def process(self, message: Incoming, stored: Stored | None) -> Outcome:
+        """Fold one message; whatever it holds, the answer is an outcome, never an exception."""
         try:
-            decoded = self.codec.decode(message.value, expected=r.INPUT_EVENTS)
-        except DecodeError as error:
-            return self._dead(message, "DecodeError", str(error))
-        event = from_record(decoded.schema, decoded.record)
-        if message.key != event.job_id.encode():
-            reason = f"the key must be the job id {event.job_id!r}, got {message.key!r}"
-            return self._dead(message, "KeyMismatch", reason)
-        expected = partition_for(message.key, self.partitions)
-        if message.partition != expected:
-            # A job's events must share one partition or their order is lost.
-            reason = (
-                f"job {event.job_id!r} belongs on partition {expected} (Kafka's murmur2 "
-                f"partitioner), this message is on {message.partition}; fix the producer"
-            )
-            return self._dead(message, "PartitionMismatch", reason)
+            return self._process(message, stored)
+        except Exception as error:  # a bug, or an input no check foresaw: keep it, go on
+            reason = f"the scheduler failed on this message: {type(error).__name__}: {error}"
+            return self._dead(message, "SchedulerError", reason)
+
+    def _process(self, message: Incoming, stored: Stored | None) -> Outcome:
+        event = self._event_of(message)
+        if isinstance(event, Outcome):
+            return event  # refused: a dead letter
         if stored is not None and message.offset <= stored.offset:
             return Outcome(event.job_id, skipped=True)  # folded before a restart: outputs were sent
         try:
@@ -132,9 +135,38 @@ class Processor:
             self._emit(effect, message, outcome)
         at = step.job.now if step.job is not None else event.timestamp
         self._emit_decisions(step.effects, event.job_id, at, message, outcome)
+        too_big = max((len(out.value) for out in outcome.outgoing), default=0)
+        if too_big > MAX_OUTPUT_BYTES:
+            reason = (
+                f"folding this event gives a {too_big}-byte output, more than Kafka takes "
+                f"({MAX_OUTPUT_BYTES}); the job's state is left as it was"
+            )
+            return self._dead(message, "OutputTooLarge", reason)
         if step.job is not None:
             outcome.stored = Stored(message.offset, step.job)
         return outcome
+
+    def _event_of(self, message: Incoming) -> Event | Outcome:
+        """The message's event, or the dead letter saying why it has none."""
+        if message.value is None:
+            return self._dead(message, "DecodeError", NO_VALUE)
+        try:
+            decoded = self.codec.decode(message.value, expected=r.INPUT_EVENTS)
+        except DecodeError as error:
+            return self._dead(message, "DecodeError", str(error))
+        event = from_record(decoded.schema, decoded.record)
+        if message.key != event.job_id.encode():
+            reason = f"the key must be the job id {event.job_id!r}, got {shown(message.key)}"
+            return self._dead(message, "KeyMismatch", reason)
+        expected = partition_for(message.key, self.partitions)
+        if message.partition != expected:
+            # A job's events must share one partition or their order is lost.
+            reason = (
+                f"job {event.job_id!r} belongs on partition {expected} (Kafka's murmur2 "
+                f"partitioner), this message is on {message.partition}; fix the producer"
+            )
+            return self._dead(message, "PartitionMismatch", reason)
+        return event
 
     def _emit(self, effect: Effect, message: Incoming, outcome: Outcome) -> None:
         key = effect.job_id.encode()
@@ -162,19 +194,19 @@ class Processor:
         outcome.decisions += len(items)
 
     def _dead(self, message: Incoming, error_class: str, reason: str) -> Outcome:
-        record = {
-            "sourceTopic": message.topic,
-            "sourcePartition": message.partition,
-            "sourceOffset": message.offset,
-            "key": message.key,
-            "payload": message.value,
-            "errorClass": error_class,
-            "errorMessage": reason,
-            "service": "scheduler",
-            "timestampMillis": int(self.clock() * 1000),
-        }
-        value = self.codec.encode(r.DEAD_LETTER, record)
-        out = Outgoing(self.topics.dead_letters, message.key or b"", value)
+        record = dead_letter(
+            topic=message.topic,
+            partition=message.partition,
+            offset=message.offset,
+            key=message.key,
+            value=message.value,
+            error_class=error_class,
+            reason=reason,
+            service="scheduler",
+            at_ms=int(self.clock() * 1000),
+        )
+        value = encode_dead_letter(self.codec, record)
+        out = Outgoing(self.topics.dead_letters, letter_key(message.key), value)
         return Outcome(self.job_of(message), outgoing=[out], dead_letters=1)
 
 

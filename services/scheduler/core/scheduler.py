@@ -147,6 +147,7 @@ def _submit(event: JobSubmitted, defaults: Defaults) -> Step:
         f"job submitted ({len(info.vertices)} vertices, {mode})",
         job_status=JobStatus.INITIALIZING,
         target="Created",
+        checkpointIntervalMs=interval or 0,
     )
     history.open_initial(fold)
     fold.request(RequestKind.DECLARE_RESOURCES, None, desired_slots=desired_slots(info))
@@ -194,6 +195,9 @@ def _register(fold: Fold, event: TaskManagerRegistered) -> None:
         DecisionKind.RESOURCES_CHANGED,
         f"+{event.slots} slots from {event.task_manager_id}: {fold.job.slot_count()} slots",
         slots=fold.job.slot_count(),
+        change="registered",
+        taskManager=event.task_manager_id,
+        taskManagerSlots=event.slots,
     )
     behaviour(fold.state.name).on_new_resources(fold)
 
@@ -210,6 +214,9 @@ def _lose(fold: Fold, event: TaskManagerLost) -> None:
         DecisionKind.RESOURCES_CHANGED,
         f"-{lost.slots} slots with {lost.id}: {fold.job.slot_count()} slots",
         slots=fold.job.slot_count(),
+        change="lost",
+        taskManager=lost.id,
+        taskManagerSlots=lost.slots,
     )
     graph = fold.state.graph
     used = graph.assignment.slot_ids() if graph is not None else frozenset()

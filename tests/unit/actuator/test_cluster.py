@@ -1,8 +1,17 @@
-"""The embedded cluster without Kafka: commands applied once, requests answered, faults."""
+"""The embedded cluster without Kafka: it follows only what the scheduler accepted, applies
+commands once, answers requests, paces its work, and keeps its checkpoint ids to itself."""
 
 from __future__ import annotations
 
-from services.actuator.cluster import EmbeddedCluster, Emit, Outcome, Timing
+import itertools
+
+from services.actuator.cluster import (
+    EMBEDDED_CHECKPOINT_IDS,
+    EmbeddedCluster,
+    Emit,
+    Outcome,
+    Timing,
+)
 from services.contracts.events import (
     ConfigurationUpdated,
     JobEventKind,
@@ -17,9 +26,39 @@ JOB = "j"
 TIMING = Timing(provisioning=3000, creation=300, cancellation=1500, slots_per_taskmanager=2)
 
 
-def cluster(seed: int | None = None) -> EmbeddedCluster:
-    world = EmbeddedCluster(TIMING, seed)
-    world.observe(JobSubmitted(JOB, 0, "j", (VertexSpec("v", "V", "g", "g", 4, None),), 10_000, ()))
+def decision(kind: str, **details: object) -> dict[str, object]:
+    """One item of a SchedulerDecisions record, as the scheduler writes it."""
+    return {
+        "category": "DECISION",
+        "kind": kind,
+        "executionGraphId": None,
+        "details": {k: str(v) for k, v in details.items()},
+    }
+
+
+def submitted(interval: int = 10_000) -> dict[str, object]:
+    return decision("STATE_TRANSITION", target="Created", checkpointIntervalMs=interval)
+
+
+def registered(tm: str, slots: int) -> dict[str, object]:
+    return decision(
+        "RESOURCES_CHANGED", change="registered", taskManager=tm, taskManagerSlots=slots
+    )
+
+
+def lost(tm: str, slots: int) -> dict[str, object]:
+    return decision("RESOURCES_CHANGED", change="lost", taskManager=tm, taskManagerSlots=slots)
+
+
+def cluster(seed: int | None = None, timing: Timing = TIMING) -> EmbeddedCluster:
+    world = EmbeddedCluster(timing, seed)
+    world.observe_decision(JOB, submitted())
+    return world
+
+
+def with_taskmanagers(world: EmbeddedCluster, slots: int, *tms: str) -> EmbeddedCluster:
+    for tm in tms:
+        world.observe_decision(JOB, registered(tm, slots))
     return world
 
 
@@ -34,6 +73,39 @@ def emitted(actions: list[object]) -> list[object]:
 def outcome(actions: list[object]) -> Outcome:
     (result,) = [a for a in actions if isinstance(a, Outcome)]
     return result
+
+
+def running(world: EmbeddedCluster, now: int = 0) -> EmbeddedCluster:
+    world.observe_request(JOB, "DEPLOY", "eg-1", {"runtime": "external"})
+    world.answer(JOB, "DEPLOY", "eg-1", now=now)
+    return world
+
+
+def test_raw_input_the_scheduler_may_have_refused_leaves_no_trace() -> None:
+    """A second submission, a TaskManager with no slots, a job nobody submitted: the
+    scheduler dead-letters them; read from job-events, they change nothing here."""
+    world = cluster()
+    vertices = (VertexSpec("v", "V", "g", "g", 4, None),)
+    for event in (
+        JobSubmitted(JOB, 5, "again", vertices, 60, ()),
+        JobSubmitted("ghost", 5, "ghost", vertices, 60, ()),
+        TaskManagerRegistered(JOB, 5, "bad", -3, None),
+        TaskManagerRegistered("ghost", 5, "tm", 4, None),
+        JobLifecycle(JOB, 6, JobEventKind.FINISHED),
+    ):
+        world.observe_own(event)
+    assert set(world.jobs) == {JOB}
+    job = world.jobs[JOB]
+    assert (job.checkpoint_interval, job.task_managers, job.finished) == (10_000, {}, False)
+
+
+def test_the_model_follows_the_schedulers_decisions() -> None:
+    world = with_taskmanagers(cluster(), 2, "a", "b")
+    world.observe_decision(JOB, lost("a", 2))
+    world.observe_decision(JOB, registered("c", 4))
+    assert world.jobs[JOB].task_managers == {"b": 2, "c": 4}
+    world.observe_decision(JOB, decision("STATE_TRANSITION", source="Executing", target="Finished"))
+    assert world.jobs[JOB].finished
 
 
 def test_provisioning_registers_taskmanagers_after_the_delay_and_reports_applied() -> None:
@@ -55,34 +127,31 @@ def test_a_command_seen_applied_in_the_log_is_not_applied_again() -> None:
     events = emitted(first.apply(command("PROVISION_TASK_MANAGERS", 2), now=0))
     restarted = cluster()  # a new process rebuilding from the log
     for event in events:
-        restarted.observe(event)
+        restarted.observe_own(event)
     again = restarted.apply(command("PROVISION_TASK_MANAGERS", 2), now=9000)
     assert emitted(again) == []
     assert outcome(again).message == "already applied before a restart"
 
 
 def test_release_takes_only_idle_taskmanagers_and_is_recognised_after_a_restart() -> None:
-    world = cluster()
-    for tm in ("a", "b", "c"):
-        world.observe(TaskManagerRegistered(JOB, 0, tm, 2, None))
+    world = with_taskmanagers(cluster(), 2, "a", "b", "c")
     world.observe_request(
         JOB, "CREATE_EXECUTION_GRAPH", "eg-1", {"runtime": "external", "slots": "a#0 a#1"}
     )
     actions = world.apply(command("RELEASE_TASK_MANAGERS", 4, "rel-1"), now=5)
-    lost = emitted(actions)
-    assert [e.task_manager_id for e in lost] == ["b", "c"]
+    released = emitted(actions)
+    assert [e.task_manager_id for e in released] == ["b", "c"]
     assert all(
-        isinstance(e, TaskManagerLost) and "released by command rel-1" in e.reason for e in lost
+        isinstance(e, TaskManagerLost) and "released by command rel-1" in e.reason for e in released
     )
     restarted = cluster()
-    for event in lost:
-        restarted.observe(event)
+    for event in released:
+        restarted.observe_own(event)
     assert "rel-1" in restarted.applied
 
 
 def test_nothing_idle_to_release_is_a_rejection_with_a_reason() -> None:
-    world = cluster()
-    world.observe(TaskManagerRegistered(JOB, 0, "a", 2, None))
+    world = with_taskmanagers(cluster(), 2, "a")
     world.observe_request(
         JOB, "CREATE_EXECUTION_GRAPH", "eg-1", {"runtime": "external", "slots": "a#0 a#1"}
     )
@@ -101,10 +170,24 @@ def test_raising_the_cooldown_updates_the_jobs_configuration() -> None:
 
 def test_commands_for_unknown_or_finished_jobs_are_rejected() -> None:
     world = cluster()
-    world.observe(JobLifecycle(JOB, 1, JobEventKind.FINISHED))
+    world.observe_decision(JOB, decision("STATE_TRANSITION", target="Finished"))
     assert outcome(world.apply(command("PROVISION_TASK_MANAGERS", 1), now=2)).status == "REJECTED"
     other = {"commandId": "x", "jobId": "ghost", "action": "PROVISION_TASK_MANAGERS", "amount": 1}
     assert outcome(cluster().apply(other, now=2)).status == "REJECTED"
+
+
+def test_amounts_the_cluster_cannot_apply_are_rejected_with_the_reason() -> None:
+    for action, amount in (
+        ("PROVISION_TASK_MANAGERS", 10**12),
+        ("PROVISION_TASK_MANAGERS", 0),
+        ("RELEASE_TASK_MANAGERS", -1),
+        ("RAISE_COOLDOWN", -5),
+        ("RAISE_COOLDOWN", 10**15),
+    ):
+        actions = cluster().apply(command(action, amount), now=2)
+        assert emitted(actions) == []
+        result = outcome(actions)
+        assert result.status == "REJECTED" and str(amount) in result.message
 
 
 def test_the_runtime_answers_only_external_jobs_and_only_once() -> None:
@@ -116,17 +199,16 @@ def test_the_runtime_answers_only_external_jobs_and_only_once() -> None:
     )
     (created,) = emitted(world.answer(JOB, "CREATE_EXECUTION_GRAPH", "eg-1", now=100))
     assert created.kind is JobEventKind.EXECUTION_GRAPH_CREATED and created.timestamp == 400
-    world.observe(created)
+    world.observe_own(created)
     assert world.answer(JOB, "CREATE_EXECUTION_GRAPH", "eg-1", now=500) == []
 
 
 def test_checkpoints_run_at_the_jobs_interval_and_can_be_made_to_fail() -> None:
-    world = cluster()
-    world.observe_request(JOB, "DEPLOY", "eg-1", {"runtime": "external"})
-    world.answer(JOB, "DEPLOY", "eg-1", now=0)
+    world = running(cluster())
     assert world.checkpoints(now=9_999) == []
     (first,) = emitted(world.checkpoints(now=10_000))
-    assert first.kind is JobEventKind.CHECKPOINT_COMPLETED and first.checkpoint_id == 1
+    assert first.kind is JobEventKind.CHECKPOINT_COMPLETED
+    assert first.checkpoint_id == EMBEDDED_CHECKPOINT_IDS + 1
     world.fail_checkpoints(JOB, 1)
     (second,) = emitted(world.checkpoints(now=20_000))
     assert second.kind is JobEventKind.CHECKPOINT_FAILED
@@ -134,16 +216,59 @@ def test_checkpoints_run_at_the_jobs_interval_and_can_be_made_to_fail() -> None:
     assert world.checkpoints(now=40_000) == []
 
 
+def test_checkpoint_ids_never_collide_with_a_producers() -> None:
+    world = running(cluster())
+    for producer_id in (1, 2, 7, 10**15):  # a user's own CHECKPOINT_COMPLETED events
+        world.observe_own(
+            JobLifecycle(JOB, 1, JobEventKind.CHECKPOINT_COMPLETED, checkpoint_id=producer_id)
+        )
+    ids = [e.checkpoint_id for e in emitted(world.checkpoints(now=10_000))]
+    assert ids == [EMBEDDED_CHECKPOINT_IDS + 1]
+    restarted = running(cluster())  # reads its own ids back and continues after them
+    restarted.observe_own(emitted(world.checkpoints(now=20_000))[0])
+    (next_one,) = emitted(restarted.checkpoints(now=10_000))
+    assert next_one.checkpoint_id == EMBEDDED_CHECKPOINT_IDS + 3
+
+
+def test_a_tiny_checkpoint_interval_cannot_flood_and_missed_checkpoints_are_not_caught_up() -> None:
+    world = EmbeddedCluster(TIMING)
+    world.observe_decision(JOB, submitted(interval=1))  # accepted by the scheduler: 1 ms
+    running(world)
+    emitted_at = [
+        e.timestamp for now in range(0, 10_000, 10) for e in emitted(world.checkpoints(now))
+    ]
+    assert 9 <= len(emitted_at) <= 10  # once a second
+    assert emitted(world.checkpoints(now=3_600_000)) != []  # an hour later: one, not 3,600
+    assert len(emitted(world.checkpoints(now=3_600_010))) == 0
+
+
+def test_simulated_work_is_paced_per_job_and_outcomes_follow_their_events() -> None:
+    world = cluster()
+    actions = world.pace(world.apply(command("PROVISION_TASK_MANAGERS", 64), now=0), now=0)
+    dues = [a.due for a in actions if isinstance(a, Emit)]
+    assert len(dues) == 32
+    assert all(b - a >= TIMING.event_gap for a, b in itertools.pairwise(dues))
+    assert all(e.timestamp == a.due for a in actions if isinstance(a, Emit) for e in [a.event])
+    assert outcome(actions).due >= dues[-1]
+    other = world.pace([Emit(0, JobLifecycle("other", 0, JobEventKind.TASK_FAILURE))], now=0)
+    assert other[0].due == 0  # another job is not held up
+
+
+def test_a_job_whose_events_lag_declines_requested_checkpoints() -> None:
+    world = running(cluster())
+    world.pace(world.apply(command("PROVISION_TASK_MANAGERS", 128), now=0), now=0)
+    world.observe_request(JOB, "TRIGGER_CHECKPOINT", "eg-1", {"runtime": "external"})
+    assert world.answer(JOB, "TRIGGER_CHECKPOINT", "eg-1", now=0) == []
+
+
 def test_fault_targets_are_reproducible_with_a_seed() -> None:
     def victim(seed: int) -> str:
-        world = cluster(seed)
-        for tm in ("a", "b", "c", "d"):
-            world.observe(TaskManagerRegistered(JOB, 0, tm, 1, None))
+        world = with_taskmanagers(cluster(seed), 1, "a", "b", "c", "d")
         world.observe_request(
             JOB, "CREATE_EXECUTION_GRAPH", "eg-1", {"runtime": "external", "slots": "a#0 b#0 c#0"}
         )
-        (lost,) = emitted(world.kill_task_manager(JOB, now=1))
-        return str(lost.task_manager_id)
+        (victim_lost,) = emitted(world.kill_task_manager(JOB, now=1))
+        return str(victim_lost.task_manager_id)
 
     assert victim(3) == victim(3)
     assert {victim(seed) for seed in range(20)} <= {
@@ -153,10 +278,11 @@ def test_fault_targets_are_reproducible_with_a_seed() -> None:
     }  # only TaskManagers running tasks
 
 
-def test_added_taskmanagers_get_fresh_ids() -> None:
+def test_added_taskmanagers_get_fresh_ids_before_the_scheduler_confirms_them() -> None:
     world = cluster()
     events = emitted(world.add_task_managers(JOB, 2, 1, now=0))
-    for event in events:
-        world.observe(event)
     more = emitted(world.add_task_managers(JOB, 1, 1, now=1))
     assert [e.task_manager_id for e in events + more] == ["j-tm-1", "j-tm-2", "j-tm-3"]
+    assert world.jobs[JOB].task_managers == {}  # until the scheduler's decisions say so
+    assert "nobody" not in world.jobs and emitted(world.add_task_managers("nobody", 1, 1, 0))
+    assert "nobody" not in world.jobs

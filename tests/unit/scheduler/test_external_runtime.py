@@ -150,3 +150,20 @@ def test_simulated_times_make_restarts_take_time() -> None:
         2 * SECOND,
         1 * SECOND,
     )
+
+
+def test_decisions_name_the_facts_a_runtime_follows() -> None:
+    """The embedded cluster follows only accepted facts, read from these details: the
+    submission with its checkpoint interval, each TaskManager registered or lost."""
+    job = Scenario(vertex("source", 2), config=EXTERNAL, checkpoint_interval=5_000)
+    job.at(1 * SECOND).tm("tm-1", slots=2).at(2 * SECOND).lose("tm-1")
+    submitted = dict(job.decisions(DecisionKind.STATE_TRANSITION)[0].details)
+    assert (submitted["target"], submitted["checkpointIntervalMs"]) == ("Created", "5000")
+    registered, lost = (dict(d.details) for d in job.decisions(DecisionKind.RESOURCES_CHANGED))
+    assert registered == {
+        "slots": "2",
+        "change": "registered",
+        "taskManager": "tm-1",
+        "taskManagerSlots": "2",
+    }
+    assert lost == {"slots": "0", "change": "lost", "taskManager": "tm-1", "taskManagerSlots": "2"}

@@ -77,7 +77,68 @@ def test_bytes_that_are_not_a_record_become_a_dead_letter(
         "errorMessage": "8 bytes is shorter than the 10-byte header",
         "service": "scheduler",
         "timestampMillis": 1_700_000_000_000,
+        "payloadNull": False,
+        "payloadTruncated": False,
+        "payloadSize": 8,
+        "keyTruncated": False,
     }
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "error_class"),
+    [
+        (JOB.encode(), None, "DecodeError"),  # a tombstone
+        (None, None, "DecodeError"),
+        (JOB.encode(), b"", "DecodeError"),
+        (b"\xff\xfe not utf-8", b"\xc3\x01" + bytes(30), "DecodeError"),
+        (b"k" * 2_000_000, b"\x00" * 1_000_000, "DecodeError"),  # as big as Kafka allows
+    ],
+    ids=["tombstone", "no-key-no-value", "empty", "binary-key", "huge"],
+)
+def test_no_message_is_an_exception_every_one_is_an_outcome(
+    codec: Codec, processor: Processor, key: bytes | None, value: bytes | None, error_class: str
+) -> None:
+    outcome = processor.process(Incoming("p.job-events", 1, 4, key, value), None)
+    (out,) = outcome.outgoing
+    assert out.topic == TOPICS.dead_letters and outcome.stored is None
+    letter = codec.decode(out.value).record
+    assert letter["errorClass"] == error_class and letter["payloadNull"] is (value is None)
+    assert letter["payloadSize"] == len(value or b"")
+    assert len(out.value) + len(out.key) < 1_000_000
+
+
+def test_a_valid_event_without_a_key_is_refused(codec: Codec, processor: Processor) -> None:
+    outcome = processor.process(
+        message(codec, TaskManagerRegistered(JOB, 1, "t", 1, None), 3, key=None), None
+    )
+    letter = codec.decode(outcome.outgoing[0].value).record
+    assert letter["errorClass"] == "KeyMismatch" and "no key" in letter["errorMessage"]
+
+
+def test_an_event_whose_output_kafka_would_refuse_is_dead_lettered_not_stored(
+    codec: Codec, processor: Processor
+) -> None:
+    """22,000 vertices, each in its own slot-sharing group: the submission fits in a Kafka
+    message, its rescale record (vertices and slots) does not."""
+    vertices = tuple(vertex(f"v{i}", 1, ssg=f"g{i}") for i in range(22_000))
+    big = message(codec, JobSubmitted(JOB, 0, "j", vertices, None, ()), 1)
+    assert len(big.value or b"") < 1_000_000  # the input itself fits
+    outcome = processor.process(big, None)
+    (out,) = outcome.outgoing
+    letter = codec.decode(out.value).record
+    assert letter["errorClass"] == "OutputTooLarge" and outcome.stored is None
+
+
+def test_an_unforeseen_failure_anywhere_is_a_dead_letter(
+    codec: Codec, processor: Processor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: object) -> None:
+        raise KeyError("a field no check foresaw")
+
+    monkeypatch.setattr("services.scheduler.adapters.processor.from_record", broken)
+    outcome = processor.process(submitted(codec), None)
+    letter = codec.decode(outcome.outgoing[0].value).record
+    assert letter["errorClass"] == "SchedulerError" and "no check foresaw" in letter["errorMessage"]
 
 
 def test_a_key_that_is_not_the_job_id_is_refused(codec: Codec, processor: Processor) -> None:

@@ -1,0 +1,93 @@
+"""`scalefold local`: `up --fresh` leaves nothing of the earlier run, and one service
+restarts alone while the broker and the rest keep running."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+from services.contracts.settings import Settings
+from services.localstack import stack
+from services.localstack.broker import _alive, _read_int
+from tests.integration.scheduler_support import ROOT
+
+pytestmark = pytest.mark.integration
+
+
+def local(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "SCALEFOLD_BOOTSTRAP_SERVERS"}
+    result = subprocess.run(
+        [sys.executable, "-m", "services.cli", "local", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=timeout,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def bootstrap_of(run_dir: Path) -> str:
+    return (run_dir / "bootstrap").read_text().strip()
+
+
+def test_fresh_discards_the_earlier_run(tmp_path: Path) -> None:
+    run_dir = tmp_path / "local"
+    local("up", "--broker-only", "--run-dir", str(run_dir))
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap_of(run_dir)})
+        admin.create_topics([NewTopic("leftover", 1, 1)])["leftover"].result(30)
+        leftovers = [
+            run_dir / "history" / "tables" / "rescales" / "part-0.parquet",
+            run_dir / "history" / "checkpoints" / "rescales" / "offsets" / "0",
+            run_dir / "scheduler" / "v1" / "tables",
+            run_dir / "scheduler.log",
+            run_dir / "history.log",
+            run_dir / "actuator.log",
+        ]
+        for path in leftovers:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("from the earlier run")
+        mine = run_dir / "notes.txt"
+        mine.write_text("the user's own")
+
+        local("up", "--fresh", "--broker-only", "--run-dir", str(run_dir))
+
+        assert [p for p in leftovers if p.exists()] == []
+        assert not (run_dir / "history").exists() and not (run_dir / "scheduler").exists()
+        assert mine.read_text() == "the user's own"
+        topics = AdminClient({"bootstrap.servers": bootstrap_of(run_dir)}).list_topics(timeout=30)
+        assert "leftover" not in topics.topics  # the broker's data is new
+        assert f"{Settings().topic_prefix}job-events" in topics.topics  # and set up again
+    finally:
+        local("down", "--run-dir", str(run_dir))
+
+
+def test_one_service_restarts_alone(tmp_path: Path) -> None:
+    run_dir = tmp_path / "local"
+    local("up", "--broker-only", "--run-dir", str(run_dir))
+    try:
+        settings = Settings(bootstrap_servers=bootstrap_of(run_dir))
+        broker_pid = _read_int(run_dir / "broker.pid")
+        scheduler = stack.scheduler_process(run_dir, stack.free_port())
+        first = stack.start(scheduler, settings)
+        stack.wait_ready(scheduler)
+
+        result = local("restart", "scheduler", "--run-dir", str(run_dir))
+
+        second = _read_int(run_dir / "scheduler.pid")
+        assert second is not None and second != first and _alive(second)
+        assert not _alive(first)
+        assert _read_int(run_dir / "broker.pid") == broker_pid and broker_pid is not None
+        assert _alive(broker_pid)
+        assert "scheduler ready" in result.stderr
+    finally:
+        stack.stop_all(run_dir, lambda _: None)
+        local("down", "--run-dir", str(run_dir))
