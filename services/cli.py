@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from services.contracts.access import KafkaConnectionError
 from services.contracts.settings import Settings, SettingsError
 from services.localstack.layout import RUN_ROOT, cache_dir
 
@@ -79,6 +80,13 @@ def _local_bootstrap() -> str | None:
         return None
 
 
+def _local_client_env() -> dict[str, str]:
+    """The CLI's settings for the secured local stack (`scalefold local up --secure`)."""
+    from services.localstack.secure import read_client_env
+
+    return read_client_env(RUN_ROOT / "local")
+
+
 def _split_compare(argv: list[str]) -> tuple[list[str], list[str] | None]:
     """`--compare` takes the rest of the line verbatim (it contains `--` and `-D`)."""
     if "--compare" not in argv:
@@ -102,11 +110,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     for noisy in ("py4j", "aiokafka", "faust.transport", "mode"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
+    # librdkafka's log repeats each error its error_cb reports (services/contracts/access.py).
+    logging.getLogger("librdkafka").setLevel(
+        logging.DEBUG if args.log_level == "DEBUG" else logging.CRITICAL
+    )
     env = os.environ
+    local = not (env.get("SCALEFOLD_BOOTSTRAP_SERVERS") or args.bootstrap_servers)
     try:
-        settings = Settings.from_env(env, bootstrap_fallback=_local_bootstrap()).with_overrides(
-            bootstrap_servers=args.bootstrap_servers, topic_prefix=args.topic_prefix
-        )
+        settings = Settings.from_env(
+            {**_local_client_env(), **env} if local else env, bootstrap_fallback=_local_bootstrap()
+        ).with_overrides(bootstrap_servers=args.bootstrap_servers, topic_prefix=args.topic_prefix)
     except SettingsError as error:
         print(f"scalefold: {error}", file=sys.stderr)
         return 2
@@ -115,6 +128,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(args, Context(settings, cache_dir(env), env))
     except KeyboardInterrupt:
         return 130
+    except KafkaConnectionError as error:  # a refusal is never retried: one line, and out
+        print(f"scalefold: {error}", file=sys.stderr)
+        return error.exit_code
 
 
 if __name__ == "__main__":

@@ -53,7 +53,7 @@ def read_issued(settings: Settings, codec: Codec, timeout: float = 30.0) -> Issu
         librdkafka_config(
             settings,
             **{
-                "group.id": f"history-ledger-{uuid.uuid4().hex}",
+                "group.id": f"{settings.topics.own('history')}-ledger-{uuid.uuid4().hex}",
                 "enable.auto.commit": False,
                 # End of partition as an event: offsets may have gaps (retention, compaction).
                 "enable.partition.eof": True,
