@@ -230,6 +230,9 @@ def test_closed_loop_on_sasl_ssl_with_acls_and_no_password_in_any_file(
     assert {"scheduler.log", "actuator.log", "history.log", "broker.log"} <= {f.name for f in files}
     secrets = passwords(secured)
     assert NASTY_PASSWORD in secrets and len(secrets) >= 6
+    # The search finds a password where one is: the broker's configuration holds its own.
+    config = (secured.run_dir / "server.properties").read_bytes()
+    assert any(secret.encode() in config for secret in secrets)
     for path in files:
         content = path.read_bytes()
         for secret in secrets:
