@@ -26,8 +26,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.scheduler.core import config as c
-from services.scheduler.core.events import (
+from services.contracts import jobconfig as c
+from services.contracts.events import (
     ConfigurationUpdated,
     Event,
     JobEventKind,

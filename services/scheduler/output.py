@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from services.contracts.render import rescale_line
 from services.scheduler.core.effects import (
     Decision,
     Effect,
@@ -64,24 +65,3 @@ def text(effect: Effect) -> str:
         return f"{head} {'rescale':<36} {'RECORD':<20} {rescale_line(effect.record)}"
     assert isinstance(effect, Rejected)
     return f"{head} {'dead letter':<36} {effect.kind:<20} {effect.message}"
-
-
-def rescale_line(record: dict[str, Any]) -> str:
-    """`#3 NEW_RESOURCE_AVAILABLE COMPLETED/SUCCEEDED src 2->4 (rev 4)`."""
-    vertices = " ".join(
-        f"{v['jobVertexId']} {_n(v['preRescaleParallelism'])}->{_n(v['postRescaleParallelism'])}"
-        for v in record["vertices"]
-    )
-    ending = (
-        f"{record['terminalState']}/{record['terminatedReason']}"
-        if record["terminalState"]
-        else "in progress"
-    )
-    return (
-        f"{record['rescaleUuid'][:8]} attempt {record['rescaleAttemptId']} "
-        f"{record['triggerCause']} {ending}: {vertices} (rev {record['revision']})"
-    )
-
-
-def _n(value: int | None) -> str:
-    return "?" if value is None else str(value)

@@ -89,7 +89,7 @@ def test_a_job_runs_and_rescales_through_the_compose_stack(
 ) -> None:
     from services.actuator.control import post
     from services.contracts import Codec, SchemaRegistry, Settings
-    from services.scheduler.core.events import JobSubmitted, VertexSpec, to_record
+    from services.contracts.events import JobSubmitted, VertexSpec, to_record
     from tests.kafka_support import consume, produce
 
     settings = Settings(bootstrap_servers=compose_bootstrap)

@@ -28,12 +28,12 @@ import pytest
 
 from services.actuator.control import post
 from services.contracts import Codec, Settings
+from services.contracts import jobconfig as c
+from services.contracts.events import JobSubmitted, VertexSpec, to_record
 from services.contracts.kafka import ensure_topics
 from services.localstack import secure, stack
 from services.localstack.broker import LocalBroker
 from services.localstack.tls import make_ca
-from services.scheduler.core import config as c
-from services.scheduler.core.events import JobSubmitted, VertexSpec, to_record
 from tests.integration.scheduler_support import ROOT
 from tests.integration.test_closed_loop import history_sql
 from tests.kafka_support import consume

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from services.scheduler.core.events import Profile
+from services.contracts.events import Profile
 from services.scheduler.core.jobgraph import JobInformation
 
 

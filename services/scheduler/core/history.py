@@ -43,8 +43,6 @@ def open_initial(fold: Fold) -> None:
 
 def open_new_resource_rescale(fold: Fold) -> None:
     """STM in Executing, first sufficient new-resource change: NEW_RESOURCE_AVAILABLE."""
-    from services.scheduler.core.stm import track_phase
-
     if fold.open_rescale(False, _opened(fold, TriggerCause.NEW_RESOURCE_AVAILABLE, fold.now, True)):
         track_phase(fold)
 
@@ -62,8 +60,6 @@ def end_without_change(fold: Fold) -> None:
 
 def requirements_changed(fold: Fold) -> None:
     """updateJobResourceRequirements (a real change): end the current rescale, open a new one."""
-    from services.scheduler.core.stm import track_phase
-
     fold.update_rescale(
         lambda r: tl.terminate(
             tl.add_state_span(r, current_span(fold)),
@@ -128,3 +124,27 @@ def job_ending(fold: Fold, reason: TerminatedReason, exception: str | None = Non
 def set_status(fold: Fold, message: str) -> None:
     """scalefold: the in-progress rescale's statusMessage, the latest explanation."""
     fold.update_rescale(lambda r: r if r.status == message else evolve(r, status=message))
+
+
+def track_phase(fold: Fold) -> None:
+    """Keep the in-progress rescale's transitionPhases in step with the current phase."""
+    stm = fold.state.stm
+    if stm is None:
+        return
+    state = str(fold.state.name)
+
+    def follow(rescale: tl.Rescale) -> tl.Rescale:
+        last = rescale.phases[-1] if rescale.phases else None
+        if (
+            last is not None
+            and last.leave is None
+            and last.phase == stm.phase
+            and last.state == state
+        ):
+            return rescale
+        closed = tl.close_phases(rescale, fold.now)
+        return evolve(
+            closed, phases=(*closed.phases, tl.PhaseSpan(str(stm.phase), state, fold.now))
+        )
+
+    fold.update_rescale(follow)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from services.contracts.events import Profile
 from services.scheduler.core.allocator import Assignment, Slot
-from services.scheduler.core.events import Profile
 from services.scheduler.core.jobgraph import JobInformation
 from services.scheduler.core.restart import RestartState
 from services.scheduler.core.timeline import Timeline

@@ -9,7 +9,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from services.scheduler.core.config import RestartConfig, RestartStrategyType
+from services.contracts.jobconfig import RestartStrategyType
+from services.scheduler.core.config import RestartConfig
 from services.scheduler.core.values import evolve
 
 

@@ -12,17 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from services.scheduler.core import history
-from services.scheduler.core.allocator import desired_slots
-from services.scheduler.core.config import SCHEDULER_MODE, ConfigError
-from services.scheduler.core.effects import (
-    DecisionKind,
-    Effect,
-    Rejected,
-    RejectionKind,
-    RequestKind,
-)
-from services.scheduler.core.events import (
+from services.contracts.events import (
     ConfigurationUpdated,
     Event,
     JobLifecycle,
@@ -31,6 +21,17 @@ from services.scheduler.core.events import (
     TaskManagerLost,
     TaskManagerRegistered,
     TimerFired,
+)
+from services.contracts.jobconfig import SCHEDULER_MODE
+from services.scheduler.core import history
+from services.scheduler.core.allocator import desired_slots
+from services.scheduler.core.config import ConfigError
+from services.scheduler.core.effects import (
+    DecisionKind,
+    Effect,
+    Rejected,
+    RejectionKind,
+    RequestKind,
 )
 from services.scheduler.core.fold import Defaults, Fold, config_of
 from services.scheduler.core.jobgraph import (

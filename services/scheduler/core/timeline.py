@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TypeVar
 
+from services.contracts.events import Profile
 from services.scheduler.core.allocator import Assignment, Plan, Slot, ssg_metas
-from services.scheduler.core.events import Profile
 from services.scheduler.core.jobgraph import JobInformation
 from services.scheduler.core.values import evolve
 

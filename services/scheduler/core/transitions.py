@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from services.scheduler.core import history
 from services.scheduler.core import timeline as tl
+from services.scheduler.core.behaviour import behaviour
 from services.scheduler.core.effects import DecisionKind
 from services.scheduler.core.fold import Fold
 from services.scheduler.core.model import ExecutionGraph, JobStatus, SchedulerState, StateName
 from services.scheduler.core.restart import on_failure
-from services.scheduler.core.states.base import behaviour
 from services.scheduler.core.timeline import TerminatedReason
 
 

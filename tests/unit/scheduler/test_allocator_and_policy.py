@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from services.contracts.jobconfig import ScalingPolicy
 from services.scheduler.core.allocator import Slot, assign, desired_slots, determine_parallelism
-from services.scheduler.core.config import ScalingPolicy
 from services.scheduler.core.jobgraph import Bounds, JobInformation, Vertex
 from services.scheduler.core.policy import adjust
 
@@ -100,7 +100,7 @@ def test_policies(
 
 
 def test_a_policy_that_declines_keeps_the_job_running_as_it_is() -> None:
-    from services.scheduler.core import config as c
+    from services.contracts import jobconfig as c
     from services.scheduler.core.model import StateName
     from tests.unit.scheduler.harness import SECOND, Scenario, vertex
 

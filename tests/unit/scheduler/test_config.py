@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.scheduler.core import config as c
+from services.contracts import jobconfig as c
 from services.scheduler.core.config import ConfigError, parse_duration, resolve
 
 

@@ -3,7 +3,7 @@ FLINK-33092), checkpoint triggers, and the parallelism-changed rule."""
 
 from __future__ import annotations
 
-from services.scheduler.core import config as c
+from services.contracts import jobconfig as c
 from services.scheduler.core.effects import DecisionKind, RequestKind
 from services.scheduler.core.model import Phase, StateName
 from tests.unit.scheduler.harness import SECOND, Scenario, outcome, post, vertex

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from services.scheduler.core import config as c
+from services.contracts import jobconfig as c
+from services.contracts.events import JobEventKind as K
 from services.scheduler.core.effects import DecisionKind, RequestKind
-from services.scheduler.core.events import JobEventKind as K
 from services.scheduler.core.model import JobStatus, StateName
 from tests.unit.scheduler.harness import SECOND, Scenario, outcome, vertex
 

@@ -3,8 +3,8 @@ call sites, id epochs, spans, pre/post values, revisions, and the bounded histor
 
 from __future__ import annotations
 
-from services.scheduler.core import config as c
-from services.scheduler.core.events import JobEventKind
+from services.contracts import jobconfig as c
+from services.contracts.events import JobEventKind
 from services.scheduler.core.model import StateName
 from tests.unit.scheduler.harness import SECOND, Scenario, outcome, outcomes, post, spans, vertex
 

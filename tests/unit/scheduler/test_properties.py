@@ -16,10 +16,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from services.scheduler.core import advance, handle
-from services.scheduler.core import config as c
-from services.scheduler.core.effects import Effect, RescaleUpdated
-from services.scheduler.core.events import (
+from services.contracts import jobconfig as c
+from services.contracts.events import (
     ConfigurationUpdated,
     Event,
     JobEventKind,
@@ -32,6 +30,8 @@ from services.scheduler.core.events import (
     TimerFired,
     VertexSpec,
 )
+from services.scheduler.core import advance, handle
+from services.scheduler.core.effects import Effect, RescaleUpdated
 from services.scheduler.core.model import JobState
 from services.scheduler.core.serde import dumps, loads
 from services.scheduler.output import dumps as effect_json

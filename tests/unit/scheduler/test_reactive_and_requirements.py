@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from services.scheduler.core import config as c
+from services.contracts import jobconfig as c
+from services.contracts.events import VertexSpec
 from services.scheduler.core.effects import DecisionKind, RejectionKind
-from services.scheduler.core.events import VertexSpec
 from services.scheduler.core.jobgraph import default_max_parallelism
 from services.scheduler.core.model import StateName
 from tests.unit.scheduler.harness import SECOND, Scenario, vertex
@@ -114,8 +114,8 @@ def test_a_requirement_update_in_waiting_for_resources_is_checked_at_once() -> N
 
 
 def test_requirement_and_graph_errors_at_submission_are_rejected() -> None:
+    from services.contracts.events import JobSubmitted
     from services.scheduler.core import handle
-    from services.scheduler.core.events import JobSubmitted
 
     duplicate = (VertexSpec("a", "A", "g", "g", 1, None), VertexSpec("a", "A", "g", "g", 1, None))
     step = handle(None, JobSubmitted("j", 0, "x", duplicate, None, ()))

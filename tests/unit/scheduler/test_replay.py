@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 
 from services.contracts import Codec
+from services.contracts.eventlog import LogError, read_log
+from services.contracts.events import JobSubmitted, TaskManagerRegistered, VertexSpec
 from services.scheduler.core.driver import replay
 from services.scheduler.core.effects import Rejected, RejectionKind, RescaleUpdated
-from services.scheduler.core.events import JobSubmitted, TaskManagerRegistered, VertexSpec
 from services.scheduler.core.serde import StateFormatError, dumps, loads
-from services.scheduler.replay import LogError, read_log, run_command
+from services.scheduler.replay import run_command
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "tm-join-one-by-one.jsonl"

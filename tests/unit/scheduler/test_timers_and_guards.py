@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from services.scheduler.core import config as c
+from services.contracts import jobconfig as c
+from services.contracts.events import JobEventKind, TaskManagerRegistered
 from services.scheduler.core import handle
+from services.scheduler.core.behaviour import Behaviour, register
 from services.scheduler.core.effects import DecisionKind
-from services.scheduler.core.events import JobEventKind, TaskManagerRegistered
 from services.scheduler.core.fold import Fold, InvariantError
 from services.scheduler.core.model import Phase, StateName
-from services.scheduler.core.states.base import Behaviour, register
 from services.scheduler.core.transitions import transition_to
 from tests.unit.scheduler.harness import JOB, SECOND, Scenario, vertex
 

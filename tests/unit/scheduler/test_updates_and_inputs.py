@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from services.contracts import Codec
+from services.contracts import jobconfig as c
 from services.contracts import records as r
-from services.scheduler.core import config as c
+from services.contracts.events import JobSubmitted, VertexSpec, from_record
 from services.scheduler.core import handle
 from services.scheduler.core.effects import DecisionKind, Rejected, RejectionKind
-from services.scheduler.core.events import JobSubmitted, VertexSpec, from_record
 from services.scheduler.core.jobgraph import effective_max_parallelism
 from services.scheduler.core.model import StateName
 from tests.unit.scheduler.harness import JOB, SECOND, Scenario, vertex

@@ -3,9 +3,9 @@ max delay 0), the resource wait timeout, and what it does with cancel and failur
 
 from __future__ import annotations
 
-from services.scheduler.core import config as c
+from services.contracts import jobconfig as c
+from services.contracts.events import JobEventKind
 from services.scheduler.core.effects import DecisionKind
-from services.scheduler.core.events import JobEventKind
 from services.scheduler.core.model import JobStatus, Phase, StateName
 from tests.unit.scheduler.harness import SECOND, Scenario, outcome, spans, vertex
 

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+from services.contracts.events import JobEventKind, JobLifecycle
+from services.contracts.jobconfig import RuntimeMode, StabilizationPlacement
 from services.scheduler.core import history, stm
 from services.scheduler.core.allocator import desired_slots
-from services.scheduler.core.config import RuntimeMode, StabilizationPlacement
+from services.scheduler.core.behaviour import Behaviour, register
 from services.scheduler.core.effects import DecisionKind, RequestKind
-from services.scheduler.core.events import JobEventKind, JobLifecycle
 from services.scheduler.core.fold import Fold, InvariantError
 from services.scheduler.core.model import ExecutionGraph, JobStatus, StateName
 from services.scheduler.core.resources import candidate, describe, executing_assessment
-from services.scheduler.core.states.base import Behaviour, register
 from services.scheduler.core.stm import Assessment
 from services.scheduler.core.transitions import (
     go_to_canceling,

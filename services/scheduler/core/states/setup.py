@@ -7,15 +7,15 @@ Flink), a global failure fails it, and task failures have nothing to fail.
 
 from __future__ import annotations
 
+from services.contracts.events import JobEventKind, JobLifecycle
+from services.contracts.jobconfig import RuntimeMode
 from services.scheduler.core import history, stm
 from services.scheduler.core.allocator import assign, plan_for
-from services.scheduler.core.config import RuntimeMode
+from services.scheduler.core.behaviour import Behaviour, register
 from services.scheduler.core.effects import RequestKind
-from services.scheduler.core.events import JobEventKind, JobLifecycle
 from services.scheduler.core.fold import Fold
 from services.scheduler.core.model import ExecutionGraph, JobStatus, StateName
 from services.scheduler.core.resources import candidate, describe, waiting_assessment
-from services.scheduler.core.states.base import Behaviour, register
 from services.scheduler.core.stm import Assessment
 from services.scheduler.core.transitions import (
     go_to_creating_execution_graph,
