@@ -17,6 +17,7 @@ from typing import Any
 
 from services.contracts import Codec, DecodeError, Settings
 from services.contracts import records as r
+from services.contracts.access import raise_refusal
 from services.contracts.kafka import librdkafka_config, retry_transient
 
 log = logging.getLogger(__name__)
@@ -114,6 +115,7 @@ class CommandSender:
         from confluent_kafka import Producer
 
         self._topic = settings.topics.commands
+        self._settings = settings
         self._codec = codec
         self.issued = issued
         self._producer = Producer(
@@ -130,7 +132,8 @@ class CommandSender:
             def callback(error: Any, _message: Any) -> None:
                 if error is None:
                     delivered.append(command)
-                else:
+                else:  # a refusal (a missing ACL) is no failure the next tick could mend
+                    raise_refusal(error, self._settings, f"write to {self._topic}")
                     failures.append(f"{command['commandId']}: {error}")
 
             return callback

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from services.contracts import Codec, SchemaRegistry, Settings
+from services.contracts.access import KafkaConnectionError
 from services.contracts.kafka import spark_kafka_options, spark_secrets
 from services.history import aggregates
 from services.history.commands import CommandSender, CommandSendError, read_issued
@@ -277,6 +278,8 @@ def _loop(
             planner.tick(_now_ms())
         except CommandSendError as error:
             log.warning("planner: %s; retrying on the next tick", error)
+        except KafkaConnectionError:  # refused by the broker: no tick can fix that
+            raise
         except Exception:  # the planner must not stop the ingest; the next tick retries
             log.exception("planner tick failed; retrying on the next tick")
 

@@ -92,12 +92,17 @@ def _up(args: argparse.Namespace, context: Context) -> int:
 
     from services.contracts.kafka import ensure_topics
     from services.localstack import secure, stack
+    from services.localstack.broker import BrokerError
 
     run_dir = Path(args.run_dir)
     if args.fresh:
         stack.stop_all(run_dir, _say)
     broker = _broker(args, context)
-    bootstrap = broker.start(fresh=args.fresh, progress=_say)
+    try:
+        bootstrap = broker.start(fresh=args.fresh, progress=_say)
+    except BrokerError as error:
+        _say(str(error))
+        return 1
     settings = context.settings.with_overrides(bootstrap_servers=bootstrap)
     identities = secure.identities(broker, settings) if args.secure else {}
     if args.secure:
