@@ -183,6 +183,9 @@ def murmur2(data: bytes) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
+JAAS_KEY = "sasl.jaas.config"
+
+
 class SparkSecretsError(ValueError):
     """Spark would be handed a password in its options; it needs a secrets file."""
 
@@ -214,9 +217,6 @@ def spark_kafka_options(settings: Settings, secrets: Path | None = None) -> dict
         options["kafka.ssl.truststore.type"] = "PEM"
         options["kafka.ssl.truststore.location"] = security.ssl_ca_location
     return options
-
-
-JAAS_KEY = "sasl.jaas.config"
 
 
 def spark_secrets(settings: Settings) -> str:

@@ -187,7 +187,8 @@ class LocalBroker:
                 super_user=BROKER_PRINCIPAL,
             )
             text = merge_properties(text, overlay)
-        self.config.touch(mode=0o600, exist_ok=True)  # a secured broker's holds a password
+        self.config.touch(exist_ok=True)
+        self.config.chmod(0o600)  # a secured broker's configuration holds a password
         self.config.write_text(text)
         progress("formatting KRaft storage")
         result = subprocess.run(
