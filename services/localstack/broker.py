@@ -31,6 +31,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from services.localstack.layout import DEPLOY_LOCAL
 from services.localstack.tls import BROKER_PRINCIPAL, BrokerTls, make_broker_tls
@@ -129,7 +130,7 @@ class LocalBroker:
         self.pid_file.unlink(missing_ok=True)
         return True
 
-    def admin_config(self) -> dict[str, str]:
+    def admin_config(self) -> dict[str, Any]:
         """librdkafka settings that reach this broker with full rights.
 
         Plaintext: its only listener. Secured: the INTERNAL listener with the

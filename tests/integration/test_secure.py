@@ -146,6 +146,30 @@ def the_error_line(result: subprocess.CompletedProcess[str]) -> str:
     return lines[0]
 
 
+def wait_for_parquet_row(data_dir: Path, slots: int, timeout: float) -> None:
+    """Wait, cheaply, until the rescales table has the job's rescale to `slots`.
+
+    DuckDB reads the Parquet files without Spark's commit log, so it may see a
+    batch not yet committed: only a hint for when to ask `history sql` (a Spark
+    start each time), which gives the answer."""
+    import duckdb
+
+    files = str(data_dir / "tables" / "rescales" / "**" / "*.parquet")
+    query = (
+        f"SELECT count(*) FROM read_parquet('{files}', hive_partitioning=true) WHERE job_id = "
+        f"'{JOB}' AND terminal_state = 'COMPLETED' AND total_post_rescale_slots = {slots}"
+    )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            row = duckdb.connect().execute(query).fetchone()
+            if row is not None and row[0] > 0:
+                return
+        except duckdb.Error:  # no file yet
+            pass
+        time.sleep(1)
+
+
 def submitted_job_log(codec: Codec, path: Path) -> Path:
     vertices = (VertexSpec("source", "Source", "default", "default", 4, None),)
     event = JobSubmitted(JOB, 0, JOB, vertices, None, tuple(sorted(QUICK.items())))
@@ -205,6 +229,7 @@ def test_closed_loop_on_sasl_ssl_with_acls_and_no_password_in_any_file(
         outcome = codec.decode(outcomes[0].value).record
         assert (outcome["commandId"], outcome["status"]) == (command["commandId"], "APPLIED")
 
+        wait_for_parquet_row(tmp_path / "history", slots=4, timeout=120)
         deadline = time.monotonic() + 120
         rows: list[dict[str, str]] = []
         while time.monotonic() < deadline:
@@ -337,7 +362,7 @@ def test_a_service_missing_an_acl_stops_at_start_naming_it(
         prefix + name,
         ResourcePatternType[pattern],
         f"User:{service}",
-        None,
+        "*",
         AclOperation[operation],
         AclPermissionType.ALLOW,
     )
