@@ -14,7 +14,11 @@ import sys
 from collections.abc import Sequence
 
 from services.clicontext import Context, Handler
-from services.contracts.access import KafkaConnectionError
+from services.contracts.access import (
+    LIBRDKAFKA_LOGGER,
+    KafkaConnectionError,
+    without_reported_errors,
+)
 from services.contracts.settings import Settings, SettingsError
 from services.localstack.layout import RUN_ROOT, cache_dir
 
@@ -68,7 +72,7 @@ def _local_bootstrap() -> str | None:
 
 
 def _local_client_env() -> dict[str, str]:
-    """The CLI's settings for the secured local stack (`scalefold local up --secure`)."""
+    """The CLI's settings for the running secured local stack (`local up --secure`)."""
     from services.localstack.secure import read_client_env
 
     return read_client_env(RUN_ROOT / "local")
@@ -97,15 +101,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     for noisy in ("py4j", "aiokafka", "faust.transport", "mode"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
-    # librdkafka's log repeats each error its error_cb reports (services/contracts/access.py).
-    logging.getLogger("librdkafka").setLevel(
-        logging.DEBUG if args.log_level == "DEBUG" else logging.CRITICAL
-    )
+    if args.log_level != "DEBUG":
+        logging.getLogger(LIBRDKAFKA_LOGGER).addFilter(without_reported_errors)
     env = os.environ
-    local = not (env.get("SCALEFOLD_BOOTSTRAP_SERVERS") or args.bootstrap_servers)
+    fallback = _local_bootstrap()
+    local = fallback and not (env.get("SCALEFOLD_BOOTSTRAP_SERVERS") or args.bootstrap_servers)
     try:
         settings = Settings.from_env(
-            {**_local_client_env(), **env} if local else env, bootstrap_fallback=_local_bootstrap()
+            {**_local_client_env(), **env} if local else env, bootstrap_fallback=fallback
         ).with_overrides(bootstrap_servers=args.bootstrap_servers, topic_prefix=args.topic_prefix)
     except SettingsError as error:
         print(f"scalefold: {error}", file=sys.stderr)

@@ -19,6 +19,7 @@ from typing import Any
 
 from services.contracts.settings import Settings
 
+LIBRDKAFKA_LOGGER = "librdkafka"  # where librdkafka_config sends librdkafka's own log lines
 EXIT_ACCESS = 77  # EX_NOPERM (sysexits.h)
 EXIT_UNREACHABLE = 69  # EX_UNAVAILABLE
 
@@ -113,3 +114,9 @@ def on_client_error(settings: Settings) -> Callable[[Any], None]:
         log.log(level, "Kafka client: %s", error.str())
 
     return callback
+
+
+def without_reported_errors(record: logging.LogRecord) -> bool:
+    """A filter for the librdkafka logger: its error lines repeat what `on_client_error`
+    reports (or raises), so they are dropped; its warnings pass."""
+    return record.levelno < logging.ERROR

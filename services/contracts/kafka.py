@@ -22,6 +22,7 @@ from tenacity import (
 )
 
 from services.contracts.access import (
+    LIBRDKAFKA_LOGGER,
     REFUSAL_NAMES,
     KafkaAccessError,
     KafkaUnreachableError,
@@ -103,14 +104,15 @@ def librdkafka_config(settings: Settings, **extra: Any) -> dict[str, Any]:
 
     Its `error_cb` raises `KafkaAccessError` from the client's next poll or
     flush when the broker refuses it; librdkafka's own log lines go to the
-    `librdkafka` logger (each error among them also reaches `error_cb`).
+    `librdkafka` logger (each error among them also reaches `error_cb`, so the
+    entry point drops them: `without_reported_errors`).
     """
     security = settings.security
     config: dict[str, Any] = {
         "bootstrap.servers": settings.bootstrap_servers,
         "security.protocol": security.protocol,
         "error_cb": on_client_error(settings),
-        "logger": logging.getLogger("librdkafka"),
+        "logger": logging.getLogger(LIBRDKAFKA_LOGGER),
     }
     if security.uses_sasl:
         assert security.sasl_password is not None  # checked by KafkaSecurity

@@ -3,10 +3,17 @@ said in one line that names the cause; the ACL plan gives each client only its o
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from services.contracts.access import KafkaAccessError, on_client_error, refusal
+from services.contracts.access import (
+    KafkaAccessError,
+    on_client_error,
+    refusal,
+    without_reported_errors,
+)
 from services.contracts.kafka import is_transient, retry_transient
 from services.contracts.preflight import needs
 from services.contracts.settings import Secret, Settings
@@ -140,3 +147,11 @@ def test_the_cli_may_write_only_job_events() -> None:
 def test_a_secret_in_settings_never_prints() -> None:
     assert "hunter2" not in repr(SASL) + str(SASL)
     assert str(Secret("hunter2")) == "***"
+
+
+def test_librdkafkas_own_error_lines_are_dropped_its_warnings_kept() -> None:
+    def record(level: int) -> logging.LogRecord:
+        return logging.LogRecord("librdkafka", level, "", 0, "FAIL ...", None, None)
+
+    assert not without_reported_errors(record(logging.ERROR))
+    assert without_reported_errors(record(logging.WARNING))
