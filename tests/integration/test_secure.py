@@ -31,11 +31,11 @@ from services.contracts import Codec, Settings
 from services.contracts import jobconfig as c
 from services.contracts.events import JobSubmitted, VertexSpec, to_record
 from services.contracts.kafka import ensure_topics
+from services.history.sinklog import committed_files
 from services.localstack import secure, stack
 from services.localstack.broker import LocalBroker
 from services.localstack.tls import make_ca
 from tests.integration.scheduler_support import ROOT
-from tests.integration.test_closed_loop import history_sql
 from tests.kafka_support import consume
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -146,28 +146,22 @@ def the_error_line(result: subprocess.CompletedProcess[str]) -> str:
     return lines[0]
 
 
-def wait_for_parquet_row(data_dir: Path, slots: int, timeout: float) -> None:
-    """Wait, cheaply, until the rescales table has the job's rescale to `slots`.
+def completed_rescales(data_dir: Path) -> list[tuple[str, int]]:
+    """(trigger cause, slots after) of the job's completed rescales in the committed history.
 
-    DuckDB reads the Parquet files without Spark's commit log, so it may see a
-    batch not yet committed: only a hint for when to ask `history sql` (a Spark
-    start each time), which gives the answer."""
+    Read with DuckDB from the Parquet files Spark's commit log lists (the files a
+    `history sql` would read), sparing a second Spark start per look."""
     import duckdb
 
-    files = str(data_dir / "tables" / "rescales" / "**" / "*.parquet")
+    files = committed_files(data_dir / "tables" / "rescales")
+    if not files:
+        return []
     query = (
-        f"SELECT count(*) FROM read_parquet('{files}', hive_partitioning=true) WHERE job_id = "
-        f"'{JOB}' AND terminal_state = 'COMPLETED' AND total_post_rescale_slots = {slots}"
+        "SELECT trigger_cause, total_post_rescale_slots FROM read_parquet(?, hive_partitioning=true)"
+        " WHERE job_id = ? AND terminal_state = 'COMPLETED' ORDER BY start_timestamp_ms"
     )
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            row = duckdb.connect().execute(query).fetchone()
-            if row is not None and row[0] > 0:
-                return
-        except duckdb.Error:  # no file yet
-            pass
-        time.sleep(1)
+    rows = duckdb.connect().execute(query, [[str(f) for f in files], JOB]).fetchall()
+    return [(str(cause), int(slots)) for cause, slots in rows]
 
 
 def submitted_job_log(codec: Codec, path: Path) -> Path:
@@ -229,20 +223,13 @@ def test_closed_loop_on_sasl_ssl_with_acls_and_no_password_in_any_file(
         outcome = codec.decode(outcomes[0].value).record
         assert (outcome["commandId"], outcome["status"]) == (command["commandId"], "APPLIED")
 
-        wait_for_parquet_row(tmp_path / "history", slots=4, timeout=120)
-        deadline = time.monotonic() + 120
-        rows: list[dict[str, str]] = []
-        while time.monotonic() < deadline:
-            rows = history_sql(
-                tmp_path / "history",
-                f"SELECT trigger_cause, total_post_rescale_slots FROM rescales WHERE job_id = "
-                f"'{JOB}' AND terminal_state = 'COMPLETED' ORDER BY start_timestamp_ms",
-            )
-            if any(row["total_post_rescale_slots"] == "4" for row in rows):
-                break
-            time.sleep(3)
-        assert [row["total_post_rescale_slots"] for row in rows] == ["1", "4"]
-        assert rows[-1]["trigger_cause"] == "NEW_RESOURCE_AVAILABLE"
+        deadline = time.monotonic() + 180
+        history = completed_rescales(tmp_path / "history")
+        while len(history) < 2 and time.monotonic() < deadline:
+            time.sleep(1)
+            history = completed_rescales(tmp_path / "history")
+        assert [slots for _, slots in history] == [1, 4]
+        assert history[-1][0] == "NEW_RESOURCE_AVAILABLE"
 
         listed = scalefold(secured, "topics", "--create")
         outputs.append(listed.stdout + listed.stderr)
