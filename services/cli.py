@@ -14,6 +14,11 @@ import sys
 from collections.abc import Sequence
 
 from services.clicontext import Context, Handler
+from services.contracts.access import (
+    LIBRDKAFKA_LOGGER,
+    KafkaConnectionError,
+    without_reported_errors,
+)
 from services.contracts.settings import Settings, SettingsError
 from services.localstack.layout import RUN_ROOT, cache_dir
 
@@ -26,7 +31,7 @@ Kafka connection (environment):
                                 `scalefold local up`, else 127.0.0.1:9092
   SCALEFOLD_TOPIC_PREFIX        default "scalefold."
   SCALEFOLD_SECURITY_PROTOCOL   PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL
-  SCALEFOLD_SASL_MECHANISM / _SASL_USERNAME / _SASL_PASSWORD
+  SCALEFOLD_SASL_MECHANISM / _SASL_USERNAME / _SASL_PASSWORD (or _SASL_PASSWORD_FILE)
   SCALEFOLD_SSL_CA_LOCATION / _SSL_CERTIFICATE_LOCATION / _SSL_KEY_LOCATION / _SSL_KEY_PASSWORD
 """
 
@@ -66,6 +71,13 @@ def _local_bootstrap() -> str | None:
         return None
 
 
+def _local_client_env() -> dict[str, str]:
+    """The CLI's settings for the running secured local stack (`local up --secure`)."""
+    from services.localstack.secure import read_client_env
+
+    return read_client_env(RUN_ROOT / "local")
+
+
 def _split_compare(argv: list[str]) -> tuple[list[str], list[str] | None]:
     """`--compare` takes the rest of the line verbatim (it contains `--` and `-D`)."""
     if "--compare" not in argv:
@@ -89,11 +101,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     for noisy in ("py4j", "aiokafka", "faust.transport", "mode"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
+    if args.log_level != "DEBUG":
+        logging.getLogger(LIBRDKAFKA_LOGGER).addFilter(without_reported_errors)
     env = os.environ
+    fallback = _local_bootstrap()
+    local = fallback and not (env.get("SCALEFOLD_BOOTSTRAP_SERVERS") or args.bootstrap_servers)
     try:
-        settings = Settings.from_env(env, bootstrap_fallback=_local_bootstrap()).with_overrides(
-            bootstrap_servers=args.bootstrap_servers, topic_prefix=args.topic_prefix
-        )
+        settings = Settings.from_env(
+            {**_local_client_env(), **env} if local else env, bootstrap_fallback=fallback
+        ).with_overrides(bootstrap_servers=args.bootstrap_servers, topic_prefix=args.topic_prefix)
     except SettingsError as error:
         print(f"scalefold: {error}", file=sys.stderr)
         return 2
@@ -102,6 +118,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(args, Context(settings, cache_dir(env), env))
     except KeyboardInterrupt:
         return 130
+    except KafkaConnectionError as error:  # a refusal is never retried: one line, and out
+        print(f"scalefold: {error}", file=sys.stderr)
+        return error.exit_code
 
 
 if __name__ == "__main__":

@@ -91,13 +91,14 @@ def consume(
     topic: str,
     until: Callable[[list[Received]], bool],
     timeout: float = 60.0,
+    group_prefix: str = "test",
 ) -> list[Received]:
     """Read `topic` from the start with a fresh group until `until(received)` or the deadline."""
     consumer = Consumer(
         librdkafka_config(
             settings,
             **{
-                "group.id": f"test-{uuid.uuid4().hex}",
+                "group.id": f"{group_prefix}-{uuid.uuid4().hex}",
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": False,
                 "session.timeout.ms": 6000,

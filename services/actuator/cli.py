@@ -126,11 +126,11 @@ def _actuator(args: argparse.Namespace, context: Context) -> int:
     from services.actuator.control import serve
     from services.actuator.service import Actuator
     from services.contracts import Codec, SchemaRegistry
-    from services.contracts.kafka import ensure_topics
+    from services.contracts.preflight import prepare
 
     log = logging.getLogger("scalefold.actuator")
     settings = context.settings
-    ensure_topics(settings, settings.topics.all())
+    prepare(settings, "actuator")
     timing = Timing(
         provisioning=int(args.provisioning_delay * 1000),
         creation=int(args.creation_delay * 1000),

@@ -2,12 +2,15 @@
 
 Also the topic bootstrap (`ensure_topics`) every service and test uses, and
 `redacted`, the only form in which a client configuration may be logged.
+Every librdkafka client raises `KafkaAccessError` when the broker refuses it
+(services/contracts/access.py); `is_transient` never calls a refusal transient.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
 from tenacity import (
@@ -18,6 +21,15 @@ from tenacity import (
     wait_exponential,
 )
 
+from services.contracts.access import (
+    LIBRDKAFKA_LOGGER,
+    REFUSAL_NAMES,
+    KafkaAccessError,
+    KafkaUnreachableError,
+    on_client_error,
+    refusal,
+    who,
+)
 from services.contracts.settings import Settings
 from services.contracts.topics import TopicSpec
 
@@ -31,8 +43,8 @@ T = TypeVar("T")
 _TRANSIENT_NAMES = frozenset(
     {
         "NOT_LEADER_FOR_PARTITION",
+        "UNKNOWN_LEADER_EPOCH",  # the client's metadata is a leader election behind
         "LEADER_NOT_AVAILABLE",
-        "UNKNOWN_LEADER_EPOCH",  # seen while a fresh broker elects its first leaders
         "FENCED_LEADER_EPOCH",
         "OFFSET_NOT_AVAILABLE",
         "NOT_ENOUGH_REPLICAS",
@@ -61,7 +73,7 @@ def is_transient(error: BaseException) -> bool:
     kafka_error = error.args[0]
     if not hasattr(kafka_error, "name"):
         return False
-    if kafka_error.fatal():
+    if kafka_error.fatal() or kafka_error.name() in REFUSAL_NAMES:
         return False
     return bool(kafka_error.retriable()) or kafka_error.name() in _TRANSIENT_NAMES
 
@@ -91,11 +103,19 @@ def redacted(config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def librdkafka_config(settings: Settings, **extra: Any) -> dict[str, Any]:
-    """Configuration for confluent-kafka's Producer, Consumer and AdminClient."""
+    """Configuration for confluent-kafka's Producer, Consumer and AdminClient.
+
+    Its `error_cb` raises `KafkaAccessError` from the client's next poll or
+    flush when the broker refuses it; librdkafka's own log lines go to the
+    `librdkafka` logger (each error among them also reaches `error_cb`, so the
+    entry point drops them: `without_reported_errors`).
+    """
     security = settings.security
     config: dict[str, Any] = {
         "bootstrap.servers": settings.bootstrap_servers,
         "security.protocol": security.protocol,
+        "error_cb": on_client_error(settings),
+        "logger": logging.getLogger(LIBRDKAFKA_LOGGER),
     }
     if security.uses_sasl:
         assert security.sasl_password is not None  # checked by KafkaSecurity
@@ -113,6 +133,18 @@ def librdkafka_config(settings: Settings, **extra: Any) -> dict[str, Any]:
     config.update({k: v for k, v in optional.items() if v is not None})
     config.update(extra)
     return config
+
+
+def flush(producer: Any, timeout: float) -> int:
+    """`producer.flush(timeout)` in short steps: a refusal raised by a callback
+    surfaces from the next step, where one long flush would hold it until its end."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        left = int(producer.flush(min(0.2, max(0.0, deadline - time.monotonic()))))
+        if left == 0 or time.monotonic() >= deadline:
+            return left
 
 
 def producer_config(settings: Settings, **extra: Any) -> dict[str, Any]:
@@ -156,33 +188,93 @@ def murmur2(data: bytes) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
-def spark_kafka_options(settings: Settings) -> dict[str, str]:
-    """Options for Spark's Kafka source and sink (`kafka.`-prefixed Java client keys)."""
+JAAS_KEY = "sasl.jaas.config"
+
+
+class SparkSecretsError(ValueError):
+    """Spark would be handed a password in its options; it needs a secrets file."""
+
+
+def spark_kafka_options(settings: Settings, secrets: Path | None = None) -> dict[str, str]:
+    """Options for Spark's Kafka source and sink (`kafka.`-prefixed Java client keys).
+
+    With SASL, the JAAS line (which holds the password) is not an option: Spark
+    prints a source's options unredacted in the parsed plan (`explain(True)`,
+    query descriptions). The options point Kafka's FileConfigProvider (KIP-421)
+    at `secrets` instead, a properties file of `spark_secrets(settings)` that
+    each Kafka client reads as it starts.
+    """
     security = settings.security
     options = {
         "kafka.bootstrap.servers": settings.bootstrap_servers,
         "kafka.security.protocol": security.protocol,
     }
     if security.uses_sasl:
-        assert security.sasl_password is not None
-        module = (
-            "org.apache.kafka.common.security.plain.PlainLoginModule"
-            if security.sasl_mechanism == "PLAIN"
-            else "org.apache.kafka.common.security.scram.ScramLoginModule"
-        )
-        password = security.sasl_password.reveal().replace('"', '\\"')
+        if secrets is None:
+            raise SparkSecretsError("SASL for Spark needs a secrets file (spark_secrets)")
         options["kafka.sasl.mechanism"] = str(security.sasl_mechanism)
-        options["kafka.sasl.jaas.config"] = (
-            f'{module} required username="{security.sasl_username}" password="{password}";'
+        options["kafka.config.providers"] = "file"
+        options["kafka.config.providers.file.class"] = (
+            "org.apache.kafka.common.config.provider.FileConfigProvider"
         )
+        options["kafka.sasl.jaas.config"] = f"${{file:{secrets}:{JAAS_KEY}}}"
     if security.ssl_ca_location:
         options["kafka.ssl.truststore.type"] = "PEM"
         options["kafka.ssl.truststore.location"] = security.ssl_ca_location
     return options
 
 
+def spark_secrets(settings: Settings) -> str:
+    """The properties file `spark_kafka_options` refers to: the JAAS line with the password."""
+    security = settings.security
+    assert security.uses_sasl and security.sasl_password is not None
+    module = (
+        "org.apache.kafka.common.security.plain.PlainLoginModule"
+        if security.sasl_mechanism == "PLAIN"
+        else "org.apache.kafka.common.security.scram.ScramLoginModule"
+    )
+
+    def jaas(value: str) -> str:  # a quoted JAAS value (java.io.StreamTokenizer's escapes)
+        for char, escaped in (("\\", "\\\\"), ('"', '\\"'), ("\n", "\\n"), ("\r", "\\r")):
+            value = value.replace(char, escaped)
+        return f'"{value}"'
+
+    line = (
+        f"{module} required username={jaas(str(security.sasl_username))} "
+        f"password={jaas(security.sasl_password.reveal())};"
+    )
+    # java.util.Properties: a backslash escapes (the line holds no line break any more).
+    return f"{JAAS_KEY}={line.replace(chr(92), chr(92) * 2)}\n"
+
+
 class TopicMismatchError(RuntimeError):
     """An existing topic's partition count differs from its spec."""
+
+
+def connect(settings: Settings, timeout: float = 30.0) -> Any:
+    """An AdminClient that has reached the broker: `KafkaAccessError` within a second
+    or two when the broker refuses us (librdkafka would otherwise wait out `timeout`)."""
+    import time
+
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient(librdkafka_config(settings))
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            admin.list_topics(timeout=1.0)
+            return admin
+        except KafkaException as error:
+            admin.poll(0)  # serves error_cb, which raises a refusal
+            if not is_transient(error):
+                raise
+            if time.monotonic() > deadline:
+                raise KafkaUnreachableError(
+                    f"no answer from the broker {who(settings)} in {timeout:.0f} s "
+                    f"({error.args[0].str()}); check SCALEFOLD_BOOTSTRAP_SERVERS and "
+                    "SCALEFOLD_SECURITY_PROTOCOL"
+                ) from None
 
 
 def ensure_topics(
@@ -192,12 +284,15 @@ def ensure_topics(
 
     An existing topic with another partition count is an error: records keyed
     by job id would land on other partitions than the Faust tables expect.
+    On a broker with ACLs a topic the client may not describe looks missing;
+    creating it is then refused, and the error says so.
     """
     from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+    from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
-    admin = AdminClient(librdkafka_config(settings))
-    existing = retry_transient(  # a service may start while the broker (re)starts
+    # a service may start while the broker (re)starts: wait it out, transient errors too
+    admin = connect(settings, max(timeout, 120.0))
+    existing = retry_transient(
         lambda: admin.list_topics(timeout=min(timeout, 10.0)).topics,
         "the broker's topics",
         timeout=max(timeout, 120.0),
@@ -220,9 +315,15 @@ def ensure_topics(
                 future.result()
                 created.append(name)
             except KafkaException as error:
+                problem = refusal(error.args[0], settings, f"create the missing topic {name}")
+                if problem is not None:
+                    raise KafkaAccessError(
+                        f"{problem} (or it exists and may not be described by this user); "
+                        "an administrator creates the topics: `scalefold topics --create`"
+                    ) from None
                 if "TOPIC_ALREADY_EXISTS" not in str(error):
                     raise
-    wait_for_leaders(admin, list(specs), timeout)
+    wait_for_leaders(admin, list(specs), timeout, settings)
     return sorted(created)
 
 
@@ -230,7 +331,9 @@ class LeadersNotReadyError(RuntimeError):
     """Partitions of a topic still have no leader after the timeout."""
 
 
-def wait_for_leaders(admin: Any, topics: list[str], timeout: float = 30.0) -> None:
+def wait_for_leaders(
+    admin: Any, topics: list[str], timeout: float = 30.0, settings: Settings | None = None
+) -> None:
     """Block until every partition of `topics` has a leader that answers for it.
 
     A topic's creation returns before its partitions' leaders are elected, and
@@ -263,6 +366,9 @@ def wait_for_leaders(admin: Any, topics: list[str], timeout: float = 30.0) -> No
                 try:
                     future.result()
                 except KafkaException as error:
+                    problem = settings and refusal(error.args[0], settings, f"describe {tp.topic}")
+                    if problem:
+                        raise problem from None
                     if not is_transient(error):
                         raise
                     waiting.append(f"{tp.topic}[{tp.partition}]")

@@ -104,7 +104,16 @@ class Settings:
             return value if value else None
 
         def secret(name: str) -> Secret | None:
-            value = get(name)
+            """`SCALEFOLD_<name>`, or the contents of the file `SCALEFOLD_<name>_FILE` names
+            (a Docker or Kubernetes secret, or the local stack's files)."""
+            value, path = get(name), get(name + "_FILE")
+            if value is None and path is not None:
+                try:
+                    value = Path(path).read_text().rstrip("\n")
+                except OSError as error:
+                    raise SettingsError(
+                        f"cannot read {ENV_PREFIX}{name}_FILE ({path}): {error.strerror}"
+                    ) from None
             return Secret(value) if value is not None else None
 
         security = KafkaSecurity(

@@ -99,6 +99,37 @@ ALL: tuple[TopicSpec, ...] = (
 
 
 @dataclass(frozen=True)
+class Access:
+    """The topics one client reads and writes: what it checks at start, and its ACLs."""
+
+    reads: tuple[TopicSpec, ...]
+    writes: tuple[TopicSpec, ...]
+
+    @property
+    def specs(self) -> tuple[TopicSpec, ...]:
+        return tuple(spec for spec in ALL if spec in self.reads or spec in self.writes)
+
+
+ACCESS: dict[str, Access] = {
+    # The scheduler writes its own TimerFired ticks onto job-events.
+    "scheduler": Access(
+        reads=(JOB_EVENTS,), writes=(JOB_EVENTS, RESCALES, DECISIONS, DEAD_LETTERS)
+    ),
+    # The history service reads the commands topic as its ledger of commands sent.
+    "history": Access(reads=(RESCALES, COMMANDS), writes=(COMMANDS, DEAD_LETTERS)),
+    # The actuator rebuilds its cluster from job-events and decisions, and reports on it.
+    "actuator": Access(
+        reads=(JOB_EVENTS, DECISIONS, COMMANDS, COMMAND_OUTCOMES),
+        writes=(JOB_EVENTS, COMMAND_OUTCOMES, DEAD_LETTERS),
+    ),
+    # `scalefold produce`, `tail` and `topics`: an operator's tool.
+    "cli": Access(reads=ALL, writes=(JOB_EVENTS,)),
+}
+"""Who uses which topic; a client's consumer groups (and the scheduler's Faust topics)
+are named `<prefix><client>...` (`Topics.own`)."""
+
+
+@dataclass(frozen=True)
 class Topics:
     """Topic names under one prefix (one scalefold installation, or one test)."""
 
@@ -135,6 +166,14 @@ class Topics:
     def all(self) -> dict[str, TopicSpec]:
         """Every topic scalefold uses, by full name."""
         return {self.name(spec): spec for spec in ALL}
+
+    def used_by(self, client: str) -> dict[str, TopicSpec]:
+        """The topics `client` (a key of ACCESS) reads or writes, by full name."""
+        return {self.name(spec): spec for spec in ACCESS[client].specs}
+
+    def own(self, client: str) -> str:
+        """The prefix of `client`'s consumer groups and private topics (Faust's changelogs)."""
+        return f"{self.prefix}{client}"
 
     def spec_of(self, topic: str) -> TopicSpec | None:
         """The spec of a full topic name, or None if it is not one of ours."""

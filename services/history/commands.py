@@ -20,6 +20,7 @@ from typing import Any
 
 from services.contracts import Codec, DecodeError, Settings
 from services.contracts import records as r
+from services.contracts.access import raise_refusal
 from services.contracts.kafka import librdkafka_config, retry_transient
 
 log = logging.getLogger(__name__)
@@ -56,7 +57,7 @@ def read_issued(settings: Settings, codec: Codec, timeout: float = 30.0) -> Issu
         librdkafka_config(
             settings,
             **{
-                "group.id": f"history-ledger-{uuid.uuid4().hex}",
+                "group.id": f"{settings.topics.own('history')}-ledger-{uuid.uuid4().hex}",
                 "enable.auto.commit": False,
                 # End of partition as an event: offsets may have gaps (retention, compaction).
                 "enable.partition.eof": True,
@@ -124,6 +125,7 @@ class CommandSender:
         from confluent_kafka import Producer
 
         self._topic = settings.topics.commands
+        self._settings = settings
         self._codec = codec
         self.issued = issued
         self.in_flight: set[str] = set()
@@ -148,7 +150,8 @@ class CommandSender:
                 if error is None:
                     self.issued.add(command["jobId"], command["commandId"])
                     delivered.append(command)
-                else:
+                else:  # a refusal (a missing ACL) is no failure the next tick could mend
+                    raise_refusal(error, self._settings, f"write to {self._topic}")
                     failures.append(f"{command['commandId']}: {error}")
 
             return callback

@@ -70,12 +70,11 @@ def run(args: argparse.Namespace, context: Context) -> int:
     from pyspark.errors import StreamingQueryException
 
     from services.contracts import SchemaRegistry
-    from services.contracts.kafka import ensure_topics
+    from services.contracts.preflight import prepare
     from services.history import job
 
     settings, topics = context.settings, context.settings.topics
-    wanted = {topics.rescales, topics.commands, topics.dead_letters}
-    ensure_topics(settings, {n: s for n, s in topics.all().items() if n in wanted})
+    prepare(settings, "history")
     options = _run_options(args)
     say(f"reading {topics.rescales} at {settings.bootstrap_servers}")
     stop = _stop_on_signals()

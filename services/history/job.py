@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import fcntl
 import logging
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -29,7 +30,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from services.contracts import Codec, SchemaRegistry, Settings
-from services.contracts.kafka import spark_kafka_options
+from services.contracts.access import KafkaConnectionError
+from services.contracts.kafka import spark_kafka_options, spark_secrets
 from services.history import aggregates
 from services.history.commands import CommandSender, CommandSendError, read_issued
 from services.history.decode import RescaleSchemas, dead_letters, decode, valid
@@ -67,19 +69,21 @@ class HistoryJobError(RuntimeError):
     """A streaming query stopped; the message names it and Spark's reason."""
 
 
-def kafka_source(spark: SparkSession, settings: Settings) -> DataFrame:
+def kafka_source(spark: SparkSession, settings: Settings, secrets: Path | None = None) -> DataFrame:
     """The rescales topic from its beginning; offsets lost to retention are skipped.
 
     Asking for offsets is retried for about a minute (Spark's default: 3 times a
     second apart), so a broker restart does not fail the query at all.
     """
     options = {
-        **spark_kafka_options(settings),
+        **spark_kafka_options(settings, secrets),
         "subscribe": settings.topics.rescales,
         "startingOffsets": "earliest",
         "failOnDataLoss": "false",
         "fetchOffset.numRetries": "60",
         "fetchOffset.retryIntervalMs": "1000",
+        # Its consumer groups are the history service's own (what its ACLs allow).
+        "groupIdPrefix": settings.topics.own("history"),
     }
     return spark.readStream.format("kafka").options(**options).load()
 
@@ -91,20 +95,31 @@ def _trigger(options: RunOptions) -> dict[str, Any]:
 
 
 def start_queries(
-    spark: SparkSession, settings: Settings, schemas: RescaleSchemas, options: RunOptions
+    spark: SparkSession,
+    settings: Settings,
+    schemas: RescaleSchemas,
+    options: RunOptions,
+    secrets: Path | None = None,
 ) -> list[StreamingQuery]:
-    """Start the table queries and the dead-letter query; return them all."""
-    return [start() for start in query_starters(spark, settings, schemas, options).values()]
+    """Start the table queries and the dead-letter query; return them all.
+
+    `secrets`: the Kafka secrets file (`secrets_file`), needed with SASL."""
+    starters = query_starters(spark, settings, schemas, options, secrets)
+    return [start() for start in starters.values()]
 
 
 def query_starters(
-    spark: SparkSession, settings: Settings, schemas: RescaleSchemas, options: RunOptions
+    spark: SparkSession,
+    settings: Settings,
+    schemas: RescaleSchemas,
+    options: RunOptions,
+    secrets: Path | None = None,
 ) -> dict[str, Callable[[], StreamingQuery]]:
     """Per query name, what starts it (again, from its checkpoint)."""
     layout, trigger = options.layout, _trigger(options)
     # One decoded frame for every query: Spark analyses the large Avro expressions once;
     # each started query still gets its own Kafka source and checkpointed offsets.
-    decoded = decode(kafka_source(spark, settings), schemas)
+    decoded = decode(kafka_source(spark, settings, secrets), schemas)
     starters: dict[str, Callable[[], StreamingQuery]] = {}
     for table, transform in TABLES.items():
         removed = remove_uncommitted(layout.table(table))
@@ -181,6 +196,23 @@ def _now_ms() -> int:
 
 
 @contextmanager
+def secrets_file(settings: Settings) -> Iterator[Path | None]:
+    """The Kafka clients' secrets for Spark (`spark_secrets`) in a file only this user
+    can read, removed when the job ends; None without SASL.
+
+    Spark runs its Kafka clients in this JVM (local mode), which reads the file
+    by path; on a cluster the path would have to exist on every executor."""
+    if not settings.security.uses_sasl:
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix="scalefold-spark-") as directory:
+        path = Path(directory) / "kafka-client.properties"
+        path.touch(mode=0o600)
+        path.write_text(spark_secrets(settings))
+        yield path
+
+
+@contextmanager
 def exclusive(data_dir: Path) -> Iterator[None]:
     """Hold DATA_DIR's lock: two jobs on one checkpoint would corrupt each other's batches.
 
@@ -210,9 +242,15 @@ def run(
     On `stop` the queries are stopped between batches' commits, as Spark does:
     a batch in flight is redone on the next start, from its checkpoint.
     """
-    with exclusive(options.layout.data_dir):
+    with exclusive(options.layout.data_dir), secrets_file(settings) as secrets:
         return _run(
-            spark, settings, registry, options, progress=progress, stop=stop or threading.Event()
+            spark,
+            settings,
+            registry,
+            options,
+            progress=progress,
+            stop=stop or threading.Event(),
+            secrets=secrets,
         )
 
 
@@ -224,11 +262,12 @@ def _run(
     *,
     progress: Progress,
     stop: threading.Event,
+    secrets: Path | None,
 ) -> int:
     planner = PlannerLoop(spark, settings, registry, options) if options.plan_commands else None
     if planner is not None:
         progress(f"{len(planner.sender.issued)} commands already issued")
-    starters = query_starters(spark, settings, RescaleSchemas.of(registry), options)
+    starters = query_starters(spark, settings, RescaleSchemas.of(registry), options, secrets)
     queries = {name: start() for name, start in starters.items()}
     progress(f"{len(queries)} streaming queries started, writing to {options.layout.data_dir}")
     try:
@@ -320,6 +359,8 @@ def _loop(
             planner.tick(_now_ms())
         except CommandSendError as error:
             log.warning("planner: %s; retrying on the next tick", error)
+        except KafkaConnectionError:  # refused by the broker: no tick can fix that
+            raise
         except Exception:  # the planner must not stop the ingest; the next tick retries
             log.exception("planner tick failed; retrying on the next tick")
 

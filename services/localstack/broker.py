@@ -6,9 +6,15 @@
       broker.log          the JVM's stdout and stderr
       broker.pid          pid of the running broker
       bootstrap           host:port of the broker once it answers metadata requests
+      secure/             with `secure=True`: its TLS material (tls.py), users' passwords
 
 Ports are free ones picked at first start and kept, so a stopped stack restarts
 with the same address and data; `fresh=True` starts a new cluster.
+
+A secured broker (`secure=True`, deploy/local/kafka/secure.properties.in) serves
+clients on SASL_SSL only, with the authorizer on; `admin_config()` is the
+broker's own identity (its certificate, on the INTERNAL listener), the one
+super user, which `secure.provision` uses to create users and ACLs.
 """
 
 from __future__ import annotations
@@ -25,10 +31,13 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from services.localstack.layout import DEPLOY_LOCAL
+from services.localstack.tls import BROKER_PRINCIPAL, BrokerTls, make_broker_tls
 
 TEMPLATE = DEPLOY_LOCAL / "kafka" / "server.properties.in"
+SECURE_TEMPLATE = DEPLOY_LOCAL / "kafka" / "secure.properties.in"
 LOG4J = DEPLOY_LOCAL / "kafka" / "log4j2.yaml"
 HEAP = ("-Xms256m", "-Xmx1g")
 
@@ -48,9 +57,11 @@ class Running:
 class LocalBroker:
     """Start, find and stop the broker of one run directory."""
 
-    def __init__(self, run_dir: Path, jars: list[Path]) -> None:
+    def __init__(self, run_dir: Path, jars: list[Path], secure: bool = False) -> None:
         self.run_dir = run_dir
         self.jars = jars
+        self.secure = secure
+        self.tls = BrokerTls(run_dir / "secure")
         self.config = run_dir / "server.properties"
         self.data = run_dir / "data"
         self.log = run_dir / "broker.log"
@@ -67,6 +78,8 @@ class LocalBroker:
     def start(self, fresh: bool = False, timeout: float = 90.0, progress: Progress = print) -> str:
         """Start the broker (or find it running) and return its bootstrap address."""
         running = self.status()
+        if not fresh:
+            self._check_kind()
         if running is not None and not fresh:
             progress(f"Kafka broker already running (pid {running.pid})")
             return running.bootstrap
@@ -75,7 +88,7 @@ class LocalBroker:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if fresh or not self._reusable():
             self._format(progress)
-        bootstrap = f"127.0.0.1:{self._ports()[0]}"
+        bootstrap = self._bootstrap()
         self.bootstrap_file.unlink(missing_ok=True)
         progress(f"starting Kafka broker on {bootstrap} (log: {self.log})")
         with self.log.open("ab") as log:
@@ -117,18 +130,66 @@ class LocalBroker:
         self.pid_file.unlink(missing_ok=True)
         return True
 
+    def admin_config(self) -> dict[str, Any]:
+        """librdkafka settings that reach this broker with full rights.
+
+        Plaintext: its only listener. Secured: the INTERNAL listener with the
+        broker's own certificate, the super user."""
+        listeners = self._listeners()
+        if "INTERNAL" not in listeners:
+            return {"bootstrap.servers": self._bootstrap()}
+        return {
+            "bootstrap.servers": f"127.0.0.1:{listeners['INTERNAL']}",
+            "security.protocol": "SSL",
+            "ssl.ca.location": str(self.tls.ca),
+            "ssl.keystore.location": str(self.tls.keystore),
+            "ssl.keystore.password": self.tls.keystore_password(),
+        }
+
+    def _secured(self) -> bool:
+        return "INTERNAL" in self._listeners()
+
+    def _check_kind(self) -> None:
+        """A plaintext start must not silently replace a secured cluster, nor the reverse."""
+        if not (self.data / "meta.properties").exists() or not self.config.exists():
+            return
+        if self.secure != self._secured():
+            kind, flag = ("secured", "with") if self._secured() else ("plaintext", "without")
+            raise BrokerError(
+                f"{self.run_dir} holds a {kind} broker: start it {flag} --secure, "
+                "or discard its data with --fresh"
+            )
+
     def _reusable(self) -> bool:
         """Existing storage whose ports are still free can be started again."""
         if not (self.data / "meta.properties").exists() or not self.config.exists():
             return False
-        return all(_port_free(port) for port in self._ports())
+        if self.secure and not self.tls.exists():
+            return False
+        return all(_port_free(port) for port in self._listeners().values())
 
     def _format(self, progress: Progress) -> None:
         shutil.rmtree(self.data, ignore_errors=True)
-        broker_port, controller_port = _free_port(), _free_port()
-        text = string.Template(TEMPLATE.read_text()).substitute(
-            broker_port=broker_port, controller_port=controller_port, data_dir=self.data
-        )
+        ports = {
+            "broker_port": _free_port(),
+            "controller_port": _free_port(),
+            "internal_port": _free_port(),
+        }
+        text = string.Template(TEMPLATE.read_text()).substitute(ports, data_dir=self.data)
+        if self.secure:
+            progress("making a CA and the broker's certificate")
+            shutil.rmtree(self.tls.directory, ignore_errors=True)
+            make_broker_tls(self.tls.directory)
+            overlay = string.Template(SECURE_TEMPLATE.read_text()).substitute(
+                ports,
+                keystore=self.tls.keystore,
+                keystore_password=self.tls.keystore_password(),
+                ca=self.tls.ca,
+                super_user=BROKER_PRINCIPAL,
+            )
+            text = merge_properties(text, overlay)
+        self.config.touch(exist_ok=True)
+        self.config.chmod(0o600)  # a secured broker's configuration holds a password
         self.config.write_text(text)
         progress("formatting KRaft storage")
         result = subprocess.run(
@@ -143,18 +204,23 @@ class LocalBroker:
         if result.returncode != 0:
             raise BrokerError(f"formatting KRaft storage failed:\n{result.stdout}{result.stderr}")
 
-    def _ports(self) -> tuple[int, int]:
-        values = dict(
-            line.split("=", 1) for line in self.config.read_text().splitlines() if "=" in line
-        )
-        broker = values["advertised.listeners"].rsplit(":", 1)[1]
-        controller = values["controller.quorum.bootstrap.servers"].rsplit(":", 1)[1]
-        return int(broker), int(controller)
+    def _listeners(self) -> dict[str, int]:
+        """Listener name -> port, from the configuration."""
+        values = _properties(self.config.read_text())
+        return {
+            name: int(address.rsplit(":", 1)[1])
+            for name, address in (item.split("://", 1) for item in values["listeners"].split(","))
+        }
+
+    def _bootstrap(self) -> str:
+        """The address clients use: the first advertised listener."""
+        advertised = _properties(self.config.read_text())["advertised.listeners"]
+        return advertised.split(",")[0].split("://", 1)[1]
 
     def _wait_ready(self, process: subprocess.Popen[bytes], bootstrap: str, timeout: float) -> None:
         from confluent_kafka.admin import AdminClient
 
-        admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+        admin = AdminClient({**self.admin_config(), "log_level": 0})
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if process.poll() is not None:
@@ -177,6 +243,23 @@ class LocalBroker:
         if java is None:
             raise BrokerError("java is not on PATH; the broker needs Java 17 or newer")
         return java
+
+
+def _properties(text: str) -> dict[str, str]:
+    return dict(
+        line.split("=", 1) for line in text.splitlines() if "=" in line and not line.startswith("#")
+    )
+
+
+def merge_properties(base: str, overlay: str) -> str:
+    """`base` with the keys of `overlay` replaced in place, and its new keys appended."""
+    changes = _properties(overlay)
+    lines = []
+    for line in base.splitlines():
+        key = line.split("=", 1)[0] if "=" in line and not line.startswith("#") else None
+        lines.append(f"{key}={changes.pop(key)}" if key in changes else line)
+    lines.extend(f"{key}={value}" for key, value in changes.items())
+    return "\n".join(lines) + "\n"
 
 
 def _classpath(jars: list[Path]) -> str:

@@ -41,6 +41,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "scheduler's data, logs",
     )
     up.add_argument("--broker-only", action="store_true", help="start no service")
+    up.add_argument(
+        "--secure",
+        action="store_true",
+        help="TLS, a SCRAM-SHA-512 user per service and one for the CLI, ACLs (docs/security.md)",
+    )
     up.add_argument("--run-dir", default=str(RUN_ROOT / "local"))
     up.set_defaults(handler=_up)
 
@@ -82,7 +87,11 @@ def _broker(args: argparse.Namespace, context: Context) -> LocalBroker:
     from services.localstack.broker import LocalBroker
     from services.localstack.jars import kafka_jars
 
-    return LocalBroker(Path(args.run_dir), kafka_jars(context.cache_dir, progress=_say))
+    return LocalBroker(
+        Path(args.run_dir),
+        kafka_jars(context.cache_dir, progress=_say),
+        secure=getattr(args, "secure", False),
+    )
 
 
 def _fetch(args: argparse.Namespace, context: Context) -> int:
@@ -99,7 +108,8 @@ def _up(args: argparse.Namespace, context: Context) -> int:
     from pathlib import Path
 
     from services.contracts.kafka import ensure_topics
-    from services.localstack import stack
+    from services.localstack import secure, stack
+    from services.localstack.broker import BrokerError
 
     run_dir = Path(args.run_dir)
     broker = _broker(args, context)
@@ -107,9 +117,18 @@ def _up(args: argparse.Namespace, context: Context) -> int:
         stack.stop_all(run_dir, _say)
         broker.stop(progress=_say)
         stack.wipe(run_dir, _say)
-    bootstrap = broker.start(fresh=args.fresh, progress=_say)
+    try:
+        bootstrap = broker.start(fresh=args.fresh, progress=_say)
+    except BrokerError as error:
+        _say(str(error))
+        return 1
     settings = context.settings.with_overrides(bootstrap_servers=bootstrap)
-    created = ensure_topics(settings, settings.topics.all())
+    identities = secure.identities(broker, settings) if args.secure else {}
+    if args.secure:
+        _say("created the users and ACLs (each service its own topics and groups)")
+    secure.write_client_env(run_dir, identities.get("cli"))
+    creator = secure.as_user(settings, identities, "cli")
+    created = ensure_topics(creator, settings.topics.all())
     if created:
         _say(f"created topics: {', '.join(created)}")
     if not args.broker_only:
@@ -120,7 +139,7 @@ def _up(args: argparse.Namespace, context: Context) -> int:
             known.get("history") or stack.history_process(run_dir),
         ]
         for process in wanted:
-            pid = stack.start(process, settings)
+            pid = stack.start(process, settings, identities.get(process.name))
             _say(f"{process.name} running (pid {pid}); waiting until it is ready")
         for process in wanted:
             stack.wait_ready(process)
@@ -133,6 +152,9 @@ def _up(args: argparse.Namespace, context: Context) -> int:
         (run_dir / "actuator.port").write_text(str(stack.web_port(wanted[1])))
     _say("the local stack is up; point clients at it with")
     print(f"export SCALEFOLD_BOOTSTRAP_SERVERS={bootstrap}")
+    if args.secure:  # the CLI user's settings; its password stays in its file
+        for line in secure.export_lines(identities["cli"]):
+            print(line)
     return 0
 
 

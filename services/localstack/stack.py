@@ -7,11 +7,12 @@ import shutil
 import socket
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from services.contracts.settings import Settings
 from services.localstack.processes import ServiceProcess
+from services.localstack.secure import PLAINTEXT_ENV
 
 Progress = Callable[[str], None]
 
@@ -58,13 +59,23 @@ def services(run_dir: Path) -> list[ServiceProcess]:
     return found
 
 
-def start(process: ServiceProcess, settings: Settings) -> int:
+def start(
+    process: ServiceProcess, settings: Settings, identity: Mapping[str, str] | None = None
+) -> int:
+    """Start `process` against `settings`' broker, as `identity` (its `SCALEFOLD_*`
+    security variables, secure.client_env) on a secured broker, else in plaintext."""
     (process.run_dir / f"{process.name}.args").write_text(json.dumps(process.args))
     env = {
+        **(identity if identity is not None else _plaintext(settings)),
         "SCALEFOLD_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
         "SCALEFOLD_TOPIC_PREFIX": settings.topic_prefix,
     }
     return process.start(env)
+
+
+def _plaintext(settings: Settings) -> Mapping[str, str]:
+    """For a plaintext broker, no security variable from the calling shell is inherited."""
+    return PLAINTEXT_ENV if settings.security.protocol == "PLAINTEXT" else {}
 
 
 def wait_healthy(process: ServiceProcess, port: int, timeout: float = 120.0) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from services.clicontext import Context
@@ -99,9 +99,10 @@ def _produce(args: argparse.Namespace, context: Context) -> int:
     from confluent_kafka import Producer
 
     from services.contracts import Codec, SchemaRegistry
+    from services.contracts.access import raise_refusal
     from services.contracts.eventlog import LogError, read_log
     from services.contracts.events import to_record
-    from services.contracts.kafka import producer_config
+    from services.contracts.kafka import connect, flush, producer_config
     from services.tools.produce import ProduceError, event_type, now_ms, record_from_args
 
     codec = Codec(SchemaRegistry.load(context.settings.schemas_dir))
@@ -126,14 +127,29 @@ def _produce(args: argparse.Namespace, context: Context) -> int:
         for name, record in records:
             print(codec.to_avro_json(name, record))
         return 0
+    connect(context.settings)
     producer = Producer(producer_config(context.settings))
     topic = context.settings.topics.job_events
+    failed: list[Any] = []
+
+    def delivered(error: Any, message: Any) -> None:
+        if error is not None:
+            failed.append(error)
+            raise_refusal(error, context.settings, f"write to {topic}")
+
     for name, record in records:
-        producer.produce(topic, key=record["jobId"].encode(), value=codec.encode(name, record))
+        producer.produce(
+            topic,
+            key=record["jobId"].encode(),
+            value=codec.encode(name, record),
+            on_delivery=delivered,
+        )
         producer.poll(0)
-    left = producer.flush(30)
-    print(f"produced {len(records) - left} event(s) to {topic}", file=sys.stderr)
-    return 0 if left == 0 else 1
+    left = flush(producer, 30)
+    print(f"produced {len(records) - left - len(failed)} event(s) to {topic}", file=sys.stderr)
+    if failed:
+        print(f"scalefold produce: {len(failed)} not delivered: {failed[0].str()}", file=sys.stderr)
+    return 0 if left == 0 and not failed else 1
 
 
 def _tail(args: argparse.Namespace, context: Context) -> int:
@@ -143,7 +159,8 @@ def _tail(args: argparse.Namespace, context: Context) -> int:
     from confluent_kafka import Consumer
 
     from services.contracts import Codec, SchemaRegistry
-    from services.contracts.kafka import librdkafka_config
+    from services.contracts.access import raise_refusal
+    from services.contracts.kafka import connect, librdkafka_config
     from services.tools.tail import render
 
     topics = context.settings.topics
@@ -154,11 +171,12 @@ def _tail(args: argparse.Namespace, context: Context) -> int:
         return 2
     codec = Codec(SchemaRegistry.load(context.settings.schemas_dir))
     offset_reset = "earliest" if args.from_beginning else "latest"
+    connect(context.settings)
     consumer = Consumer(
         librdkafka_config(
             context.settings,
             **{
-                "group.id": f"scalefold-tail-{uuid.uuid4().hex[:8]}",
+                "group.id": f"{topics.own('cli')}-tail-{uuid.uuid4().hex[:8]}",
                 "auto.offset.reset": offset_reset,
                 "enable.auto.commit": False,
             },
@@ -171,7 +189,10 @@ def _tail(args: argparse.Namespace, context: Context) -> int:
             if args.idle is not None and time.monotonic() - last > args.idle:
                 break
             message = consumer.poll(0.5)
-            if message is None or message.error():
+            if message is None:
+                continue
+            if message.error():
+                raise_refusal(message.error(), context.settings, f"read {name}")
                 continue
             last = time.monotonic()
             if args.job and message.key() != args.job.encode():

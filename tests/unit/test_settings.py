@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pytest
 
-from services.contracts.kafka import librdkafka_config, redacted, spark_kafka_options
+from services.contracts.kafka import (
+    SparkSecretsError,
+    librdkafka_config,
+    redacted,
+    spark_kafka_options,
+    spark_secrets,
+)
 from services.contracts.settings import Secret, Settings, SettingsError
 
 SASL_ENV = {
@@ -38,9 +45,66 @@ def test_sasl_settings_pass_through_to_every_client() -> None:
     assert config["security.protocol"] == "SASL_SSL"
     assert config["sasl.password"] == "hunter2-very-secret"
     assert config["ssl.ca.location"] == "/etc/ca.pem"
-    spark = spark_kafka_options(settings)
-    assert "ScramLoginModule" in spark["kafka.sasl.jaas.config"]
+    spark = spark_kafka_options(settings, Path("/run/kafka.properties"))
+    assert spark["kafka.sasl.mechanism"] == "SCRAM-SHA-512"
     assert spark["kafka.ssl.truststore.location"] == "/etc/ca.pem"
+    assert "ScramLoginModule" in spark_secrets(settings)
+
+
+def test_spark_options_hold_no_password_only_a_reference_to_the_secrets_file() -> None:
+    settings = Settings.from_env(SASL_ENV)
+    spark = spark_kafka_options(settings, Path("/run/kafka.properties"))
+    assert spark["kafka.sasl.jaas.config"] == "${file:/run/kafka.properties:sasl.jaas.config}"
+    assert spark["kafka.config.providers.file.class"].endswith("FileConfigProvider")
+    assert not any("hunter2" in value for value in spark.values())
+    with pytest.raises(SparkSecretsError):
+        spark_kafka_options(settings)  # never inline
+
+
+def test_spark_secrets_escape_for_jaas_and_java_properties() -> None:
+    """Java's Properties then JAAS's StreamTokenizer read this back as the password
+    a"b\\c<newline>d (checked once by hand with kafka-clients 3.9's FileConfigProvider
+    and JaasContext): each layer's backslash escapes, and no raw line break."""
+    env = {**SASL_ENV, "SCALEFOLD_SASL_PASSWORD": 'a"b\\c\nd'}
+    text = spark_secrets(Settings.from_env(env))
+    assert text.count("\n") == 1 and text.endswith("\n")  # one properties line
+    assert text.startswith("sasl.jaas.config=org.apache.kafka.common.security.scram.")
+    assert text.endswith(r'username="scheduler" password="a\\"b\\\\c\\nd";' + "\n")
+
+
+def test_plaintext_spark_needs_no_secrets() -> None:
+    spark = spark_kafka_options(Settings.from_env({}))
+    assert spark == {
+        "kafka.bootstrap.servers": "127.0.0.1:9092",
+        "kafka.security.protocol": "PLAINTEXT",
+    }
+
+
+def test_passwords_can_come_from_files(tmp_path: Path) -> None:
+    (tmp_path / "pw").write_text("from-a-file\n")
+    env = {
+        **SASL_ENV,
+        "SCALEFOLD_SASL_PASSWORD": "",
+        "SCALEFOLD_SASL_PASSWORD_FILE": str(tmp_path / "pw"),
+    }
+    security = Settings.from_env(env).security
+    assert security.sasl_password is not None
+    assert security.sasl_password.reveal() == "from-a-file"
+    both = {**SASL_ENV, "SCALEFOLD_SASL_PASSWORD_FILE": str(tmp_path / "pw")}
+    password = Settings.from_env(both).security.sasl_password
+    assert password is not None and password.reveal() == "hunter2-very-secret"  # the value wins
+
+
+def test_an_unreadable_password_file_is_a_clear_error(tmp_path: Path) -> None:
+    env = {
+        **SASL_ENV,
+        "SCALEFOLD_SASL_PASSWORD": "",
+        "SCALEFOLD_SASL_PASSWORD_FILE": str(tmp_path / "no"),
+    }
+    with pytest.raises(
+        SettingsError, match=r"cannot read SCALEFOLD_SASL_PASSWORD_FILE .*No such file"
+    ):
+        Settings.from_env(env)
 
 
 def test_secrets_never_print(caplog: pytest.LogCaptureFixture) -> None:
@@ -48,7 +112,7 @@ def test_secrets_never_print(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO)
     logging.getLogger("t").info("settings %s %r", settings, settings)
     logging.getLogger("t").info("config %s", redacted(librdkafka_config(settings)))
-    logging.getLogger("t").info("spark %s", redacted(spark_kafka_options(settings)))
+    logging.getLogger("t").info("spark %s", spark_kafka_options(settings, Path("/s")))
     assert "hunter2" not in caplog.text
     assert "***" in caplog.text
     assert str(Secret("x")) == "***"

@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import Any
 
 from services.contracts import Codec, SchemaRegistry
-from services.contracts.kafka import ensure_topics, librdkafka_config, redacted
+from services.contracts.kafka import librdkafka_config, redacted
+from services.contracts.preflight import prepare
 from services.scheduler.adapters.app import ServiceSettings, create_service
 from services.scheduler.core.config import ConfigError
 from services.scheduler.core.fold import config_of
 
 log = logging.getLogger("scalefold.scheduler")
+
+
+def faust_topics(app: Any) -> list[str]:
+    """The topics Faust makes for itself: its tables' changelogs, its leader topic."""
+    changelogs = [table.changelog_topic_name for table in app.tables.values()]
+    return [*changelogs, f"{app.conf.id}-__assignor-__leader"]  # faust.assignor.LeaderAssignor
 
 
 def run_service(settings: ServiceSettings, log_level: str = "info") -> int:
@@ -24,10 +32,10 @@ def run_service(settings: ServiceSettings, log_level: str = "info") -> int:
         return 2
     kafka = settings.kafka
     log.info("connecting to %s", redacted(librdkafka_config(kafka))["bootstrap.servers"])
-    created = ensure_topics(kafka, kafka.topics.all())
+    service = create_service(settings, Codec(SchemaRegistry.load(kafka.schemas_dir)))
+    created = prepare(kafka, "scheduler", faust_topics(service.app))
     if created:
         log.info("created topics %s", ", ".join(created))
-    service = create_service(settings, Codec(SchemaRegistry.load(kafka.schemas_dir)))
     log.info(
         "starting scheduler %s (defaults: %s)",
         settings.app_id,
