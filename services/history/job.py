@@ -52,6 +52,8 @@ class RunOptions:
     plan_lookback_hours: int = 48
     planner: PlannerConfig = field(default_factory=PlannerConfig)
     plan_commands: bool = True
+    health_file: Path | None = None
+    """Touched every second while the queries run; removed when they stop."""
 
 
 class HistoryJobError(RuntimeError):
@@ -205,8 +207,10 @@ def _run(
     planner = PlannerLoop(spark, settings, registry, options) if options.plan_commands else None
     if planner is not None:
         progress(f"{len(planner.sender.issued)} commands already issued")
+    beat = _heartbeat(options.health_file)
     queries = start_queries(spark, settings, RescaleSchemas.of(registry), options)
     progress(f"{len(queries)} streaming queries started, writing to {options.layout.data_dir}")
+    beat()
     try:
         if options.available_now:
             for query in queries:
@@ -216,12 +220,23 @@ def _run(
                 planner.tick(_now_ms())
             progress("drained the rescales topic; stopping")
             return 0
-        _loop(spark, queries, planner, options.plan_interval_seconds, stop)
+        _loop(spark, queries, planner, options.plan_interval_seconds, stop, beat=beat)
         progress("stopping the streaming queries")
         return 0
     finally:
+        if options.health_file is not None:
+            options.health_file.unlink(missing_ok=True)
         for query in queries:
             query.stop()
+
+
+def _heartbeat(health_file: Path | None) -> Callable[[], None]:
+    """What marks the job alive for a health check: a file touched while the queries run.
+    A file left by a killed run is removed first, so it never vouches for a new start."""
+    if health_file is None:
+        return lambda: None
+    health_file.unlink(missing_ok=True)
+    return health_file.touch
 
 
 def _loop(
@@ -230,6 +245,8 @@ def _loop(
     planner: PlannerLoop | None,
     interval: int,
     stop: threading.Event,
+    *,
+    beat: Callable[[], None] = lambda: None,
 ) -> None:
     """Watch the queries every second and run the planner every `interval` s, until `stop`."""
     next_tick = time.monotonic() + interval
@@ -237,6 +254,7 @@ def _loop(
         if spark.streams.awaitAnyTermination(1):
             _check(queries)
             raise HistoryJobError("a streaming query stopped unexpectedly")
+        beat()
         if planner is None or time.monotonic() < next_tick:
             continue
         next_tick = time.monotonic() + interval
