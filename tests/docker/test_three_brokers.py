@@ -30,7 +30,7 @@ def brokers() -> Iterator[Stack]:
 
 
 def test_topics_are_replicated_three_times_with_min_isr_two(brokers: Stack) -> None:
-    from confluent_kafka import ConfigResource
+    from confluent_kafka.admin import ConfigResource  # type: ignore[attr-defined]
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": brokers.bootstrap})
