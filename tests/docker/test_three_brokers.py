@@ -30,8 +30,10 @@ def brokers() -> Iterator[Stack]:
 
 
 def test_topics_are_replicated_three_times_with_min_isr_two(brokers: Stack) -> None:
-    from confluent_kafka.admin import ConfigResource  # type: ignore[attr-defined]
-    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.admin import (
+        AdminClient,
+        ConfigResource,  # type: ignore[attr-defined]
+    )
 
     admin = AdminClient({"bootstrap.servers": brokers.bootstrap})
     metadata = admin.list_topics(timeout=30)
