@@ -40,7 +40,15 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 if [ "$(id -u)" = 0 ]; then
-    "$PROVISION" packages && "$PROVISION" compose && "$PROVISION" engine-start || exit 1
+    "$PROVISION" packages || exit 1
+    # Building Compose (CPU) overlaps with starting the engine and debootstrap (network).
+    "$PROVISION" compose &
+    compose=$!
+    "$PROVISION" engine-start || exit 1
+    if [ "$SCALEFOLD_IMAGES" = debian ]; then
+        "$PROVISION" base && "$PROVISION" wheels || exit 1
+    fi
+    wait "$compose" || exit 1
 fi
 if "$PROVISION" check; then
     if [ "$SCALEFOLD_IMAGES" = debian ]; then
