@@ -26,6 +26,8 @@ START=$(stamp)
 cleanup() {
     local status=$?
     trap - EXIT INT TERM
+    # A Compose build still running (an earlier step failed) finishes and is cached.
+    if [ -n "${compose:-}" ]; then wait "$compose" 2>/dev/null; fi
     if timeout 20 docker info >/dev/null 2>&1; then
         for project in "$SCALEFOLD_COMPOSE_PROJECT" "$SCALEFOLD_COMPOSE_PROJECT-3b"; do
             COMPOSE_PROFILES=three-brokers timeout 300 docker compose -p "$project" \
