@@ -43,6 +43,13 @@ def compose_problem() -> str | None:
     return None
 
 
+def engine_volumes() -> list[str]:
+    done = subprocess.run(
+        ["docker", "volume", "ls", "-q"], capture_output=True, text=True, check=False
+    )
+    return done.stdout.split()
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -72,6 +79,7 @@ class Stack:
     env: dict[str, str]
     env_file: Path | None = None
     log: list[str] = field(default_factory=list)
+    volumes_before: list[str] = field(default_factory=engine_volumes)
 
     def command(self, *args: str) -> list[str]:
         head = ["docker", "compose", "-f", str(COMPOSE_FILE), "-p", self.project]

@@ -11,10 +11,11 @@ import json
 import subprocess
 from collections import Counter
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from tests.docker.stack import Stack, poll, replayed, revisions, split, workload
+from tests.docker.stack import Stack, engine_volumes, poll, replayed, revisions, split, workload
 
 HEALTHY = "healthy"
 
@@ -53,35 +54,49 @@ def history_rows(stack: Stack, prefix: str) -> list[dict[str, str]]:
     )
 
 
-def check_history(
-    stack: Stack, prefix: str, expected: list[dict[str, Any]], on_topic: list[dict[str, Any]]
-) -> None:
-    """History rows == distinct rescales (latest revisions as replay says), attempt ids
-    1..n per job (no gap), and exactly the topic's records stored (no duplicate write)."""
-    latest: dict[str, int] = {}
-    for record in expected:
-        latest[record["rescaleUuid"]] = max(
-            record["revision"], latest.get(record["rescaleUuid"], 0)
-        )
-    topic = Counter((r["rescaleUuid"], r["revision"]) for r in on_topic)
+Results = dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]]
+"""job-id prefix -> (replay's records, the rescales topic's records) of those jobs"""
 
-    def stored(rows: list[dict[str, str]]) -> Counter[tuple[str, int]]:
-        return Counter((r["rescale_uuid"], int(r["revision"])) for r in rows if r["kind"] == "raw")
+
+def check_history(stack: Stack, prefix: str, results: Results) -> None:
+    """For each job-id prefix: history rows == distinct rescales (latest revisions as replay
+    says), attempt ids 1..n per job (no gap), and the Parquet tables hold exactly the topic's
+    records (no duplicate write, nothing lost)."""
+    latest: dict[str, dict[str, int]] = {}
+    topic: dict[str, Counter[tuple[str, int]]] = {}
+    for part, (expected, on_topic) in results.items():
+        newest: dict[str, int] = {}
+        for record in expected:
+            uuid = record["rescaleUuid"]
+            newest[uuid] = max(record["revision"], newest.get(uuid, 0))
+        latest[part] = newest
+        topic[part] = Counter((r["rescaleUuid"], r["revision"]) for r in on_topic)
+
+    def of(rows: list[dict[str, str]], part: str, kind: str) -> list[dict[str, str]]:
+        return [r for r in rows if r["kind"] == kind and r["job_id"].startswith(part)]
+
+    def stored(rows: list[dict[str, str]], part: str) -> Counter[tuple[str, int]]:
+        return Counter((r["rescale_uuid"], int(r["revision"])) for r in of(rows, part, "raw"))
 
     def caught_up(rows: list[dict[str, str]]) -> bool:
-        done = {r["rescale_uuid"]: int(r["revision"]) for r in rows if r["kind"] == "latest"}
-        return done == latest and stored(rows) == topic
+        return all(
+            {r["rescale_uuid"]: int(r["revision"]) for r in of(rows, part, "latest")}
+            == latest[part]
+            and stored(rows, part) == topic[part]
+            for part in results
+        )
 
     rows = poll(lambda: history_rows(stack, prefix), caught_up, timeout=600, pause=5)
-    newest = [r for r in rows if r["kind"] == "latest"]
-    assert len(newest) == len(latest), "history rows != distinct rescales"
-    assert {r["rescale_uuid"]: int(r["revision"]) for r in newest} == latest
-    attempts: dict[str, list[int]] = {}
-    for row in newest:
-        attempts.setdefault(row["job_id"], []).append(int(row["rescale_attempt_id"]))
-    for job, ids in attempts.items():
-        assert sorted(ids) == list(range(1, len(ids) + 1)), f"{job}: attempt ids {sorted(ids)}"
-    assert stored(rows) == topic, "the Parquet tables hold other revisions than the topic"
+    for part in results:
+        current = of(rows, part, "latest")
+        assert len(current) == len(latest[part]), f"{part}: history rows != distinct rescales"
+        assert {r["rescale_uuid"]: int(r["revision"]) for r in current} == latest[part], part
+        attempts: dict[str, list[int]] = {}
+        for row in current:
+            attempts.setdefault(row["job_id"], []).append(int(row["rescale_attempt_id"]))
+        for job, ids in attempts.items():
+            assert sorted(ids) == list(range(1, len(ids) + 1)), f"{job}: attempts {sorted(ids)}"
+        assert stored(rows, part) == topic[part], f"{part}: Parquet != the topic's records"
 
 
 def events_folded(stack: Stack) -> float:
@@ -93,25 +108,23 @@ def events_folded(stack: Stack) -> float:
 
 def sigkill_mid_stream(
     stack: Stack,
-    tmp_path: Path,
+    log: Path,
     prefix: str,
     *,
     started: Callable[[], bool],
     kill: Callable[[], object],
-    jobs: int = 40,
-) -> None:
-    """Produce half a workload, SIGKILL a part once `started()` says it is at work, produce
-    the other half while it is down, `up -d --wait`, then check topic and history."""
-    log = workload(tmp_path / f"{prefix}.jsonl", prefix, jobs)
+) -> list[dict[str, Any]]:
+    """Produce half the log, SIGKILL a part once `started()` says it is at work, produce the
+    other half while it is down, `up -d --wait`; return the topic's records once they hold
+    exactly what replay says (every input folded once)."""
     expected = replayed(log)
     first, second = split(log, 2)
     stack.scalefold("produce", "--from", str(first))
-    assert poll(started, bool, timeout=300, pause=0.2), "never saw the part at work"
+    assert poll(started, bool, timeout=300, pause=0.2), f"{prefix}: never saw the part at work"
     kill()
     stack.scalefold("produce", "--from", str(second))
     stack.run("up", "-d", "--wait", "--scale", "scheduler=2")
-    on_topic = wait_for_rescales(stack, prefix, expected)
-    check_history(stack, prefix, expected, on_topic)
+    return wait_for_rescales(stack, prefix, expected)
 
 
 def test_every_service_is_healthy_and_only_on_loopback(stack: Stack) -> None:
@@ -160,8 +173,7 @@ def test_history_sql_is_computed_on_the_spark_cluster(stack: Stack, tmp_path: Pa
     assert [app["name"] for app in master["activeapps"]] == ["scalefold-history"]
     before = {app["id"] for app in master["completedapps"]}
     expected = replayed(workload(tmp_path / "split.jsonl", "split-", 24))  # the previous test's
-    on_topic = stack.records("rescales", "split-")
-    check_history(stack, "split-", expected, on_topic)
+    check_history(stack, "split-", {"split-": (expected, stack.records("rescales", "split-"))})
     # The query ran as its own application on the cluster; its executors ran on the worker.
     after = stack.http_json("spark-master", 8080, "/json/")
     queries = [app for app in after["completedapps"] if app["id"] not in before]
@@ -226,37 +238,35 @@ def test_closed_loop_provisions_a_job_below_its_desired_parallelism(stack: Stack
     assert [o["status"] for o in outcomes] == ["APPLIED"]
 
 
-def test_scheduler_sigkill_mid_stream_folds_every_input_once(stack: Stack, tmp_path: Path) -> None:
-    base = events_folded(stack)
-    sigkill_mid_stream(
-        stack,
-        tmp_path,
-        "kill-sched-",
-        started=lambda: events_folded(stack) > base,
-        kill=lambda: stack.run("kill", "scheduler"),
-    )
-
-
-def test_history_sigkill_mid_stream_loses_and_repeats_nothing(stack: Stack, tmp_path: Path) -> None:
-    sigkill_mid_stream(
-        stack,
-        tmp_path,
-        "kill-hist-",
-        started=lambda: bool(stack.records("rescales", "kill-hist-")),
-        kill=lambda: stack.run("kill", "history"),
-    )
-
-
-def test_spark_worker_sigkill_mid_stream_loses_and_repeats_nothing(
+def test_sigkill_of_scheduler_history_or_worker_mid_stream_loses_and_repeats_nothing(
     stack: Stack, tmp_path: Path
 ) -> None:
-    sigkill_mid_stream(
-        stack,
-        tmp_path,
-        "kill-worker-",
-        started=lambda: bool(stack.records("rescales", "kill-worker-")),
-        kill=lambda: stack.run("kill", "spark-worker"),
-    )
+    """`docker compose kill` (SIGKILL) of each part in turn, each with its own jobs; then one
+    Spark SQL query checks the history of all three (a query is a Spark application: slow)."""
+    folded = events_folded(stack)
+
+    def rescales_seen(prefix: str) -> Callable[[], bool]:
+        return lambda: bool(stack.records("rescales", prefix))
+
+    parts = {
+        "scheduler": ("kill-sched-", lambda: events_folded(stack) > folded),
+        "history": ("kill-hist-", rescales_seen("kill-hist-")),
+        "spark-worker": ("kill-worker-", rescales_seen("kill-worker-")),
+    }
+    results = {}
+    for service, (prefix, started) in parts.items():
+        log = workload(tmp_path / f"{prefix}.jsonl", prefix, 40)
+        results[prefix] = (
+            replayed(log),
+            sigkill_mid_stream(
+                stack,
+                log,
+                prefix,
+                started=started,
+                kill=partial(stack.run, "kill", service),
+            ),
+        )
+    check_history(stack, "kill-", results)
 
 
 def test_one_of_two_schedulers_killed_the_other_takes_its_partitions(
@@ -276,6 +286,8 @@ def test_one_of_two_schedulers_killed_the_other_takes_its_partitions(
 
 def test_down_v_leaves_nothing_behind(stack: Stack) -> None:
     stack.run("down", "-v", "--remove-orphans", "--timeout", "20")
+    left = set(engine_volumes()) - set(stack.volumes_before)
+    assert not left, f"volumes left: {left}"  # anonymous ones carry no project label
     label = f"label=com.docker.compose.project={stack.project}"
     for kind in ("container", "network", "volume"):
         listed = subprocess.run(

@@ -30,12 +30,9 @@ def brokers() -> Iterator[Stack]:
 
 
 def test_topics_are_replicated_three_times_with_min_isr_two(brokers: Stack) -> None:
-    from confluent_kafka.admin import (
-        AdminClient,
-        ConfigResource,  # type: ignore[attr-defined]
-    )
+    import confluent_kafka.admin as kafka_admin
 
-    admin = AdminClient({"bootstrap.servers": brokers.bootstrap})
+    admin = kafka_admin.AdminClient({"bootstrap.servers": brokers.bootstrap})
     metadata = admin.list_topics(timeout=30)
     assert len(metadata.brokers) == 3
     names = [name for name in metadata.topics if name.startswith("scalefold.")]
@@ -43,9 +40,10 @@ def test_topics_are_replicated_three_times_with_min_isr_two(brokers: Stack) -> N
     for name in names:
         for partition in metadata.topics[name].partitions.values():
             assert len(partition.replicas) == 3, f"{name}: {partition.replicas}"
-    resources = [ConfigResource(ConfigResource.Type.TOPIC, name) for name in names]
-    for resource, future in admin.describe_configs(resources).items():
-        assert future.result(timeout=30)["min.insync.replicas"].value == "2", resource
+    resource = kafka_admin.ConfigResource  # type: ignore[attr-defined]
+    resources = [resource(resource.Type.TOPIC, name) for name in names]
+    for topic, future in admin.describe_configs(resources).items():
+        assert future.result(timeout=30)["min.insync.replicas"].value == "2", topic
 
 
 def test_a_broker_sigkilled_mid_stream_loses_and_duplicates_nothing(
