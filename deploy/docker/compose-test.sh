@@ -53,7 +53,7 @@ if [ "$(id -u)" = 0 ]; then
     wait "$compose" || exit 1
 fi
 if "$PROVISION" check; then
-    if [ "$SCALEFOLD_IMAGES" = debian ]; then
+    if [ "$SCALEFOLD_IMAGES" = debian ] && [ "$(id -u)" != 0 ]; then
         "$PROVISION" base || { say "no base image; or use SCALEFOLD_IMAGES=registry"; exit 1; }
         "$PROVISION" wheels || exit 1
     fi
@@ -65,4 +65,5 @@ if "$PROVISION" check; then
 else
     say "tests/docker will skip: install the above (or run \`make compose-test\` as root)"
 fi
-"$PYTEST" --no-cov -p no:cacheprovider -ra tests/docker "$@"
+# A test here waits for Spark applications and container restarts: minutes, not seconds.
+"$PYTEST" --no-cov -p no:cacheprovider -ra --timeout=2400 tests/docker "$@"

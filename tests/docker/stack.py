@@ -160,13 +160,18 @@ class Stack:
         assert done.returncode == 0, f"scalefold {' '.join(args)}:\n{done.stderr[-3000:]}"
         return done.stdout
 
-    def records(self, topic: str, job_prefix: str) -> list[dict[str, Any]]:
-        """Every record on `topic` (from the beginning) of jobs whose id starts with the prefix."""
+    def records(self, topic: str, job_prefix: str, but: Iterable[str] = ()) -> list[dict[str, Any]]:
+        """Every record on `topic` (from the beginning) of jobs whose id starts with the
+        prefix, except those of the record types (schema names) in `but`."""
         out = self.scalefold("tail", topic, "--from-beginning", "--idle", "4", "--format", "json")
+        skip = tuple(but)
         found = []
         for line in out.splitlines():
-            record = json.loads(line.split(None, 1)[1])["record"]
-            if str(record.get("jobId", "")).startswith(job_prefix):
+            entry = json.loads(line.split(None, 1)[1])
+            record = entry["record"]
+            if str(record.get("jobId", "")).startswith(job_prefix) and not any(
+                entry["schema"].endswith(name) for name in skip
+            ):
                 found.append(record)
         return found
 
