@@ -50,10 +50,11 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check services tests bench
 	$(BIN)/ruff check services tests bench
 	$(BIN)/mypy services bench
+	$(BIN)/lint-imports  # import circles, services sharing only the contracts (pyproject)
 
 format: $(STAMP)
 	$(BIN)/ruff format services tests bench
 	$(BIN)/ruff check --fix services tests bench
 
 clean:
-	rm -rf $(VENV) .run .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .run .pytest_cache .mypy_cache .ruff_cache .import_linter_cache

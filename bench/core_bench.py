@@ -20,8 +20,7 @@ import statistics
 import time
 from collections.abc import Iterator
 
-from services.scheduler.core import handle
-from services.scheduler.core.events import (
+from services.contracts.events import (
     Event,
     JobEventKind,
     JobLifecycle,
@@ -32,6 +31,7 @@ from services.scheduler.core.events import (
     TaskManagerRegistered,
     VertexSpec,
 )
+from services.scheduler.core import handle
 from services.scheduler.core.model import JobState
 from services.scheduler.core.serde import dumps, loads
 

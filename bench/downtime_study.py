@@ -28,9 +28,9 @@ from confluent_kafka import Producer
 from bench.scheduler_bench import fresh
 from services.actuator.control import post
 from services.contracts import Codec, SchemaRegistry, Settings
+from services.contracts import jobconfig as c
+from services.contracts.events import JobSubmitted, VertexSpec, to_record
 from services.contracts.kafka import producer_config
-from services.scheduler.core import config as c
-from services.scheduler.core.events import JobSubmitted, VertexSpec, to_record
 from tests.integration.scheduler_support import (
     ActuatorProcess,
     SchedulerProcess,

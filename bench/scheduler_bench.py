@@ -26,15 +26,15 @@ from confluent_kafka import Consumer, Producer
 
 from bench.core_bench import workload
 from services.contracts import Codec, SchemaRegistry, Settings
-from services.contracts.kafka import ensure_topics, librdkafka_config, producer_config
-from services.scheduler.core import config as c
-from services.scheduler.core.events import (
+from services.contracts import jobconfig as c
+from services.contracts.events import (
     Event,
     JobSubmitted,
     TaskManagerRegistered,
     VertexSpec,
     to_record,
 )
+from services.contracts.kafka import ensure_topics, librdkafka_config, producer_config
 from tests.integration.scheduler_support import SchedulerProcess
 
 ZERO = {

@@ -11,24 +11,11 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Sequence
 
+from services.clicontext import Context, Handler
 from services.contracts.settings import Settings, SettingsError
 from services.localstack.layout import RUN_ROOT, cache_dir
-
-
-@dataclass(frozen=True)
-class Context:
-    """What every subcommand gets: settings, the jar cache and the environment."""
-
-    settings: Settings
-    cache_dir: Path
-    env: Mapping[str, str]
-
-
-Handler = Callable[[argparse.Namespace, Context], int]
 
 DESCRIPTION = """\
 scalefold folds Kafka events through Apache Flink's Adaptive Scheduler and keeps

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from services.localstack.layout import RUN_ROOT
 
 if TYPE_CHECKING:
-    from services.cli import Context
+    from services.clicontext import Context
 
 PORT_FILE = RUN_ROOT / "local" / "actuator.port"
 FAULT_PLAN_EXAMPLE = '[{"at": 30, "fault": "kill-taskmanager", "job": "j1"}, {"at": 60, "fault": "fail-checkpoints", "job": "j1", "count": 3}]'

@@ -26,8 +26,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.scheduler.core import config as c
-from services.scheduler.core.events import (
+from services.contracts import jobconfig as c
+from services.contracts.events import (
     ConfigurationUpdated,
     Event,
     JobEventKind,
@@ -36,6 +36,7 @@ from services.scheduler.core.events import (
     TaskManagerLost,
     TaskManagerRegistered,
 )
+from services.contracts.ordering import natural_key
 
 RELEASED = re.compile(r"released by command (\S+)")
 
@@ -95,11 +96,11 @@ class JobRuntime:
 
     def idle_task_managers(self) -> list[str]:
         used = {slot.split("#", 1)[0] for slot in self.graph_slots}
-        return sorted(tm for tm in self.task_managers if tm not in used)
+        return sorted((tm for tm in self.task_managers if tm not in used), key=natural_key)
 
     def busy_task_managers(self) -> list[str]:
         used = {slot.split("#", 1)[0] for slot in self.graph_slots}
-        return sorted(tm for tm in self.task_managers if tm in used)
+        return sorted((tm for tm in self.task_managers if tm in used), key=natural_key)
 
 
 @dataclass
@@ -372,7 +373,9 @@ class EmbeddedCluster:
         """The cluster as JSON, for /state and the CLI."""
         return {
             job.job_id: {
-                "taskManagers": dict(sorted(job.task_managers.items())),
+                "taskManagers": {
+                    tm: job.task_managers[tm] for tm in sorted(job.task_managers, key=natural_key)
+                },
                 "external": job.external,
                 "graph": job.graph,
                 "status": job.status,

@@ -37,8 +37,8 @@ from confluent_kafka import (
 from services.actuator.cluster import Action, EmbeddedCluster, Emit, Outcome
 from services.contracts import Codec, DecodeError, Settings
 from services.contracts import records as r
+from services.contracts.events import from_record, to_record
 from services.contracts.kafka import librdkafka_config, producer_config, retry_transient
-from services.scheduler.core.events import from_record, to_record
 
 log = logging.getLogger("scalefold.actuator")
 

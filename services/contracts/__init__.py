@@ -1,4 +1,5 @@
-"""The contracts every scalefold service shares: topics, Avro codec, settings."""
+"""The contracts every scalefold service shares: topics, Avro codec, settings, the
+scheduler's input events and job configuration keys, the event log, record rendering."""
 
 from services.contracts.codec import Codec, Decoded, DecodeError, EncodeError
 from services.contracts.schemas import SchemaRegistry, SchemaVersion

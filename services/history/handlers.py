@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from services.cli import Context
+    from services.clicontext import Context
     from services.history.job import RunOptions
     from services.history.views import Layout
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from services.localstack.layout import RUN_ROOT
 
 if TYPE_CHECKING:
-    from services.cli import Context
+    from services.clicontext import Context
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

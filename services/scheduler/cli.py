@@ -7,7 +7,7 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from services.cli import Context
+    from services.clicontext import Context
 
 REPLAY_EPILOG = """\
 log format: one input event per line, {"type": NAME, "event": AVRO_JSON}, e.g.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from services.contracts.render import rescale_line
 from services.scheduler.core.effects import (
     Decision,
     Effect,
@@ -26,6 +27,7 @@ def effect_json(effect: Effect) -> dict[str, Any]:
             "phase": effect.phase,
             "message": effect.message,
             "details": dict(effect.details),
+            "jobStatus": None if effect.job_status is None else str(effect.job_status),
         }
     if isinstance(effect, RuntimeRequest):
         return {
@@ -54,6 +56,8 @@ def text(effect: Effect) -> str:
     head = f"{seconds(effect.at)}  {effect.job_id:<12}"
     if isinstance(effect, Decision):
         where = effect.state + (f"/{effect.phase}" if effect.phase else "")
+        if effect.job_status is not None and effect.job_status.ends_the_job:
+            where += f" [{effect.job_status}]"  # how the job ended, typed
         return f"{head} {where:<36} {effect.kind:<20} {effect.message}"
     if isinstance(effect, RuntimeRequest):
         details = " ".join(f"{k}={v}" for k, v in effect.details)
@@ -64,24 +68,3 @@ def text(effect: Effect) -> str:
         return f"{head} {'rescale':<36} {'RECORD':<20} {rescale_line(effect.record)}"
     assert isinstance(effect, Rejected)
     return f"{head} {'dead letter':<36} {effect.kind:<20} {effect.message}"
-
-
-def rescale_line(record: dict[str, Any]) -> str:
-    """`#3 NEW_RESOURCE_AVAILABLE COMPLETED/SUCCEEDED src 2->4 (rev 4)`."""
-    vertices = " ".join(
-        f"{v['jobVertexId']} {_n(v['preRescaleParallelism'])}->{_n(v['postRescaleParallelism'])}"
-        for v in record["vertices"]
-    )
-    ending = (
-        f"{record['terminalState']}/{record['terminatedReason']}"
-        if record["terminalState"]
-        else "in progress"
-    )
-    return (
-        f"{record['rescaleUuid'][:8]} attempt {record['rescaleAttemptId']} "
-        f"{record['triggerCause']} {ending}: {vertices} (rev {record['revision']})"
-    )
-
-
-def _n(value: int | None) -> str:
-    return "?" if value is None else str(value)

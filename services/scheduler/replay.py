@@ -1,20 +1,12 @@
 """`scalefold replay`: fold a JSON-lines event log through the scheduler core offline.
 
-Log format: one event per line, `{"type": "<record name>", "event": {<Avro JSON>}}`,
-for example
-
-    {"type": "TaskManagerRegistered", "event": {"jobId": "j1", "timestamp": 5000,
-     "taskManagerId": "tm-1", "slots": 2}}
-
-Blank lines and lines starting with `#` are skipped. Fields with defaults may be
-left out; union values are wrapped as Avro's JSON encoding says ({"long": 5}).
+The log format is described (and read) in `services.contracts.eventlog`.
 """
 
 from __future__ import annotations
 
 import argparse
 import difflib
-import json
 import statistics
 import sys
 from collections import Counter
@@ -23,41 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from services.contracts import Codec, DecodeError
-from services.contracts import records as r
+from services.contracts import Codec
+from services.contracts.eventlog import LogError, read_log
+from services.contracts.events import Event
 from services.scheduler.core.config import ConfigError
 from services.scheduler.core.driver import Replay, replay
 from services.scheduler.core.effects import Decision, DecisionKind, Effect, RescaleUpdated
-from services.scheduler.core.events import Event, from_record
 from services.scheduler.core.fold import Defaults, config_of
+from services.scheduler.core.model import JobState
 from services.scheduler.output import dumps, seconds, text
-
-
-class LogError(ValueError):
-    """A log line that is not an input event; the message names file and line."""
-
-
-def read_log(path: Path, codec: Codec) -> list[Event]:
-    events = []
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, 1):
-            if not line.strip() or line.lstrip().startswith("#"):
-                continue
-            events.append(parse_line(line, codec, f"{path}:{number}"))
-    return events
-
-
-def parse_line(line: str, codec: Codec, where: str) -> Event:
-    try:
-        entry = json.loads(line)
-        name = r.full_input_name(entry["type"])
-        record = codec.from_avro_json(name, json.dumps(entry["event"]))
-    except KeyError as error:
-        known = ", ".join(sorted(r.short_name(n) for n in r.INPUT_EVENTS))
-        raise LogError(f"{where}: missing or unknown {error}; types are {known}") from None
-    except (ValueError, DecodeError) as error:
-        raise LogError(f"{where}: {error}") from None
-    return from_record(name, record)
 
 
 def parse_defines(pairs: Sequence[str] | None) -> Defaults:
@@ -119,7 +85,7 @@ def summarize(run: Replay, effects: Sequence[Effect]) -> list[JobSummary]:
         summaries.append(
             JobSummary(
                 job_id,
-                str(job.state.name) if job else "never created",
+                _state(job),
                 outcomes,
                 reasons,
                 job.num_restarts if job else 0,
@@ -128,6 +94,14 @@ def summarize(run: Replay, effects: Sequence[Effect]) -> list[JobSummary]:
             )
         )
     return summaries
+
+
+def _state(job: JobState | None) -> str:
+    """The job's state, with how it ended once Finished (`Finished FAILED`)."""
+    if job is None:
+        return "never created"
+    status = job.state.job_status
+    return f"{job.state.name} {status}" if status is not None else str(job.state.name)
 
 
 def downtime(record: dict[str, Any]) -> int:

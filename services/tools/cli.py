@@ -7,7 +7,7 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from services.cli import Context
+    from services.clicontext import Context
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -99,9 +99,9 @@ def _produce(args: argparse.Namespace, context: Context) -> int:
     from confluent_kafka import Producer
 
     from services.contracts import Codec, SchemaRegistry
+    from services.contracts.eventlog import LogError, read_log
+    from services.contracts.events import to_record
     from services.contracts.kafka import producer_config
-    from services.scheduler.core.events import to_record
-    from services.scheduler.replay import LogError, read_log
     from services.tools.produce import ProduceError, event_type, now_ms, record_from_args
 
     codec = Codec(SchemaRegistry.load(context.settings.schemas_dir))

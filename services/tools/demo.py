@@ -26,11 +26,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from services.contracts import Codec, SchemaRegistry, Settings
+from services.contracts import jobconfig as c
 from services.contracts import records as r
-from services.contracts.kafka import ensure_topics, librdkafka_config, producer_config
-from services.localstack.layout import RUN_ROOT
-from services.scheduler.core import config as c
-from services.scheduler.core.events import (
+from services.contracts.events import (
     Event,
     JobSubmitted,
     Requirement,
@@ -38,11 +36,13 @@ from services.scheduler.core.events import (
     VertexSpec,
     to_record,
 )
+from services.contracts.kafka import ensure_topics, librdkafka_config, producer_config
+from services.localstack.layout import RUN_ROOT
 
 if TYPE_CHECKING:
     from confluent_kafka import Producer
 
-    from services.cli import Context
+    from services.clicontext import Context
     from services.localstack.processes import ServiceProcess
 
 RUN_DIR = RUN_ROOT / "demo"

@@ -7,7 +7,7 @@ from typing import Any
 
 from services.contracts import Codec, DecodeError
 from services.contracts import records as r
-from services.scheduler.output import rescale_line
+from services.contracts.render import rescale_line
 
 
 def render(codec: Codec, value: bytes | None, fmt: str = "text") -> str:

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import io
 import json
+from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 import pytest
-from fastavro import json_reader
+from fastavro import json_reader, schemaless_reader
 
 from services.contracts import Codec, SchemaRegistry
 from services.contracts import records as r
+from services.contracts.codec import HEADER_SIZE
 from services.contracts.schemas import SCHEMAS_DIR, SchemaError
 
 GOLDEN = sorted((Path(__file__).parent / "golden").glob("*.json"))
@@ -77,6 +80,72 @@ def test_v2_rescale_only_adds_fields_with_defaults(registry: SchemaRegistry) -> 
         assert old[name]["type"] == new[name]["type"], f"{name} changed type"
 
 
+def _shape(schema: Any) -> Any:
+    """A type without docs, nested records by name (they are compared on their own)."""
+    if isinstance(schema, dict):
+        if schema.get("type") == "record":
+            return schema["name"]
+        return {k: _shape(v) for k, v in schema.items() if k != "doc"}
+    if isinstance(schema, list):
+        return [_shape(item) for item in schema]
+    return schema
+
+
+def _records(schema: Any, found: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Every record type defined in `schema`, by name, with its fields by name."""
+    if isinstance(schema, dict):
+        if schema.get("type") == "record":
+            found[schema["name"]] = {f["name"]: f for f in schema["fields"]}
+        for value in schema.values():
+            _records(value, found)
+    elif isinstance(schema, list):
+        for item in schema:
+            _records(item, found)
+    return found
+
+
+def test_every_newer_version_only_adds_fields_with_defaults(registry: SchemaRegistry) -> None:
+    """schemas/README.md rule 3, for every record and its nested records."""
+    for name in registry.names():
+        versions = registry.versions(name)
+        for old, new in pairwise(versions):
+            before = _records(json.loads(old.text), {})
+            after = _records(json.loads(new.text), {})
+            for record, fields in before.items():
+                assert record in after, f"{new.path.name} drops record {record}"
+                for field, spec in fields.items():
+                    assert field in after[record], f"{new.path.name} drops {record}.{field}"
+                    assert _shape(after[record][field]["type"]) == _shape(spec["type"]), (
+                        f"{new.path.name} changes the type of {record}.{field}"
+                    )
+                for field in set(after[record]) - set(fields):
+                    assert "default" in after[record][field], f"{record}.{field} needs a default"
+
+
+@pytest.mark.parametrize("path", GOLDEN, ids=lambda p: p.stem)
+def test_every_version_reads_every_versions_golden_record(
+    path: Path, registry: SchemaRegistry
+) -> None:
+    """Old readers read new data and new readers old data (README rule 3), byte for byte."""
+    golden = json.loads(path.read_text())
+    versions = registry.versions(golden["schema"])
+    writer = next(v for v in versions if v.version == golden["version"])
+    body = bytes.fromhex(golden["hex"])[HEADER_SIZE:]
+    for reader in versions:
+        record = schemaless_reader(io.BytesIO(body), writer.parsed, reader.parsed)
+        assert isinstance(record, dict)
+
+
+def test_a_v1_decision_reads_as_v2_without_a_job_status(codec: Codec) -> None:
+    golden = json.loads(
+        (Path(__file__).parent / "golden" / "scheduler_decision.v1.json").read_text()
+    )
+    decoded = codec.decode(bytes.fromhex(golden["hex"]))
+    assert decoded.writer_version == 1
+    assert codec.registry.latest(r.SCHEDULER_DECISIONS).version == 2
+    assert [item["jobStatus"] for item in decoded.record["items"]] == [None, None]
+
+
 def test_flink_enum_values_are_exactly_flinks(registry: SchemaRegistry) -> None:
     schema = json.loads(registry.latest(r.RESCALE).text)
     fields = {f["name"]: f["type"] for f in schema["fields"]}
@@ -87,6 +156,22 @@ def test_flink_enum_values_are_exactly_flinks(registry: SchemaRegistry) -> None:
         "RECOVERABLE_FAILOVER",
     ]
     assert fields["terminalState"][1]["symbols"] == ["COMPLETED", "FAILED", "IGNORED"]
+    decisions = json.loads(registry.latest(r.SCHEDULER_DECISIONS).text)
+    item = decisions["fields"][3]["type"]["items"]
+    job_status = next(f for f in item["fields"] if f["name"] == "jobStatus")["type"][1]
+    assert job_status["symbols"] == [  # org.apache.flink.api.common.JobStatus
+        "INITIALIZING",
+        "CREATED",
+        "RUNNING",
+        "FAILING",
+        "FAILED",
+        "CANCELLING",
+        "CANCELED",
+        "FINISHED",
+        "RESTARTING",
+        "SUSPENDED",
+        "RECONCILING",
+    ]
     assert fields["terminatedReason"][1]["symbols"] == [
         "SUCCEEDED",
         "EXCEPTION_OCCURRED",

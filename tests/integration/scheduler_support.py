@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any, Self
 
 from services.contracts import Codec, Settings
+from services.contracts.eventlog import read_log
+from services.contracts.events import Event, from_record
 from services.scheduler.core.driver import replay
 from services.scheduler.core.effects import RescaleUpdated
-from services.scheduler.core.events import Event, from_record
-from services.scheduler.replay import read_log
 from tests.kafka_support import Received, consume
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -148,7 +148,7 @@ def consume_records(
 
 def encode_events(codec: Codec, events: Iterable[Event]) -> list[tuple[bytes, bytes]]:
     """Events back to (key, Avro value) messages, via their Avro records."""
-    from services.scheduler.core.events import to_record
+    from services.contracts.events import to_record
 
     return [(e.job_id.encode(), codec.encode(*to_record(e))) for e in events]
 

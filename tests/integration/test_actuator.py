@@ -10,7 +10,7 @@ import pytest
 
 from services.contracts import Codec, Settings
 from services.contracts import records as r
-from services.scheduler.core.events import JobSubmitted, VertexSpec, to_record
+from services.contracts.events import JobSubmitted, VertexSpec, to_record
 from tests.integration.scheduler_support import ActuatorProcess
 from tests.kafka_support import consume, produce
 

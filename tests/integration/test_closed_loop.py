@@ -17,11 +17,11 @@ import pytest
 
 from services.actuator.control import post
 from services.contracts import Codec, Settings
+from services.contracts import jobconfig as c
 from services.contracts import records as r
+from services.contracts.events import JobSubmitted, VertexSpec, to_record
 from services.localstack import stack
 from services.localstack.processes import ServiceProcess
-from services.scheduler.core import config as c
-from services.scheduler.core.events import JobSubmitted, VertexSpec, to_record
 from tests.integration.scheduler_support import (
     ROOT,
     ActuatorProcess,

@@ -10,9 +10,9 @@ import pytest
 
 from services.contracts import Codec, Settings
 from services.contracts import records as r
+from services.contracts.eventlog import read_log
+from services.contracts.events import to_record
 from services.contracts.kafka import ensure_topics, librdkafka_config
-from services.scheduler.core.events import to_record
-from services.scheduler.replay import read_log
 from tests.kafka_support import consume, count_at_least, produce
 
 pytestmark = pytest.mark.integration

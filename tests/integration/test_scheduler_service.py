@@ -13,8 +13,8 @@ import pytest
 
 from services.contracts import Codec, Settings
 from services.contracts import records as r
+from services.contracts.events import Event, JobSubmitted, TaskManagerRegistered
 from services.contracts.kafka import producer_config
-from services.scheduler.core.events import Event, JobSubmitted, TaskManagerRegistered
 from tests.integration.scheduler_support import (
     SchedulerProcess,
     consume_records,

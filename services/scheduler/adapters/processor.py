@@ -17,6 +17,7 @@ from typing import Any
 
 from services.contracts import Codec, DecodeError, Topics
 from services.contracts import records as r
+from services.contracts.events import from_record
 from services.contracts.kafka import partition_for
 from services.contracts.topics import JOB_EVENTS
 from services.scheduler.core import handle
@@ -27,7 +28,6 @@ from services.scheduler.core.effects import (
     RescaleUpdated,
     RuntimeRequest,
 )
-from services.scheduler.core.events import from_record
 from services.scheduler.core.fold import Defaults
 from services.scheduler.core.model import JobState
 from services.scheduler.core.serde import dumps, loads
@@ -191,6 +191,7 @@ def decision_record(effect: Decision | RuntimeRequest) -> dict[str, Any]:
             "executionGraphId": None,
             "message": effect.message,
             "details": dict(effect.details),
+            "jobStatus": None if effect.job_status is None else str(effect.job_status),
         }
     return {
         "timestamp": effect.at,
@@ -202,4 +203,5 @@ def decision_record(effect: Decision | RuntimeRequest) -> dict[str, Any]:
         "executionGraphId": effect.execution_graph_id,
         "message": "",
         "details": dict(effect.details),
+        "jobStatus": None,
     }

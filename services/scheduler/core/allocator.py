@@ -13,7 +13,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from services.scheduler.core.events import Profile
+from services.contracts.events import Profile
+from services.contracts.ordering import natural_key
 from services.scheduler.core.jobgraph import JobInformation
 
 
@@ -121,8 +122,10 @@ def assign(
     TaskManagers are taken in descending order of free slots, so the job spreads
     over as few TaskManagers as possible; ties go by TaskManager id. Flink only
     does this for `execution.target: embedded`; scalefold whenever the option is on.
+    Free slots are taken in natural TaskManager-id order (`tm-2` before `tm-10`),
+    then by slot index; Flink takes them in its slot pool's order.
     """
-    candidates = sorted(free, key=lambda s: (s.task_manager_id, s.index))
+    candidates = sorted(free, key=lambda s: (natural_key(s.task_manager_id), s.index))
     if plan.slots > len(candidates):
         return None
     if prefer_minimal_taskmanagers and len(candidates) > plan.slots:
@@ -139,7 +142,7 @@ def _fewest_taskmanagers(slots: list[Slot], needed: int) -> list[Slot]:
     by_tm: dict[str, list[Slot]] = {}
     for slot in slots:
         by_tm.setdefault(slot.task_manager_id, []).append(slot)
-    ordered = sorted(by_tm.items(), key=lambda item: (-len(item[1]), item[0]))
+    ordered = sorted(by_tm.items(), key=lambda item: (-len(item[1]), natural_key(item[0])))
     picked: list[Slot] = []
     for _, tm_slots in ordered:
         if len(picked) >= needed:

@@ -11,7 +11,7 @@ cannot use. Flink's rules (JobManagerOptions, AdaptiveScheduler.Settings.of):
 - `rescale-trigger.max-delay` defaults to (max-checkpoint-failures + 1) x the
   checkpoint interval, or 0 without checkpointing.
 
-Deliberate deviations, each documented in the README:
+Deliberate deviations, each documented in docs/flink-conformance.md:
 - `scaling-interval.max` is wired as a deprecated key of
   `executing.resource-stabilization-timeout` (the seed's forced rescale after a
   maximum interval); Flink reads it nowhere.
@@ -27,42 +27,46 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TypeVar
 
-P = "jobmanager.adaptive-scheduler."
-
-SCHEDULER_MODE = "scheduler-mode"
-COOLDOWN = P + "executing.cooldown-after-rescaling"
-COOLDOWN_DEPRECATED = P + "scaling-interval.min"
-EXECUTING_STABILIZATION = P + "executing.resource-stabilization-timeout"
-EXECUTING_STABILIZATION_DEPRECATED = P + "scaling-interval.max"
-WAIT_TIMEOUT = P + "submission.resource-wait-timeout"
-WAIT_TIMEOUT_DEPRECATED = P + "resource-wait-timeout"
-SUBMISSION_STABILIZATION = P + "submission.resource-stabilization-timeout"
-SUBMISSION_STABILIZATION_DEPRECATED = P + "resource-stabilization-timeout"
-MAX_CHECKPOINT_FAILURES = P + "rescale-trigger.max-checkpoint-failures"
-MAX_DELAY = P + "rescale-trigger.max-delay"
-ACTIVE_CHECKPOINT = P + "rescale-trigger.active-checkpoint.enabled"
-PREFER_MINIMAL_TASKMANAGERS = P + "prefer-minimal-taskmanagers"
-MIN_PARALLELISM_INCREASE = P + "min-parallelism-increase"
-HISTORY_SIZE = "web.adaptive-scheduler.rescale-history.size"
-
-RESTART_STRATEGY = "restart-strategy.type"
-FIXED_ATTEMPTS = "restart-strategy.fixed-delay.attempts"
-FIXED_DELAY = "restart-strategy.fixed-delay.delay"
-EXP_INITIAL = "restart-strategy.exponential-delay.initial-backoff"
-EXP_MAX = "restart-strategy.exponential-delay.max-backoff"
-EXP_MULTIPLIER = "restart-strategy.exponential-delay.backoff-multiplier"
-EXP_RESET = "restart-strategy.exponential-delay.reset-backoff-threshold"
-EXP_JITTER = "restart-strategy.exponential-delay.jitter-factor"
-EXP_ATTEMPTS = "restart-strategy.exponential-delay.attempts-before-reset-backoff"
-RATE_MAX_FAILURES = "restart-strategy.failure-rate.max-failures-per-interval"
-RATE_INTERVAL = "restart-strategy.failure-rate.failure-rate-interval"
-RATE_DELAY = "restart-strategy.failure-rate.delay"
-
-SCALING_POLICY = "scalefold.scaling-policy"
-STABILIZATION_PLACEMENT = "scalefold.rescale.stabilization"
-RUNTIME_MODE = "scalefold.runtime.mode"
-SIMULATED_CREATE_TIME = "scalefold.runtime.simulated.creation-time"
-SIMULATED_CANCEL_TIME = "scalefold.runtime.simulated.cancellation-time"
+from services.contracts.jobconfig import (
+    ACTIVE_CHECKPOINT,
+    COOLDOWN,
+    COOLDOWN_DEPRECATED,
+    EXECUTING_STABILIZATION,
+    EXECUTING_STABILIZATION_DEPRECATED,
+    EXP_ATTEMPTS,
+    EXP_INITIAL,
+    EXP_JITTER,
+    EXP_MAX,
+    EXP_MULTIPLIER,
+    EXP_RESET,
+    FIXED_ATTEMPTS,
+    FIXED_DELAY,
+    HISTORY_SIZE,
+    MAX_CHECKPOINT_FAILURES,
+    MAX_DELAY,
+    MIN_PARALLELISM_INCREASE,
+    MIN_PAUSE,
+    PREFER_MINIMAL_TASKMANAGERS,
+    RATE_DELAY,
+    RATE_INTERVAL,
+    RATE_MAX_FAILURES,
+    RESCALE_STABILIZATION,
+    RESTART_STRATEGY,
+    RUNTIME_MODE,
+    SCALING_POLICY,
+    SCHEDULER_MODE,
+    SIMULATED_CANCEL_TIME,
+    SIMULATED_CREATE_TIME,
+    STABILIZATION_PLACEMENT,
+    SUBMISSION_STABILIZATION,
+    SUBMISSION_STABILIZATION_DEPRECATED,
+    WAIT_TIMEOUT,
+    WAIT_TIMEOUT_DEPRECATED,
+    RestartStrategyType,
+    RuntimeMode,
+    ScalingPolicy,
+    StabilizationPlacement,
+)
 
 SECOND = 1000
 MINUTE = 60 * SECOND
@@ -100,36 +104,6 @@ _E = TypeVar("_E", bound=StrEnum)
 
 class ConfigError(ValueError):
     """A setting has a value the scheduler cannot use; the message names the key."""
-
-
-class ScalingPolicy(StrEnum):
-    """Which parallelism change a rescale may make (seed 004's ScalingPolicy)."""
-
-    FLINK = "flink"  # any change of the computable parallelism (Flink today)
-    MIN_INCREASE = "min-increase"  # scale up only by min-parallelism-increase or more
-    PROPORTIONAL = "proportional"  # every vertex at the same fraction of its upper bound
-    DOUBLE_HALVE = "double-halve"  # parallelism only doubles or halves
-
-
-class StabilizationPlacement(StrEnum):
-    """Where a rescale waits for resources to stabilize (seed 003, FLINK-33092)."""
-
-    EXECUTING = "executing"  # Flink today: before cancelling the running job
-    WAITING_FOR_RESOURCES = "waiting-for-resources"  # before FLINK-33092: after cancelling
-
-
-class RuntimeMode(StrEnum):
-    """Who answers the scheduler's requests to create and cancel execution graphs."""
-
-    SIMULATED = "simulated"  # the core answers itself after the configured times
-    EXTERNAL = "external"  # a runtime (the embedded cluster) reports with job events
-
-
-class RestartStrategyType(StrEnum):
-    NONE = "none"
-    FIXED_DELAY = "fixed-delay"
-    EXPONENTIAL_DELAY = "exponential-delay"
-    FAILURE_RATE = "failure-rate"
 
 
 _RESTART_ALIASES = {
@@ -175,6 +149,8 @@ class SchedulerConfig:
     max_checkpoint_failures: int
     max_delay_ms: int | None  # None: computed from the checkpoint interval
     active_checkpoint: bool
+    min_pause_ms: int
+    rescale_stabilization_ms: int | None  # None: off (FLINK-40379 is not merged)
     prefer_minimal_taskmanagers: bool
     history_size: int
     restart: RestartConfig
@@ -241,6 +217,8 @@ def resolve(settings: Mapping[str, str], checkpointing: bool = False) -> Schedul
         max_checkpoint_failures=reader.integer(MAX_CHECKPOINT_FAILURES, 2, minimum=1),
         max_delay_ms=reader.optional_duration(MAX_DELAY),
         active_checkpoint=reader.boolean(ACTIVE_CHECKPOINT, True),
+        min_pause_ms=reader.duration(MIN_PAUSE, 0, minimum=0),
+        rescale_stabilization_ms=reader.optional_duration(RESCALE_STABILIZATION),
         prefer_minimal_taskmanagers=reader.boolean(PREFER_MINIMAL_TASKMANAGERS, True),
         history_size=max(0, reader.integer(HISTORY_SIZE, DEFAULT_HISTORY_SIZE)),
         restart=_restart(reader, checkpointing),
@@ -253,8 +231,12 @@ def resolve(settings: Mapping[str, str], checkpointing: bool = False) -> Schedul
         simulated_create_ms=reader.duration(SIMULATED_CREATE_TIME, 0, minimum=0),
         simulated_cancel_ms=reader.duration(SIMULATED_CANCEL_TIME, 0, minimum=0),
     )
-    if config.max_delay_ms is not None and config.max_delay_ms < 0:
-        raise ConfigError(f"{MAX_DELAY}: must not be negative")
+    for key, value in (
+        (MAX_DELAY, config.max_delay_ms),
+        (RESCALE_STABILIZATION, config.rescale_stabilization_ms),
+    ):
+        if value is not None and value < 0:
+            raise ConfigError(f"{key}: must not be negative")
     return config
 
 

@@ -13,8 +13,8 @@ import heapq
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+from services.contracts.events import Event
 from services.scheduler.core.effects import Effect
-from services.scheduler.core.events import Event
 from services.scheduler.core.fold import Defaults
 from services.scheduler.core.model import JobState
 from services.scheduler.core.scheduler import advance, handle

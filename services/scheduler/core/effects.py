@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from services.scheduler.core.model import JobStatus
+
 
 class DecisionKind(StrEnum):
     STATE_TRANSITION = "STATE_TRANSITION"
@@ -21,6 +23,8 @@ class DecisionKind(StrEnum):
     TRIGGER_IGNORED = "TRIGGER_IGNORED"
     RESCALE_TRIGGERED = "RESCALE_TRIGGERED"
     RESTART_DECIDED = "RESTART_DECIDED"
+    ACTIVE_CHECKPOINT = "ACTIVE_CHECKPOINT"  # FLINK-36753: asked, deferred, skipped, dropped
+    TIMEOUT = "TIMEOUT"  # a wait ended by its timeout, and what happens now
     REQUIREMENTS_UPDATED = "REQUIREMENTS_UPDATED"
     REQUIREMENTS_UNCHANGED = "REQUIREMENTS_UNCHANGED"
     CONFIGURATION_UPDATED = "CONFIGURATION_UPDATED"
@@ -49,7 +53,11 @@ class RejectionKind(StrEnum):
 
 @dataclass(frozen=True)
 class Decision:
-    """A scheduler decision and why: transitions, and why a change did or did not rescale."""
+    """A scheduler decision and why: transitions, and why a change did or did not rescale.
+
+    A state transition carries the job's new JobStatus (Flink's job status listeners
+    hear of every change); the transition into Finished carries how the job ended.
+    """
 
     job_id: str
     at: int
@@ -59,6 +67,7 @@ class Decision:
     phase: str | None
     message: str
     details: tuple[tuple[str, str], ...] = ()
+    job_status: JobStatus | None = None
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from services.scheduler.core.effects import (
     RescaleUpdated,
     RuntimeRequest,
 )
-from services.scheduler.core.model import JobState, SchedulerState, StateName, Timer
+from services.scheduler.core.model import JobState, JobStatus, SchedulerState, StateName, Timer
 from services.scheduler.core.recording import build_record
 from services.scheduler.core.values import evolve
 
@@ -168,7 +168,14 @@ class Fold:
         self.sequence += 1
         return self.sequence
 
-    def decide(self, kind: DecisionKind, message: str, **details: object) -> None:
+    def decide(
+        self,
+        kind: DecisionKind,
+        message: str,
+        *,
+        job_status: JobStatus | None = None,
+        **details: object,
+    ) -> None:
         stm = self.state.stm
         self.effects.append(
             Decision(
@@ -180,6 +187,7 @@ class Fold:
                 str(stm.phase) if stm is not None else None,
                 message,
                 tuple((k, str(v)) for k, v in details.items()),
+                job_status,
             )
         )
 

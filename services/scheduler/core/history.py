@@ -1,7 +1,16 @@
 """Where rescales are recorded: Flink's call sites of the rescale timeline (reference §5).
 
 Each function is one call site, named after what happens to the job; the
-comments give Flink's place.
+comments give Flink's place. The order of the calls at each site is Flink's,
+because it decides what is written: `Rescale.addSchedulerState` ignores a span
+once the rescale is terminated, so where Flink sets the terminated reason
+first (Idling in Executing, a failed graph creation) the record gets no span
+for that state, and with it no exception.
+
+Which spans carry an exception (Flink's `stringifiedException`): only the span
+of the state the job failed from (`goToFailing`), with the JobException Flink
+fails the job with. A failover, a failed graph creation and a job finishing
+FAILED write none.
 """
 
 from __future__ import annotations
@@ -43,27 +52,26 @@ def open_initial(fold: Fold) -> None:
 
 def open_new_resource_rescale(fold: Fold) -> None:
     """STM in Executing, first sufficient new-resource change: NEW_RESOURCE_AVAILABLE."""
-    from services.scheduler.core.stm import track_phase
-
     if fold.open_rescale(False, _opened(fold, TriggerCause.NEW_RESOURCE_AVAILABLE, fold.now, True)):
         track_phase(fold)
 
 
 def end_without_change(fold: Fold) -> None:
-    """Idling entered in Executing: NO_RESOURCES_OR_PARALLELISMS_CHANGE."""
+    """Idling entered in Executing: NO_RESOURCES_OR_PARALLELISMS_CHANGE.
+
+    Flink (Idling's constructor) terminates before it adds the Executing span, which
+    the terminated rescale then ignores: the record ends without an Executing span.
+    """
     fold.update_rescale(
-        lambda r: tl.terminate(
-            tl.add_state_span(r, current_span(fold)),
-            TerminatedReason.NO_RESOURCES_OR_PARALLELISMS_CHANGE,
-            fold.now,
+        lambda r: tl.add_state_span(
+            tl.terminate(r, TerminatedReason.NO_RESOURCES_OR_PARALLELISMS_CHANGE, fold.now),
+            current_span(fold),
         )
     )
 
 
 def requirements_changed(fold: Fold) -> None:
     """updateJobResourceRequirements (a real change): end the current rescale, open a new one."""
-    from services.scheduler.core.stm import track_phase
-
     fold.update_rescale(
         lambda r: tl.terminate(
             tl.add_state_span(r, current_span(fold)),
@@ -80,14 +88,17 @@ def restarting_to_rescale(fold: Fold) -> None:
     fold.update_rescale(lambda r: tl.set_requirements(r, fold.job.info))
 
 
-def restarting_for_failover(fold: Fold, cause: str) -> None:
-    """goToRestarting for a failure: merge into the rescale in progress, or open one."""
+def restarting_for_failover(fold: Fold) -> None:
+    """goToRestarting for a failure: merge into the rescale in progress, or open one.
+
+    Flink records no exception for a failover (recordRescaleForJobRestarting): the
+    failure shows in the decisions and the statusMessage, not in a span.
+    """
     if fold.job.timeline.in_progress() is not None:
         fold.update_rescale(lambda r: evolve(r, spans=(), phases=()))
     else:
         fold.open_rescale(False, lambda r: r)
-    fill = _opened(fold, TriggerCause.RECOVERABLE_FAILOVER, fold.now, True)
-    fold.update_rescale(lambda r: evolve(fill(r), pending_exception=cause))
+    fold.update_rescale(_opened(fold, TriggerCause.RECOVERABLE_FAILOVER, fold.now, True))
 
 
 def graph_created(fold: Fold, plan: Plan, assignment: Assignment) -> None:
@@ -97,12 +108,15 @@ def graph_created(fold: Fold, plan: Plan, assignment: Assignment) -> None:
 
 
 def creation_failed(fold: Fold, exception: str) -> None:
-    """CreatingExecutionGraph failed: EXCEPTION_OCCURRED, the exception on the span."""
+    """CreatingExecutionGraph failed: EXCEPTION_OCCURRED (recordRescaleForException).
+
+    Flink terminates before it adds the CreatingExecutionGraph span with the exception,
+    so neither reaches the record; the exception ends the job (its final decision).
+    """
     fold.update_rescale(
-        lambda r: tl.terminate(
-            tl.add_state_span(r, current_span(fold, exception)),
-            TerminatedReason.EXCEPTION_OCCURRED,
-            fold.now,
+        lambda r: tl.add_state_span(
+            tl.terminate(r, TerminatedReason.EXCEPTION_OCCURRED, fold.now),
+            current_span(fold, exception),
         )
     )
 
@@ -117,7 +131,8 @@ def executing_entered(fold: Fold) -> None:
 
 
 def job_ending(fold: Fold, reason: TerminatedReason, exception: str | None = None) -> None:
-    """goToFailing (JOB_FAILED), goToCanceling (JOB_CANCELED), goToFinished (JOB_FINISHED)."""
+    """goToFailing (JOB_FAILED, with the exception), goToCanceling (JOB_CANCELED),
+    goToFinished (JOB_FINISHED): the current state's span, then the reason."""
     fold.update_rescale(
         lambda r: tl.terminate(
             tl.add_state_span(r, current_span(fold, exception)), reason, fold.now
@@ -128,3 +143,27 @@ def job_ending(fold: Fold, reason: TerminatedReason, exception: str | None = Non
 def set_status(fold: Fold, message: str) -> None:
     """scalefold: the in-progress rescale's statusMessage, the latest explanation."""
     fold.update_rescale(lambda r: r if r.status == message else evolve(r, status=message))
+
+
+def track_phase(fold: Fold) -> None:
+    """Keep the in-progress rescale's transitionPhases in step with the current phase."""
+    stm = fold.state.stm
+    if stm is None:
+        return
+    state = str(fold.state.name)
+
+    def follow(rescale: tl.Rescale) -> tl.Rescale:
+        last = rescale.phases[-1] if rescale.phases else None
+        if (
+            last is not None
+            and last.leave is None
+            and last.phase == stm.phase
+            and last.state == state
+        ):
+            return rescale
+        closed = tl.close_phases(rescale, fold.now)
+        return evolve(
+            closed, phases=(*closed.phases, tl.PhaseSpan(str(stm.phase), state, fold.now))
+        )
+
+    fold.update_rescale(follow)

@@ -10,11 +10,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from services.scheduler.core.events import Requirement, VertexSpec
+from services.contracts.events import Requirement, VertexSpec
 
 LOWER_BOUND_MAX_PARALLELISM = 128
 UPPER_BOUND_MAX_PARALLELISM = 32768
 AUTO = -1  # FLIP-291: -1 as lower bound means 1, as upper bound means max parallelism
+MAX_PARALLELISM_DEFAULT = -1  # JobVertex's "not set": computed from the parallelism
+PARALLELISM_DEFAULT = -1  # ExecutionConfig's "not set": normalized to 1
+PARALLELISM_AUTO_MAX = 2**31 - 1  # Integer.MAX_VALUE: the largest max parallelism, 32768
 
 
 @dataclass(frozen=True)
@@ -52,27 +55,55 @@ class JobInformation:
         return JobInformation(self.vertices, bounds)
 
 
+class InvalidJobGraphError(ValueError):
+    """A submitted job graph the scheduler cannot run; the message says why."""
+
+
 def round_up_to_power_of_two(value: int) -> int:
     return 1 if value <= 1 else 1 << (value - 1).bit_length()
 
 
 def default_max_parallelism(parallelism: int) -> int:
-    """KeyGroupRangeAssignment.computeDefaultMaxParallelism."""
+    """KeyGroupRangeAssignment.computeDefaultMaxParallelism: 1.5 x p rounded up to a power
+    of two, within [128, 32768]."""
     candidate = round_up_to_power_of_two(parallelism + parallelism // 2)
     return min(max(candidate, LOWER_BOUND_MAX_PARALLELISM), UPPER_BOUND_MAX_PARALLELISM)
 
 
+def _within_bounds(value: int) -> bool:
+    return 0 < value <= UPPER_BOUND_MAX_PARALLELISM
+
+
+def vertex_parallelism(spec: VertexSpec) -> int:
+    """SchedulerBase.normalizeParallelism: -1 (not set) is 1; otherwise 1..32768."""
+    if spec.parallelism == PARALLELISM_DEFAULT:
+        return 1
+    if not _within_bounds(spec.parallelism):
+        raise InvalidJobGraphError(
+            f"vertex {spec.id}: parallelism {spec.parallelism} is not within "
+            f"1..{UPPER_BOUND_MAX_PARALLELISM} (or -1, not set)"
+        )
+    return spec.parallelism
+
+
 def effective_max_parallelism(spec: VertexSpec) -> int:
-    """The user's max parallelism if set (PARALLELISM_AUTO_MAX normalised), else the default."""
-    if spec.max_parallelism is None or spec.max_parallelism == 0:
-        return default_max_parallelism(max(spec.parallelism, 1))
-    if spec.max_parallelism < 0 or spec.max_parallelism > UPPER_BOUND_MAX_PARALLELISM:
+    """SchedulerBase.computeVertexParallelismStore and DefaultVertexParallelismInfo.
+
+    Not set (null, or JobVertex.MAX_PARALLELISM_DEFAULT = -1): the default computed
+    from the vertex's parallelism. Integer.MAX_VALUE (PARALLELISM_AUTO_MAX): 32768.
+    Anything else must lie within 1..32768.
+    """
+    maximum = spec.max_parallelism
+    if maximum is None or maximum == MAX_PARALLELISM_DEFAULT:
+        return default_max_parallelism(vertex_parallelism(spec))
+    if maximum == PARALLELISM_AUTO_MAX:
         return UPPER_BOUND_MAX_PARALLELISM
-    return spec.max_parallelism
-
-
-class InvalidJobGraphError(ValueError):
-    """A submitted job graph the scheduler cannot run; the message says why."""
+    if not _within_bounds(maximum):
+        raise InvalidJobGraphError(
+            f"vertex {spec.id}: max parallelism {maximum} is not within "
+            f"1..{UPPER_BOUND_MAX_PARALLELISM} (or -1, not set)"
+        )
+    return maximum
 
 
 def job_information(specs: Sequence[VertexSpec], reactive: bool) -> JobInformation:
@@ -86,12 +117,14 @@ def job_information(specs: Sequence[VertexSpec], reactive: bool) -> JobInformati
     bounds = []
     for spec in specs:
         maximum = effective_max_parallelism(spec)
-        if not reactive and not 1 <= spec.parallelism <= maximum:
+        # Reactive mode runs every vertex "as parallel as possible": at its max parallelism.
+        parallelism = maximum if reactive else vertex_parallelism(spec)
+        if parallelism > maximum:
             raise InvalidJobGraphError(
-                f"vertex {spec.id}: parallelism {spec.parallelism} is not within 1..{maximum}"
+                f"vertex {spec.id}: parallelism {parallelism} exceeds max parallelism {maximum}"
             )
         vertices.append(Vertex(spec.id, spec.name, spec.ssg_id, spec.ssg_name, maximum))
-        bounds.append(Bounds(1, maximum if reactive else spec.parallelism))
+        bounds.append(Bounds(1, parallelism))
     return JobInformation(tuple(vertices), tuple(bounds))
 
 

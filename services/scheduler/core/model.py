@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from services.contracts.events import Profile
 from services.scheduler.core.allocator import Assignment, Slot
-from services.scheduler.core.events import Profile
 from services.scheduler.core.jobgraph import JobInformation
 from services.scheduler.core.restart import RestartState
 from services.scheduler.core.timeline import Timeline
@@ -37,10 +37,41 @@ class Phase(StrEnum):
 
 
 class JobStatus(StrEnum):
-    CANCELED = "CANCELED"
+    """Flink's JobStatus, in Flink's order; a job ends FINISHED, FAILED, CANCELED or SUSPENDED."""
+
+    INITIALIZING = "INITIALIZING"
+    CREATED = "CREATED"
+    RUNNING = "RUNNING"
+    FAILING = "FAILING"
     FAILED = "FAILED"
+    CANCELLING = "CANCELLING"
+    CANCELED = "CANCELED"
     FINISHED = "FINISHED"
+    RESTARTING = "RESTARTING"
     SUSPENDED = "SUSPENDED"
+    RECONCILING = "RECONCILING"
+
+    @property
+    def ends_the_job(self) -> bool:
+        """Globally terminal (FINISHED, FAILED, CANCELED) or locally terminal (SUSPENDED)."""
+        return self in _TERMINAL
+
+
+_TERMINAL = frozenset(
+    {JobStatus.FINISHED, JobStatus.FAILED, JobStatus.CANCELED, JobStatus.SUSPENDED}
+)
+
+# State.getJobStatus() of every state but Finished, whose status is the job's final one.
+STATE_JOB_STATUS = {
+    StateName.CREATED: JobStatus.INITIALIZING,
+    StateName.WAITING_FOR_RESOURCES: JobStatus.CREATED,
+    StateName.CREATING_EXECUTION_GRAPH: JobStatus.CREATED,
+    StateName.EXECUTING: JobStatus.RUNNING,
+    StateName.RESTARTING: JobStatus.RESTARTING,
+    StateName.STOP_WITH_SAVEPOINT: JobStatus.RUNNING,
+    StateName.CANCELING: JobStatus.CANCELLING,
+    StateName.FAILING: JobStatus.FAILING,
+}
 
 
 @dataclass(frozen=True)
@@ -57,16 +88,18 @@ class TransitionManager:
     first_change: int | None = None
     last_change: int | None = None
     evaluation_scheduled: bool = False
-    checkpoint_requested: bool = False
 
 
 @dataclass(frozen=True)
 class ExecutionGraph:
-    """The running (or planned) job: its parallelism and the slots it holds."""
+    """The running (or planned) job: its parallelism, the slots it holds, and what its
+    CheckpointCoordinator knows (each graph has its own, as in Flink)."""
 
     id: str
     parallelism: tuple[int, ...]
     assignment: Assignment
+    last_checkpoint_at: int | None = None  # when a checkpoint of this graph last completed
+    checkpoint_pending: bool = False  # a checkpoint this scheduler triggered has not ended
 
 
 @dataclass(frozen=True)
@@ -85,6 +118,8 @@ class SchedulerState:
     checkpoint_countdown: int | None = None
     savepoint_completed: bool = False
     resumed: bool = False  # Executing again after a failed stop-with-savepoint
+    checkpoint_trigger_scheduled: bool = False  # Executing: one active-checkpoint retry pending
+    awaiting_parallelism: tuple[int, ...] | None = None  # WaitingForResources, FLINK-40379
     job_status: JobStatus | None = None
     cause: str | None = None
 

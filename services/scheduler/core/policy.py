@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from services.scheduler.core.config import ScalingPolicy
+from services.contracts.jobconfig import ScalingPolicy
 from services.scheduler.core.jobgraph import JobInformation
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from services.contracts.events import profile_to_record
 from services.scheduler.core import timeline as tl
 from services.scheduler.core.config import SchedulerConfig
-from services.scheduler.core.events import profile_to_record
 from services.scheduler.core.model import JobState
 
 

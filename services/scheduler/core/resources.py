@@ -65,3 +65,18 @@ def executing_assessment(fold: Fold, current: tuple[int, ...]) -> Assessment:
     return Assessment(
         True, desired, f"{grade} resources for {change} ({slots} slots, {wanted} desired)"
     )
+
+
+def awaiting_assessment(fold: Fold, awaited: tuple[int, ...]) -> Assessment:
+    """FLINK-40379 (proposed): after a rescale's restart, only the parallelism the rescale
+    was for (or the desired resources) will do, until the rescale timeout passes."""
+    info, slots = fold.job.info, fold.job.slot_count()
+    previous = fold.state.previous_graph
+    target = candidate(fold, previous.parallelism if previous is not None else None)
+    wanted = describe(info, awaited)
+    if target == awaited or slots >= desired_slots(info):
+        return Assessment(True, True, f"the pre-restart parallelism {wanted} is available again")
+    available = insufficient(fold) if target is None else describe(info, target)
+    return Assessment(
+        False, False, f"waiting for the pre-restart parallelism {wanted} (now: {available})"
+    )

@@ -9,7 +9,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from services.scheduler.core.config import RestartConfig, RestartStrategyType
+from services.contracts.jobconfig import RestartStrategyType
+from services.scheduler.core.config import RestartConfig
 from services.scheduler.core.values import evolve
 
 
@@ -78,3 +79,28 @@ def _unit(job_id: str, failures: int) -> float:
     """A deterministic value in [-1, 1) for the jitter of one failure."""
     digest = hashlib.sha256(f"{job_id}/{failures}".encode()).digest()
     return int.from_bytes(digest[:8], "big") / 2**63 - 1.0
+
+
+def strategy_string(config: RestartConfig, state: RestartState) -> str:
+    """The strategy as its Flink class's toString, for "Recovery is suppressed by ..."."""
+    kind = config.type
+    if kind is RestartStrategyType.NONE:
+        return "NoRestartBackoffTimeStrategy"
+    if kind is RestartStrategyType.FIXED_DELAY:
+        return (
+            f"FixedDelayRestartBackoffTimeStrategy(maxNumberRestartAttempts="
+            f"{config.fixed_attempts}, backoffTimeMS={config.fixed_delay_ms})"
+        )
+    if kind is RestartStrategyType.FAILURE_RATE:
+        return (
+            "FailureRateRestartBackoffTimeStrategy(FailureRateRestartBackoffTimeStrategy("
+            f"failuresIntervalMS={config.rate_interval_ms},backoffTimeMS={config.rate_delay_ms},"
+            f"maxFailuresPerInterval={config.rate_max_failures})"
+        )
+    return (
+        f"ExponentialDelayRestartBackoffTimeStrategy(initialBackoffMS={config.initial_backoff_ms}, "
+        f"maxBackoffMS={config.max_backoff_ms}, backoffMultiplier={config.multiplier}, "
+        f"resetBackoffThresholdMS={config.reset_threshold_ms}, jitterFactor={config.jitter}, "
+        f"attemptsBeforeResetBackoff={config.attempts_before_reset}, "
+        f"currentRestartAttempt={state.attempts})"
+    )

@@ -12,17 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from services.scheduler.core import history
-from services.scheduler.core.allocator import desired_slots
-from services.scheduler.core.config import SCHEDULER_MODE, ConfigError
-from services.scheduler.core.effects import (
-    DecisionKind,
-    Effect,
-    Rejected,
-    RejectionKind,
-    RequestKind,
-)
-from services.scheduler.core.events import (
+from services.contracts.events import (
     ConfigurationUpdated,
     Event,
     JobLifecycle,
@@ -32,6 +22,18 @@ from services.scheduler.core.events import (
     TaskManagerRegistered,
     TimerFired,
 )
+from services.contracts.jobconfig import SCHEDULER_MODE
+from services.contracts.ordering import natural_key
+from services.scheduler.core import history
+from services.scheduler.core.allocator import desired_slots
+from services.scheduler.core.config import ConfigError
+from services.scheduler.core.effects import (
+    DecisionKind,
+    Effect,
+    Rejected,
+    RejectionKind,
+    RequestKind,
+)
 from services.scheduler.core.fold import Defaults, Fold, config_of
 from services.scheduler.core.jobgraph import (
     InvalidJobGraphError,
@@ -39,7 +41,13 @@ from services.scheduler.core.jobgraph import (
     job_information,
 )
 from services.scheduler.core.jobgraph import validate_requirements as validate
-from services.scheduler.core.model import JobState, SchedulerState, StateName, TaskManager
+from services.scheduler.core.model import (
+    JobState,
+    JobStatus,
+    SchedulerState,
+    StateName,
+    TaskManager,
+)
 from services.scheduler.core.states import behaviour
 from services.scheduler.core.timeline import Timeline
 from services.scheduler.core.transitions import go_to_waiting_for_resources
@@ -85,6 +93,7 @@ def handle(job: JobState | None, event: Event, defaults: Defaults = ()) -> Step:
         )
         at = job.now
     fold.advance_to(at, _run_timer)
+    fold.flush_rescales()  # what the timers changed is recorded as of before the event
     _apply(fold, event)
     fold.advance_to(at, _run_timer)
     return _finish(fold)
@@ -136,6 +145,7 @@ def _submit(event: JobSubmitted, defaults: Defaults) -> Step:
     fold.decide(
         DecisionKind.STATE_TRANSITION,
         f"job submitted ({len(info.vertices)} vertices, {mode})",
+        job_status=JobStatus.INITIALIZING,
         target="Created",
     )
     history.open_initial(fold)
@@ -178,7 +188,8 @@ def _register(fold: Fold, event: TaskManagerRegistered) -> None:
         )
         return
     added = TaskManager(event.task_manager_id, event.slots, event.profile)
-    fold.set(task_managers=tuple(sorted((*fold.job.task_managers, added), key=lambda tm: tm.id)))
+    ordered = sorted((*fold.job.task_managers, added), key=lambda tm: natural_key(tm.id))
+    fold.set(task_managers=tuple(ordered))
     fold.decide(
         DecisionKind.RESOURCES_CHANGED,
         f"+{event.slots} slots from {event.task_manager_id}: {fold.job.slot_count()} slots",

@@ -18,7 +18,7 @@ from typing import Any, Union, get_args, get_origin, get_type_hints
 
 from services.scheduler.core.model import JobState
 
-FORMAT = 1
+FORMAT = 2
 
 
 class StateFormatError(ValueError):

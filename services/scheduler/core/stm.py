@@ -22,9 +22,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from services.scheduler.core import timeline as tl
 from services.scheduler.core.effects import DecisionKind
 from services.scheduler.core.fold import Fold, InvariantError
+from services.scheduler.core.history import (
+    end_without_change,
+    open_new_resource_rescale,
+    track_phase,
+)
 from services.scheduler.core.model import Phase, TransitionManager
 from services.scheduler.core.values import evolve
 
@@ -171,8 +175,6 @@ def _transition_if_desired(fold: Fold, owner: TransitionContext, cause: str) -> 
 def _record_new_resources(fold: Fold, owner: TransitionContext, new_resource_driven: bool) -> None:
     """recordRescaleForNewAvailableResources: only Executing, only for new slots."""
     if owner.records_new_resources and new_resource_driven:
-        from services.scheduler.core.history import open_new_resource_rescale
-
         open_new_resource_rescale(fold)
 
 
@@ -192,8 +194,6 @@ def _progress(fold: Fold, phase: Phase, **changes: Any) -> TransitionManager:
 def _to_idling(fold: Fold, owner: TransitionContext) -> None:
     _progress(fold, Phase.IDLING, first_change=None, evaluation_scheduled=False)
     if owner.records_new_resources:  # Idling in Executing ends what did not rescale
-        from services.scheduler.core.history import end_without_change
-
         end_without_change(fold)
 
 
@@ -242,27 +242,3 @@ def _stm(fold: Fold) -> TransitionManager:
     if stm is None:
         raise InvariantError(f"{fold.state.name} has no state transition manager")
     return stm
-
-
-def track_phase(fold: Fold) -> None:
-    """Keep the in-progress rescale's transitionPhases in step with the current phase."""
-    stm = fold.state.stm
-    if stm is None:
-        return
-    state = str(fold.state.name)
-
-    def follow(rescale: tl.Rescale) -> tl.Rescale:
-        last = rescale.phases[-1] if rescale.phases else None
-        if (
-            last is not None
-            and last.leave is None
-            and last.phase == stm.phase
-            and last.state == state
-        ):
-            return rescale
-        closed = tl.close_phases(rescale, fold.now)
-        return evolve(
-            closed, phases=(*closed.phases, tl.PhaseSpan(str(stm.phase), state, fold.now))
-        )
-
-    fold.update_rescale(follow)

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TypeVar
 
+from services.contracts.events import Profile
 from services.scheduler.core.allocator import Assignment, Plan, Slot, ssg_metas
-from services.scheduler.core.events import Profile
 from services.scheduler.core.jobgraph import JobInformation
 from services.scheduler.core.values import evolve
 
@@ -112,7 +112,6 @@ class Rescale:
     end: int | None = None
     trigger: TriggerCause | None = None
     reason: TerminatedReason | None = None
-    pending_exception: str | None = None  # Flink's transient stringifiedException
     revision: int = 0
     status: str | None = None
 
@@ -214,13 +213,15 @@ def _terminated(timeline: Timeline, rescale: Rescale) -> Timeline:
 
 
 def add_state_span(rescale: Rescale, span: StateSpan) -> Rescale:
-    """addSchedulerState: the pending exception goes to this span; terminated: ignored."""
+    """addSchedulerState: appended while in progress; a terminated rescale ignores it.
+
+    Flink's transient `stringifiedException`, which the next span would take, is only
+    ever set where no span follows (goToFailing after terminating; Executing's
+    "Resources must be available" before it throws), so scalefold has no such field.
+    """
     if rescale.terminated:
         return rescale
-    exception = span.exception if span.exception is not None else rescale.pending_exception
-    return evolve(
-        rescale, spans=(*rescale.spans, evolve(span, exception=exception)), pending_exception=None
-    )
+    return evolve(rescale, spans=(*rescale.spans, span))
 
 
 def terminate(rescale: Rescale, reason: TerminatedReason, end: int) -> Rescale:

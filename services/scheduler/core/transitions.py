@@ -11,11 +11,17 @@ from __future__ import annotations
 
 from services.scheduler.core import history
 from services.scheduler.core import timeline as tl
+from services.scheduler.core.behaviour import behaviour
 from services.scheduler.core.effects import DecisionKind
 from services.scheduler.core.fold import Fold
-from services.scheduler.core.model import ExecutionGraph, JobStatus, SchedulerState, StateName
-from services.scheduler.core.restart import on_failure
-from services.scheduler.core.states.base import behaviour
+from services.scheduler.core.model import (
+    STATE_JOB_STATUS,
+    ExecutionGraph,
+    JobStatus,
+    SchedulerState,
+    StateName,
+)
+from services.scheduler.core.restart import on_failure, strategy_string
 from services.scheduler.core.timeline import TerminatedReason
 
 
@@ -31,6 +37,7 @@ def transition_to(fold: Fold, target: StateName, reason: str, **fields: object) 
     fold.decide(
         DecisionKind.STATE_TRANSITION,
         f"{old.name} -> {target}: {reason}",
+        job_status=fold.state.job_status or STATE_JOB_STATUS[target],
         source=old.name,
         target=target,
     )
@@ -40,8 +47,19 @@ def transition_to(fold: Fold, target: StateName, reason: str, **fields: object) 
     fold.end_construction()
 
 
-def go_to_waiting_for_resources(fold: Fold, previous: ExecutionGraph | None, reason: str) -> None:
-    transition_to(fold, StateName.WAITING_FOR_RESOURCES, reason, previous_graph=previous)
+def go_to_waiting_for_resources(
+    fold: Fold,
+    previous: ExecutionGraph | None,
+    reason: str,
+    awaiting: tuple[int, ...] | None = None,
+) -> None:
+    transition_to(
+        fold,
+        StateName.WAITING_FOR_RESOURCES,
+        reason,
+        previous_graph=previous,
+        awaiting_parallelism=awaiting,
+    )
 
 
 def go_to_creating_execution_graph(
@@ -70,7 +88,7 @@ def go_to_restarting(
         history.restarting_to_rescale(fold)
         reason = f"rescaling to {_describe(fold, restart_with)}"
     else:
-        history.restarting_for_failover(fold, cause or "failure")
+        history.restarting_for_failover(fold)
         reason = f"failover after {cause}, backoff {backoff_ms} ms"
     fold.set(
         num_restarts=fold.job.num_restarts + 1,
@@ -94,13 +112,15 @@ def go_to_canceling(fold: Fold, graph: ExecutionGraph, graph_terminal: bool = Fa
     )
 
 
-def go_to_failing(fold: Fold, graph: ExecutionGraph, cause: str) -> None:
-    history.job_ending(fold, TerminatedReason.JOB_FAILED, cause)
+def go_to_failing(fold: Fold, graph: ExecutionGraph, cause: str, failure: str) -> None:
+    """goToFailing: the current state's span carries the failure, stringified as Flink does."""
+    history.job_ending(fold, TerminatedReason.JOB_FAILED, failure)
     transition_to(fold, StateName.FAILING, f"failing: {cause}", graph=graph, cause=cause)
 
 
 def go_to_finished(fold: Fold, status: JobStatus, cause: str | None = None) -> None:
-    history.job_ending(fold, TerminatedReason.JOB_FINISHED, cause)
+    """goToFinished: JOB_FINISHED, whatever the status; Flink's span carries no exception."""
+    history.job_ending(fold, TerminatedReason.JOB_FINISHED)
     reason = f"job {status}" + (f": {cause}" if cause else "")
     transition_to(fold, StateName.FINISHED, reason, job_status=status, cause=cause)
 
@@ -109,9 +129,10 @@ def restart_or_fail(fold: Fold, graph: ExecutionGraph, cause: str, recoverable: 
     """FailureResultUtil.restartOrFail with the job's restart strategy."""
     if not recoverable:
         fold.decide(DecisionKind.RESTART_DECIDED, f"unrecoverable failure, failing: {cause}")
-        go_to_failing(fold, graph, cause)
+        go_to_failing(fold, graph, cause, job_exception("The failure is not recoverable", cause))
         return
-    restart, decision = on_failure(fold.config.restart, fold.job.restart, fold.now, fold.job.job_id)
+    config = fold.config.restart
+    restart, decision = on_failure(config, fold.job.restart, fold.now, fold.job.job_id)
     fold.set(restart=restart)
     if decision.can_restart:
         fold.decide(
@@ -122,7 +143,19 @@ def restart_or_fail(fold: Fold, graph: ExecutionGraph, cause: str, recoverable: 
         fold.decide(
             DecisionKind.RESTART_DECIDED, f"not restarting: {decision.explanation}", cause=cause
         )
-        go_to_failing(fold, graph, f"{cause} (no restart: {decision.explanation})")
+        suppressed = f"Recovery is suppressed by {strategy_string(config, restart)}"
+        go_to_failing(
+            fold,
+            graph,
+            f"{cause} (no restart: {decision.explanation})",
+            job_exception(suppressed, cause),
+        )
+
+
+def job_exception(message: str, cause: str) -> str:
+    """ExceptionUtils.stringifyException of the JobException AdaptiveScheduler fails a job
+    with (howToHandleFailure), without stack frames: its line, then the cause's."""
+    return f"org.apache.flink.runtime.JobException: {message}\nCaused by: {cause}"
 
 
 def _describe(fold: Fold, parallelism: tuple[int, ...]) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from services.actuator.cluster import EmbeddedCluster, Emit, Outcome, Timing
-from services.scheduler.core.events import (
+from services.contracts.events import (
     ConfigurationUpdated,
     JobEventKind,
     JobLifecycle,

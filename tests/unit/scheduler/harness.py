@@ -10,17 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from services.scheduler.core import advance, handle
-from services.scheduler.core.effects import (
-    Decision,
-    DecisionKind,
-    Effect,
-    Rejected,
-    RequestKind,
-    RescaleUpdated,
-    RuntimeRequest,
-)
-from services.scheduler.core.events import (
+from services.contracts.events import (
     ConfigurationUpdated,
     Event,
     JobEventKind,
@@ -32,6 +22,16 @@ from services.scheduler.core.events import (
     TaskManagerRegistered,
     TimerFired,
     VertexSpec,
+)
+from services.scheduler.core import advance, handle
+from services.scheduler.core.effects import (
+    Decision,
+    DecisionKind,
+    Effect,
+    Rejected,
+    RequestKind,
+    RescaleUpdated,
+    RuntimeRequest,
 )
 from services.scheduler.core.model import JobState, Phase, StateName
 from services.scheduler.core.serde import dumps, loads

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from services.contracts.jobconfig import ScalingPolicy
 from services.scheduler.core.allocator import Slot, assign, desired_slots, determine_parallelism
-from services.scheduler.core.config import ScalingPolicy
 from services.scheduler.core.jobgraph import Bounds, JobInformation, Vertex
 from services.scheduler.core.policy import adjust
 
@@ -22,6 +22,17 @@ def job(*vertices: tuple[str, str, int, int]) -> JobInformation:
 TWO_GROUPS = job(("v1", "ssg1", 1, 4), ("v2", "ssg1", 1, 2), ("v3", "ssg2", 1, 3))
 
 
+@pytest.mark.flink(
+    "SlotSharingSlotAllocatorTest.testDetermineParallelismWithMinimumSlots",
+    "SlotSharingSlotAllocatorTest.testDetermineParallelismWithManySlots",
+    "SlotSharingSlotAllocatorTest.testDetermineParallelismWithVariedParallelism",
+    "SlotSharingSlotAllocatorTest.testDetermineParallelismUnsuccessfulWithLessSlotsThanSlotSharingGroups",
+    "SlotSharingSlotAllocatorTest.testDetermineParallelismWithPartiallyEqualLowerUpperBound",
+    "SlotSharingSlotAllocatorTest.testDetermineParallelismWithLowerBoundsInsufficientSlots",
+    "SlotSharingSlotAllocatorTest.testDetermineParallelismWithLowerBoundsInsufficientSlotsForPartialVertices",
+    "SlotSharingSlotAllocatorTest.testDetermineParallelismWithAllEqualLowerUpperBoundFreSlots",
+    "SlotSharingSlotAllocatorTest.testDetermineParallelismWithAllEqualLowerUpperBoundManySlots",
+)
 @pytest.mark.parametrize(
     ("info", "slots", "expected"),
     [
@@ -32,6 +43,16 @@ TWO_GROUPS = job(("v1", "ssg1", 1, 4), ("v2", "ssg1", 1, 2), ("v3", "ssg2", 1, 3
         (job(("v1", "a", 4, 4), ("v2", "b", 10, 10)), 3, None),
         (job(("v1", "a", 2, 2), ("v2", "a", 8, 8)), 5, None),
         (job(("v1", "a", 4, 10), ("v2", "a", 4, 10)), 8, (8, 8)),
+        (
+            job(("v1", "a", 4, 10), ("v2", "b", 4, 10)),
+            8,
+            (4, 4),
+        ),  # ...AllEqualLowerUpperBoundFreSlots
+        (
+            job(("v11", "g1", 1, 4), ("v12", "g1", 1, 1), ("v2", "g2", 1, 2)),
+            6,
+            (4, 1, 2),
+        ),  # ...Varied
         (job(("v1", "a", 4, 4), ("v2", "b", 10, 10)), 26, (4, 10)),
         # equal ranges: Flink's order is HashMap order; scalefold's is by group id
         (job(("v1", "a", 1, 10), ("v2", "b", 1, 10)), 5, (2, 3)),
@@ -45,11 +66,13 @@ def test_determine_parallelism(
     assert (plan.parallelism if plan else None) == expected
 
 
+@pytest.mark.flink("SlotSharingGroupMetaInfo.from")
 def test_v1_and_v2_in_one_group_share_slots() -> None:
     plan = determine_parallelism(job(("v1", "a", 4, 10), ("v2", "a", 4, 10)), 8)
     assert plan is not None and plan.group_slots == (("a", 8),)
 
 
+@pytest.mark.flink("SlotSharingSlotAllocatorTest.testCalculateRequiredSlots")
 def test_desired_slots_sum_the_groups_max_upper_bound() -> None:
     assert desired_slots(TWO_GROUPS) == 4 + 3
 
@@ -58,6 +81,7 @@ def slots_of(*taskmanagers: tuple[str, int]) -> list[Slot]:
     return [Slot(f"{tm}#{i}", tm, i, None) for tm, n in taskmanagers for i in range(n)]
 
 
+@pytest.mark.flink("DefaultSlotAssigner.assignSlots")
 def test_prefer_minimal_taskmanagers_fills_the_fullest_taskmanagers_first() -> None:
     plan = determine_parallelism(job(("v", "a", 1, 3)), 3)
     assert plan is not None
@@ -68,6 +92,7 @@ def test_prefer_minimal_taskmanagers_fills_the_fullest_taskmanagers_first() -> N
     assert spread is not None and spread.slot_ids() == {"tm-a#0", "tm-b#0", "tm-b#1"}
 
 
+@pytest.mark.flink("SlotSharingSlotAllocator.determineParallelismAndCalculateAssignment")
 def test_assignment_fails_without_enough_free_slots() -> None:
     plan = determine_parallelism(job(("v", "a", 1, 3)), 3)
     assert plan is not None and assign(plan, slots_of(("tm", 2)), True) is None
@@ -100,7 +125,7 @@ def test_policies(
 
 
 def test_a_policy_that_declines_keeps_the_job_running_as_it_is() -> None:
-    from services.scheduler.core import config as c
+    from services.contracts import jobconfig as c
     from services.scheduler.core.model import StateName
     from tests.unit.scheduler.harness import SECOND, Scenario, vertex
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from services.scheduler.core import config as c
+from services.contracts import jobconfig as c
 from services.scheduler.core.config import ConfigError, parse_duration, resolve
 
 
+@pytest.mark.flink("AdaptiveScheduler.Settings.of")
 def test_flinks_defaults() -> None:
     config = resolve({})
     assert (config.cooldown_ms, config.executing_stabilization_ms) == (30_000, 60_000)
@@ -24,6 +25,7 @@ def test_scalefold_records_history_by_default_and_zero_turns_it_off() -> None:
     assert resolve({c.HISTORY_SIZE: "-5"}).history_size == 0
 
 
+@pytest.mark.flink("AdaptiveScheduler.Settings.of")
 def test_the_max_trigger_delay_follows_the_checkpoint_interval() -> None:
     config = resolve({})
     assert config.max_trigger_delay(None) == 0
@@ -32,12 +34,14 @@ def test_the_max_trigger_delay_follows_the_checkpoint_interval() -> None:
     assert resolve({c.MAX_DELAY: "7 s"}).max_trigger_delay(10_000) == 7_000
 
 
+@pytest.mark.flink("AdaptiveSchedulerTest.testScalingIntervalConfigurationIsRespected")
 def test_the_flink_test_pin_for_the_executing_timeouts() -> None:
     # testScalingIntervalConfigurationIsRespected
     config = resolve({c.COOLDOWN: "1337 ms", c.EXECUTING_STABILIZATION: "7331 ms"})
     assert (config.cooldown_ms, config.executing_stabilization_ms) == (1337, 7331)
 
 
+@pytest.mark.flink("ConfigOption.withDeprecatedKeys")
 @pytest.mark.parametrize(
     ("deprecated", "value", "field", "expected"),
     [
@@ -57,6 +61,7 @@ def test_the_new_key_wins_over_the_deprecated_one() -> None:
     assert resolve({c.COOLDOWN: "1 s", c.COOLDOWN_DEPRECATED: "2 s"}).cooldown_ms == 1_000
 
 
+@pytest.mark.flink("AdaptiveScheduler.Settings.of")
 def test_reactive_defaults_apply_only_to_unset_keys() -> None:
     reactive = resolve({c.SCHEDULER_MODE: "reactive"})
     assert reactive.reactive

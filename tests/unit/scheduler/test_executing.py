@@ -3,7 +3,9 @@ FLINK-33092), checkpoint triggers, and the parallelism-changed rule."""
 
 from __future__ import annotations
 
-from services.scheduler.core import config as c
+import pytest
+
+from services.contracts import jobconfig as c
 from services.scheduler.core.effects import DecisionKind, RequestKind
 from services.scheduler.core.model import Phase, StateName
 from tests.unit.scheduler.harness import SECOND, Scenario, outcome, post, vertex
@@ -20,6 +22,10 @@ def running_on_one_slot(parallelism: int = 4, **config: str) -> Scenario:
     return job
 
 
+@pytest.mark.flink(
+    "DefaultStateTransitionManagerTest.testDesiredChangeInCooldownPhase",
+    "DefaultStateTransitionManagerTest.testStateTransitionRightAfterCooldown",
+)
 def test_desired_resources_in_cooldown_rescale_when_it_ends() -> None:
     job = running_on_one_slot(parallelism=2)
     job.at(5 * SECOND).tm("tm-2")
@@ -31,6 +37,10 @@ def test_desired_resources_in_cooldown_rescale_when_it_ends() -> None:
     assert job.parallelism == {"source": 2}
 
 
+@pytest.mark.flink(
+    "DefaultStateTransitionManagerTest.testSufficientChangeInCooldownPhase",
+    "AdaptiveSchedulerTest.testGoToExecutingConfiguresStateTransitionManagerFactory",
+)
 def test_sufficient_resources_rescale_after_cooldown_and_stabilization() -> None:
     job = running_on_one_slot()
     job.at(5 * SECOND).tm("tm-2")
@@ -43,6 +53,7 @@ def test_sufficient_resources_rescale_after_cooldown_and_stabilization() -> None
     assert job.parallelism == {"source": 2}
 
 
+@pytest.mark.flink("DefaultStateTransitionManagerTest.testSufficientChangeInIdlingPhase")
 def test_after_the_cooldown_a_change_starts_stabilizing_from_idling() -> None:
     job = running_on_one_slot()
     job.at(31 * SECOND)
@@ -53,12 +64,14 @@ def test_after_the_cooldown_a_change_starts_stabilizing_from_idling() -> None:
     assert job.when_entered(S.RESTARTING) == 100 * SECOND
 
 
+@pytest.mark.flink("DefaultStateTransitionManagerTest.testDesiredChangeInIdlingPhase")
 def test_desired_resources_after_the_cooldown_rescale_at_once() -> None:
     job = running_on_one_slot(parallelism=2)
     job.at(40 * SECOND).tm("tm-2")
     assert job.when_entered(S.RESTARTING) == 40 * SECOND
 
 
+@pytest.mark.flink("DefaultStateTransitionManagerTest.testNoResourcesChangeInCooldownPhase")
 def test_a_change_with_insufficient_resources_in_cooldown_is_forgotten() -> None:
     job = running_on_one_slot(parallelism=4)
     job.at(5 * SECOND).require(source=(3, 4))  # lower bound 3 > 1 slot: insufficient
@@ -70,6 +83,7 @@ def test_a_change_with_insufficient_resources_in_cooldown_is_forgotten() -> None
     assert job.state is S.EXECUTING and job.parallelism == {"source": 1}
 
 
+@pytest.mark.flink("DefaultStateTransitionManager.Cooldown")
 def test_only_the_first_sufficient_change_in_cooldown_is_recorded() -> None:
     job = running_on_one_slot()
     job.at(5 * SECOND).tm("tm-2").at(20 * SECOND).tm("tm-3")
@@ -78,6 +92,10 @@ def test_only_the_first_sufficient_change_in_cooldown_is_recorded() -> None:
     assert "already recorded" in job.decisions(DecisionKind.CHANGE_IGNORED)[-1].message
 
 
+@pytest.mark.flink(
+    "ExecutingTest.testInternalParallelismChangeBehavior",
+    "DefaultStateTransitionManagerTest.testNoResourcesChangeInIdlingPhase",
+)
 def test_an_unchanged_parallelism_is_no_reason_to_rescale() -> None:
     job = Scenario(vertex("source", 2), config=QUICK_START)
     job.at(1 * SECOND).tm("tm-1", slots=2).at(5 * SECOND).tm("tm-2", slots=2)
@@ -90,6 +108,10 @@ def test_an_unchanged_parallelism_is_no_reason_to_rescale() -> None:
     assert len(job.records()) == 1
 
 
+@pytest.mark.flink(
+    "DefaultStateTransitionManagerTest.testTriggerWithoutChangeEventNoopInCooldownPhase",
+    "DefaultStateTransitionManagerTest.testTriggerWithoutChangeEventNoopInIdlingPhase",
+)
 def test_triggers_are_ignored_in_cooldown_and_idling() -> None:
     job = running_on_one_slot(checkpoint_interval=None)
     job.at(2 * SECOND).checkpoint()
@@ -98,6 +120,10 @@ def test_triggers_are_ignored_in_cooldown_and_idling() -> None:
     assert job.decisions(DecisionKind.TRIGGER_IGNORED)[-1].message == "trigger ignored in Idling"
 
 
+@pytest.mark.flink(
+    "ExecutingTest.testTriggerRescaleOnCompletedCheckpoint",
+    "DefaultStateTransitionManagerTest.testSufficientChangeInStabilizedPhase",
+)
 def test_a_completed_checkpoint_triggers_the_rescale_in_stabilized() -> None:
     # interval 40 s -> max trigger delay 3 x 40 = 120 s, longer than the stabilization.
     job = Scenario(vertex("source", 4), config=QUICK_START, checkpoint_interval=40 * SECOND)
@@ -108,6 +134,9 @@ def test_a_completed_checkpoint_triggers_the_rescale_in_stabilized() -> None:
     assert job.when_entered(S.RESTARTING) == 80 * SECOND
 
 
+@pytest.mark.flink(
+    "DefaultStateTransitionManagerTest.testSufficientResourcesInStabilizedPhaseAfterMaxTriggerDelay"
+)
 def test_without_a_checkpoint_stabilized_waits_for_the_max_trigger_delay() -> None:
     job = Scenario(vertex("source", 4), config=QUICK_START, checkpoint_interval=40 * SECOND)
     job.at(1 * SECOND).tm("tm-1").at(5 * SECOND).tm("tm-2")
@@ -117,6 +146,7 @@ def test_without_a_checkpoint_stabilized_waits_for_the_max_trigger_delay() -> No
     assert job.when_entered(S.RESTARTING) == 125 * SECOND
 
 
+@pytest.mark.flink("ExecutingTest.testTriggerRescaleOnFailedCheckpoint")
 def test_failed_checkpoints_after_a_change_trigger_after_the_configured_count() -> None:
     job = Scenario(vertex("source", 4), config=QUICK_START, checkpoint_interval=40 * SECOND)
     job.at(1 * SECOND).tm("tm-1").at(5 * SECOND).tm("tm-2")
@@ -126,12 +156,19 @@ def test_failed_checkpoints_after_a_change_trigger_after_the_configured_count() 
     assert job.when_entered(S.RESTARTING) == 75 * SECOND
 
 
+@pytest.mark.flink("ExecutingTest.testTriggerRescaleOnFailedCheckpoint")
 def test_failed_checkpoints_before_any_change_are_ignored() -> None:
     job = Scenario(vertex("source", 4), config=QUICK_START, checkpoint_interval=40 * SECOND)
     job.at(1 * SECOND).tm("tm-1").at(2 * SECOND).checkpoint_failed().checkpoint_failed()
     assert "before any change" in job.decisions(DecisionKind.TRIGGER_IGNORED)[-1].message
 
 
+@pytest.mark.flink(
+    "DefaultStateTransitionManagerTest.testActiveCheckpointTriggerCalledOnEnteringStabilizing",
+    "DefaultStateTransitionManagerTest.testSufficientChangeWithSubsequentDesiredChangeInStabilizingPhase",
+    "ExecutingTest.testActiveCheckpointTriggerFiresWhenAllGuardsPass",
+    "ExecutingTest.testActiveCheckpointTriggerHandlesFailureGracefully",
+)
 def test_stabilizing_asks_for_one_active_checkpoint() -> None:
     job = Scenario(vertex("source", 4), config=QUICK_START, checkpoint_interval=40 * SECOND)
     job.at(1 * SECOND).tm("tm-1").at(5 * SECOND).tm("tm-2").at(31 * SECOND)
@@ -145,6 +182,11 @@ def test_stabilizing_asks_for_one_active_checkpoint() -> None:
     assert job.when_entered(S.RESTARTING) == 56 * SECOND
 
 
+@pytest.mark.flink(
+    "ExecutingTest.testActiveCheckpointTriggerSkipsWhenDisabled",
+    "ExecutingTest.testActiveCheckpointTriggerSkipsWhenNoCoordinator",
+    "ExecutingTest.testActiveCheckpointTriggerSkipsWhenPeriodicCheckpointingNotConfigured",
+)
 def test_no_active_checkpoint_when_disabled_or_without_checkpointing() -> None:
     disabled = Scenario(
         vertex("source", 4),
@@ -158,6 +200,7 @@ def test_no_active_checkpoint_when_disabled_or_without_checkpointing() -> None:
     assert not without.requests(RequestKind.TRIGGER_CHECKPOINT)
 
 
+@pytest.mark.flink("AdaptiveSchedulerTest.testRequirementDecreaseTriggersScaleDown")
 def test_a_scale_down_by_requirements_is_desired_and_waits_for_the_cooldown() -> None:
     job = Scenario(vertex("source", 4), config=QUICK_START)
     job.at(1 * SECOND).tm("tm-1", slots=4)
@@ -170,6 +213,9 @@ def test_a_scale_down_by_requirements_is_desired_and_waits_for_the_cooldown() ->
     assert record["vertices"][0]["preRescaleParallelism"] == 4 and post(record) == {"source": 2}
 
 
+@pytest.mark.flink(
+    "AdaptiveSchedulerTest.testRequirementLowerBoundIncreaseBeyondCurrentParallelismKeepsJobRunning"
+)
 def test_a_lower_bound_above_the_slots_keeps_the_job_running_until_slots_arrive() -> None:
     job = Scenario(vertex("source", 4), config=QUICK_START)
     job.at(1 * SECOND).tm("tm-1", slots=2).at(40 * SECOND).require(source=(3, 4))
@@ -180,6 +226,7 @@ def test_a_lower_bound_above_the_slots_keeps_the_job_running_until_slots_arrive(
     assert job.when_entered(S.RESTARTING) == 400 * SECOND
 
 
+@pytest.mark.flink("AdaptiveSchedulerTest.testGoToExecutingConfiguresStateTransitionManagerFactory")
 def test_a_new_executing_restarts_the_cooldown() -> None:
     job = running_on_one_slot(parallelism=2)
     job.at(5 * SECOND).tm("tm-2").at(31 * SECOND)  # rescaled at 31 s
@@ -190,6 +237,10 @@ def test_a_new_executing_restarts_the_cooldown() -> None:
     assert job.parallelism == {"source": 1}
 
 
+@pytest.mark.flink(
+    "ExecutingTest.testOmitsWaitingForResourcesStateWhenRestarting",
+    "RestartingTest.testTransitionToSubsequentStateWhenCancellationComplete",
+)
 def test_the_restart_goes_straight_to_creating_with_the_planned_resources() -> None:
     job = running_on_one_slot(parallelism=2)
     job.at(5 * SECOND).tm("tm-2").at(31 * SECOND)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from services.scheduler.core import config as c
+import pytest
+
+from services.contracts import jobconfig as c
+from services.contracts.events import JobEventKind as K
 from services.scheduler.core.effects import DecisionKind, RequestKind
-from services.scheduler.core.events import JobEventKind as K
 from services.scheduler.core.model import JobStatus, StateName
-from tests.unit.scheduler.harness import SECOND, Scenario, outcome, vertex
+from tests.unit.scheduler.harness import SECOND, Scenario, outcome, spans, vertex
 
 S = StateName
 EXTERNAL = {c.RUNTIME_MODE: "external"}
@@ -22,6 +24,10 @@ def created() -> Scenario:
     return job
 
 
+@pytest.mark.flink(
+    "CreatingExecutionGraphTest.testSuccessfulSlotAssignmentTransitionsToExecuting",
+    "ExecutingTest.testExecutionGraphDeploymentOnEnter",
+)
 def test_creating_waits_for_the_runtime_to_report_the_graph() -> None:
     job = created().at(2 * SECOND).lifecycle(K.EXECUTION_GRAPH_CREATED, execution_graph_id="eg-1")
     assert job.state is S.EXECUTING
@@ -37,19 +43,37 @@ def test_a_report_about_another_graph_is_ignored() -> None:
     )
 
 
+@pytest.mark.flink(
+    "CreatingExecutionGraphTest.testNotPossibleSlotAssignmentTransitionsToWaitingForResources",
+    "AdaptiveSchedulerTest.testTryToAssignSlotsReturnsNotPossibleIfExpectedResourcesAreNotAvailable",
+    "SlotSharingSlotAllocatorTest.testReserveUnavailableResources",
+)
 def test_slots_lost_while_creating_send_the_job_back_to_waiting() -> None:
     job = created().lose("tm-1").lifecycle(K.EXECUTION_GRAPH_CREATED)
     assert job.state is S.WAITING_FOR_RESOURCES
 
 
+@pytest.mark.flink(
+    "CreatingExecutionGraphTest.testFailedExecutionGraphCreationTransitionsToFinished",
+    "CreatingExecutionGraph.recordRescaleForException",
+)
 def test_a_failed_creation_fails_the_job_with_the_exception() -> None:
     job = created().lifecycle(K.EXECUTION_GRAPH_FAILED, exception="ClassNotFoundException: Foo")
     assert job.job is not None and job.job.state.job_status is JobStatus.FAILED
     record = job.record()
     assert outcome(record) == ("INITIAL_SCHEDULE", "FAILED", "EXCEPTION_OCCURRED")
-    assert record["schedulerStates"][-1]["stringifiedException"] == "ClassNotFoundException: Foo"
+    # CreatingExecutionGraph.recordRescaleForException terminates before it adds the span.
+    assert spans(record) == ["Created", "WaitingForResources"]
+    finished = job.decisions(DecisionKind.STATE_TRANSITION)[-1]
+    assert finished.job_status is JobStatus.FAILED
+    assert finished.message.endswith("ClassNotFoundException: Foo")
 
 
+@pytest.mark.flink(
+    "RestartingTest.testExecutionGraphCancellationOnEnter",
+    "CancelingTest.testExecutionGraphCancelationOnEnter",
+    "CancelingTest.testTransitionToFinishedWhenCancellationCompletes",
+)
 def test_restarting_waits_for_the_graph_to_be_cancelled() -> None:
     job = created().lifecycle(K.EXECUTION_GRAPH_CREATED)
     job.at(2 * SECOND).lifecycle(K.CANCEL)
@@ -58,6 +82,7 @@ def test_restarting_waits_for_the_graph_to_be_cancelled() -> None:
     assert job.job is not None and job.job.state.job_status is JobStatus.CANCELED
 
 
+@pytest.mark.flink("RestartingTest.testTransitionToSubsequentStateWhenCancellationComplete")
 def test_a_rescale_needs_cancel_then_create_reports() -> None:
     job = Scenario(vertex("source", 2), config={**EXTERNAL, c.SUBMISSION_STABILIZATION: "0 s"})
     job.at(1 * SECOND).tm("tm-1").lifecycle(K.EXECUTION_GRAPH_CREATED)
@@ -73,6 +98,9 @@ def test_a_rescale_needs_cancel_then_create_reports() -> None:
     )
 
 
+@pytest.mark.flink(
+    "FailingTest.testFailingStateOnEnter", "FailingTest.testTransitionToCancelingOnCancel"
+)
 def test_failing_waits_for_the_graph_then_finishes() -> None:
     job = created().lifecycle(K.EXECUTION_GRAPH_CREATED).fail(recoverable=False)
     assert job.state is S.FAILING
@@ -82,6 +110,7 @@ def test_failing_waits_for_the_graph_then_finishes() -> None:
     assert job.state is S.FINISHED
 
 
+@pytest.mark.flink("StopWithSavepointTest.testFinishedOnSuccessfulStopWithSavepoint")
 def test_stop_with_savepoint_waits_for_the_graph_to_finish() -> None:
     job = created().lifecycle(K.EXECUTION_GRAPH_CREATED).lifecycle(K.SAVEPOINT_REQUESTED)
     job.lifecycle(K.SAVEPOINT_COMPLETED, savepoint_path="/sp")
@@ -90,13 +119,15 @@ def test_stop_with_savepoint_waits_for_the_graph_to_finish() -> None:
     assert job.job is not None and job.job.state.job_status is JobStatus.FINISHED
 
 
-def test_a_graph_failure_while_running_is_a_global_failure() -> None:
+@pytest.mark.flink("ExecutingTest.testTransitionToFinishedOnFailedExecutionGraph")
+def test_a_graph_failure_while_running_finishes_the_job_failed() -> None:
     job = (
         created()
         .lifecycle(K.EXECUTION_GRAPH_CREATED)
         .lifecycle(K.EXECUTION_GRAPH_FAILED, exception="x")
     )
-    assert job.states_visited()[-1] in (S.FAILING, S.RESTARTING)
+    assert job.states_visited()[-2:] == [S.EXECUTING, S.FINISHED]
+    assert job.job is not None and job.job.state.job_status is JobStatus.FAILED
 
 
 def test_in_simulated_mode_runtime_reports_are_ignored() -> None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from services.scheduler.core import config as c
+import pytest
+
+from services.contracts import jobconfig as c
+from services.contracts.events import JobEventKind
 from services.scheduler.core.effects import DecisionKind, RequestKind
-from services.scheduler.core.events import JobEventKind
 from services.scheduler.core.model import JobStatus, StateName
 from tests.unit.scheduler.harness import SECOND, Scenario, vertex
 
@@ -20,6 +22,10 @@ def running(
     return job
 
 
+@pytest.mark.flink(
+    "AdaptiveSchedulerTest.testHowToHandleFailureRejectedByStrategy",
+    "ExecutingTest.testFailureReportedViaUpdateTaskExecutionStateCausesFailingOnNoRestart",
+)
 def test_without_checkpointing_the_default_strategy_does_not_restart() -> None:
     job = running(checkpoint=None).at(5 * SECOND).fail()
     assert job.states_visited()[-2:] == [S.FAILING, S.FINISHED]
@@ -27,6 +33,10 @@ def test_without_checkpointing_the_default_strategy_does_not_restart() -> None:
     assert "restart strategy none" in job.decisions(DecisionKind.RESTART_DECIDED)[-1].message
 
 
+@pytest.mark.flink(
+    "AdaptiveSchedulerTest.testHowToHandleFailureAllowedByStrategy",
+    "ExecutingTest.testFailureReportedViaUpdateTaskExecutionStateCausesRestart",
+)
 def test_with_checkpointing_exponential_delay_restarts_after_a_growing_backoff() -> None:
     job = running()
     job.at(5 * SECOND).fail()
@@ -42,6 +52,7 @@ def test_with_checkpointing_exponential_delay_restarts_after_a_growing_backoff()
     assert job.job is not None and 900 <= job.job.state.backoff_ms <= 1100
 
 
+@pytest.mark.flink("RestartingTest.testTransitionToSubsequentStateWhenCancellationComplete")
 def test_the_restart_waits_for_the_backoff() -> None:
     job = running(
         **{c.RESTART_STRATEGY: "fixed-delay", c.FIXED_DELAY: "3 s", c.FIXED_ATTEMPTS: "5"}
@@ -54,6 +65,7 @@ def test_the_restart_waits_for_the_backoff() -> None:
     assert job.when_entered(S.CREATING_EXECUTION_GRAPH, -1) == 8 * SECOND
 
 
+@pytest.mark.flink("FixedDelayRestartBackoffTimeStrategy.canRestart")
 def test_fixed_delay_gives_up_after_its_attempts() -> None:
     job = running(
         **{c.RESTART_STRATEGY: "fixed-delay", c.FIXED_ATTEMPTS: "2", c.FIXED_DELAY: "0 s"}
@@ -66,6 +78,7 @@ def test_fixed_delay_gives_up_after_its_attempts() -> None:
     assert "fixed-delay attempt 3 of 2" in job.decisions(DecisionKind.RESTART_DECIDED)[-1].message
 
 
+@pytest.mark.flink("FailureRateRestartBackoffTimeStrategy.canRestart")
 def test_failure_rate_fails_when_too_many_failures_fall_into_the_interval() -> None:
     config = {
         c.RESTART_STRATEGY: "failure-rate",
@@ -82,6 +95,10 @@ def test_failure_rate_fails_when_too_many_failures_fall_into_the_interval() -> N
     assert job.state is S.FINISHED
 
 
+@pytest.mark.flink(
+    "AdaptiveSchedulerTest.testHowToHandleFailureUnrecoverableFailure",
+    "ExecutingTest.testUnrecoverableGlobalFailureTransitionsToFailingState",
+)
 def test_an_unrecoverable_failure_never_restarts() -> None:
     job = running().at(5 * SECOND).fail(recoverable=False, exception="SuppressRestartsException")
     assert job.states_visited()[-2:] == [S.FAILING, S.FINISHED]
@@ -115,6 +132,7 @@ def test_losing_idle_slots_only_shrinks_the_pool() -> None:
     assert job.job is not None and job.job.slot_count() == 2
 
 
+@pytest.mark.flink("RestartingTest.testTransitionToSubsequentStateWhenResourceChanged")
 def test_restarting_without_the_needed_slots_waits_for_resources() -> None:
     job = running(parallelism=4, slots=4, **{c.WAIT_TIMEOUT: "-1 ms"})
     job.at(5 * SECOND).lose("tm-1")
@@ -124,6 +142,7 @@ def test_restarting_without_the_needed_slots_waits_for_resources() -> None:
     assert job.state is S.EXECUTING
 
 
+@pytest.mark.flink("RestartingTest.testGlobalFailuresAreIgnored", "RestartingTest.testCancel")
 def test_failures_while_restarting_or_canceling_are_ignored() -> None:
     job = running(
         **{c.RESTART_STRATEGY: "fixed-delay", c.FIXED_DELAY: "5 s", c.FIXED_ATTEMPTS: "9"}
@@ -138,6 +157,10 @@ def test_failures_while_restarting_or_canceling_are_ignored() -> None:
     assert job.job is not None and job.job.state.job_status is JobStatus.CANCELED
 
 
+@pytest.mark.flink(
+    "StopWithSavepointTest.testFinishedOnSuccessfulStopWithSavepoint",
+    "ExecutingTest.testTransitionToStopWithSavepointState",
+)
 def test_stop_with_savepoint_finishes_the_job() -> None:
     job = running().at(5 * SECOND).lifecycle(JobEventKind.SAVEPOINT_REQUESTED)
     assert job.state is S.STOP_WITH_SAVEPOINT
@@ -147,6 +170,9 @@ def test_stop_with_savepoint_finishes_the_job() -> None:
     assert job.job is not None and job.job.state.job_status is JobStatus.FINISHED
 
 
+@pytest.mark.flink(
+    "StopWithSavepointTest.testErrorCreatingSavepointLeadsToTransitionToExecutingState"
+)
 def test_a_failed_savepoint_resumes_executing_without_a_rescale_and_restarts_the_cooldown() -> None:
     job = running(parallelism=4, slots=1, checkpoint=None, **{c.SUBMISSION_STABILIZATION: "0 s"})
     records = len(job.records())
@@ -161,11 +187,22 @@ def test_a_failed_savepoint_resumes_executing_without_a_rescale_and_restarts_the
     assert job.parallelism == {"source": 4}
 
 
+@pytest.mark.flink(
+    "StopWithSavepointTest.testRestartOnGlobalFailureIfRestartConfigured",
+    "StopWithSavepointTest.testRestartingOnUpdateTaskExecutionStateWithRestart",
+)
 def test_a_failure_during_stop_with_savepoint_restarts() -> None:
     job = running().at(5 * SECOND).lifecycle(JobEventKind.SAVEPOINT_REQUESTED).fail()
     assert job.state is S.RESTARTING
 
 
+@pytest.mark.flink(
+    "ExecutingTest.testCancelTransitionsToCancellingState",
+    "ExecutingTest.testTransitionToFinishedOnSuspend",
+    "CancelingTest.testTransitionToFinishedWhenCancellationCompletes",
+    "StateWithExecutionGraphTest.testSuspendToFinished",
+    "AdaptiveSchedulerTest.testGoToFinished",
+)
 def test_cancel_and_suspend_a_running_job() -> None:
     canceled = running().at(5 * SECOND).lifecycle(JobEventKind.CANCEL)
     assert canceled.states_visited()[-2:] == [S.CANCELING, S.FINISHED]
@@ -175,6 +212,11 @@ def test_cancel_and_suspend_a_running_job() -> None:
     assert finished.job is not None and finished.job.state.job_status is JobStatus.FINISHED
 
 
+@pytest.mark.flink(
+    "FinishedTest.testCancelIgnored",
+    "FinishedTest.testSuspendIgnored",
+    "FinishedTest.testGlobalFailureIgnored",
+)
 def test_a_finished_job_ignores_everything() -> None:
     job = running().at(5 * SECOND).lifecycle(JobEventKind.CANCEL)
     before = len(job.effects)

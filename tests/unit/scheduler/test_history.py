@@ -3,8 +3,10 @@ call sites, id epochs, spans, pre/post values, revisions, and the bounded histor
 
 from __future__ import annotations
 
-from services.scheduler.core import config as c
-from services.scheduler.core.events import JobEventKind
+import pytest
+
+from services.contracts import jobconfig as c
+from services.contracts.events import JobEventKind
 from services.scheduler.core.model import StateName
 from tests.unit.scheduler.harness import SECOND, Scenario, outcome, outcomes, post, spans, vertex
 
@@ -12,6 +14,17 @@ S = StateName
 QUICK = {c.SUBMISSION_STABILIZATION: "0 s"}
 
 
+@pytest.mark.flink(
+    "RescaleTimelineITCase.testRecordRescaleForInitialScheduling",
+    "RescaleTimelineITCase.testRecordRescaleWithoutPreRescaleInfo",
+    "RescaleTest.testSetDesiredSlots",
+    "RescaleTest.testSetDesiredVertexParallelism",
+    "RescaleTest.testSetMinimalRequiredSlots",
+    "RescaleTest.testSetPostRescaleVertexParallelism",
+    "RescaleTest.testSetPostRescaleSlots",
+    "AdaptiveSchedulerTest.testRequestDefaultResourceRequirements",
+    "CreatedTest.testStartScheduling",
+)
 def test_the_initial_schedule_is_a_completed_rescale_from_submission_to_running() -> None:
     job = Scenario(vertex("source", 2), vertex("sink", 2, ssg="sinks"))
     job.at(3 * SECOND).tm("tm-1", slots=4)
@@ -57,6 +70,10 @@ def test_revisions_count_the_updates_of_one_rescale() -> None:
     assert job.record(0)["updatedAtMillis"] == 2 * SECOND
 
 
+@pytest.mark.flink(
+    "RescaleTimelineITCase.testRecordRescaleForNewAvailableResource",
+    "DefaultRescaleTimelineTest.testNewRescaleWithIdInfoGenerationLogic",
+)
 def test_new_resources_open_a_new_attempt_of_the_same_requirements() -> None:
     job = Scenario(vertex("source", 2), config=QUICK)
     job.at(1 * SECOND).tm("tm-1").at(5 * SECOND).tm("tm-2").at(31 * SECOND)
@@ -87,6 +104,11 @@ def test_the_phases_before_the_restart_are_in_the_record() -> None:
     ]
 
 
+@pytest.mark.flink(
+    "RescaleTimelineITCase.testRecordRescaleForNewResourcesRequirements",
+    "RescaleTimelineITCase.testRescaleTerminatedByResourceRequirementsUpdated",
+    "DefaultRescaleTimelineTest.testNewRescaleWithIdInfoGenerationLogic",
+)
 def test_a_requirement_update_ends_the_rescale_in_progress_and_opens_a_new_epoch() -> None:
     job = Scenario(vertex("source", 4), config=QUICK)
     job.at(1 * SECOND).tm("tm-1").at(5 * SECOND).tm("tm-2")  # NEW_RESOURCE_AVAILABLE in cooldown
@@ -106,6 +128,10 @@ def test_a_requirement_update_ends_the_rescale_in_progress_and_opens_a_new_epoch
     assert outcome(job.record()) == ("UPDATE_REQUIREMENT", "COMPLETED", "SUCCEEDED")
 
 
+@pytest.mark.flink(
+    "RescaleTimelineITCase.testRescaleTerminatedByNoResourcesOrNoParallelismsChange",
+    "DefaultStateTransitionManagerTest.testRevokedChangeInStabilizedPhase",
+)
 def test_idling_in_executing_ends_what_did_not_rescale() -> None:
     job = Scenario(vertex("source", 4), config=QUICK)
     job.at(1 * SECOND).tm("tm-1").at(5 * SECOND).tm("tm-2").at(10 * SECOND).lose("tm-2")
@@ -119,6 +145,7 @@ def test_idling_in_executing_ends_what_did_not_rescale() -> None:
     assert job.state is S.EXECUTING
 
 
+@pytest.mark.flink("DefaultStateTransitionManager.Idling")
 def test_an_update_in_idling_that_changes_nothing_stays_in_progress() -> None:
     job = Scenario(vertex("source", 8), config=QUICK)
     job.at(1 * SECOND).tm("tm-1", slots=2).at(40 * SECOND).require(source=(1, 6))
@@ -131,6 +158,9 @@ def test_an_update_in_idling_that_changes_nothing_stays_in_progress() -> None:
     assert job.record()["terminalState"] is None
 
 
+@pytest.mark.flink(
+    "RescaleTimelineITCase.testRecordNonTerminatedRescaleMergingWithNewRecoverableFailureTriggerCause"
+)
 def test_a_failover_merges_into_the_rescale_in_progress() -> None:
     job = Scenario(vertex("source", 4), config=QUICK, checkpoint_interval=10 * SECOND)
     job.at(1 * SECOND).tm("tm-1").at(5 * SECOND).tm("tm-2")
@@ -141,9 +171,11 @@ def test_a_failover_merges_into_the_rescale_in_progress() -> None:
     assert merged["triggerCause"] == "RECOVERABLE_FAILOVER"
     assert merged["startTimestampInMillis"] == 8 * SECOND
     assert merged["schedulerStates"][0]["state"] == "Executing"
-    assert merged["schedulerStates"][0]["stringifiedException"] == "java.io.IOException: disk"
+    # recordRescaleForJobRestarting writes no exception for a failover.
+    assert merged["schedulerStates"][0]["stringifiedException"] is None
 
 
+@pytest.mark.flink("RescaleTimelineITCase.testRecordRescaleForRecoverableFailover")
 def test_a_failover_without_a_rescale_in_progress_opens_the_next_attempt() -> None:
     job = Scenario(vertex("source", 1), checkpoint_interval=10 * SECOND)
     job.at(1 * SECOND).tm("tm-1").at(5 * SECOND).fail()
@@ -154,6 +186,11 @@ def test_a_failover_without_a_rescale_in_progress_opens_the_next_attempt() -> No
     assert failover["resourceRequirementsUuid"] == first["resourceRequirementsUuid"]
 
 
+@pytest.mark.flink(
+    "RescaleTimelineITCase.testRescaleTerminatedByJobCancelled",
+    "RescaleTimelineITCase.testRescaleTerminatedByJobFailed",
+    "RescaleTimelineITCase.testRescaleTerminatedByJobFinished",
+)
 def test_job_canceled_failed_and_finished_end_the_rescale_in_progress() -> None:
     def with_open_rescale() -> Scenario:
         job = Scenario(vertex("source", 4), config=QUICK)
@@ -164,17 +201,21 @@ def test_job_canceled_failed_and_finished_end_the_rescale_in_progress() -> None:
     assert canceled.states_visited()[-2:] == [S.CANCELING, S.FINISHED]
     failed = with_open_rescale().fail(recoverable=False, exception="fatal")
     assert outcome(failed.record()) == ("NEW_RESOURCE_AVAILABLE", "IGNORED", "JOB_FAILED")
-    assert failed.record()["schedulerStates"][-1]["stringifiedException"] == "fatal"
+    assert failed.record()["schedulerStates"][-1]["stringifiedException"] == (
+        "org.apache.flink.runtime.JobException: The failure is not recoverable\nCaused by: fatal"
+    )
     finished = with_open_rescale().lifecycle(JobEventKind.FINISHED)
     assert outcome(finished.record()) == ("NEW_RESOURCE_AVAILABLE", "IGNORED", "JOB_FINISHED")
 
 
+@pytest.mark.flink("AdaptiveScheduler.recordRescaleForJobRestarting")
 def test_job_failover_restarting_is_never_set() -> None:
     job = Scenario(vertex("source", 4), checkpoint_interval=10 * SECOND)
     job.at(1 * SECOND).tm("tm-1").at(5 * SECOND).fail().at(20 * SECOND).fail().at(60 * SECOND)
     assert all(r["terminatedReason"] != "JOB_FAILOVER_RESTARTING" for r in job.revisions())
 
 
+@pytest.mark.flink("RescaleTimeline.NoOpRescaleTimeline", "DefaultRescaleTimelineTest.testIsIdling")
 def test_history_size_zero_records_nothing() -> None:
     job = Scenario(vertex("source", 2), config={c.HISTORY_SIZE: "0", **QUICK})
     job.at(1 * SECOND).tm("tm-1").at(5 * SECOND).tm("tm-2").at(31 * SECOND)
@@ -183,6 +224,7 @@ def test_history_size_zero_records_nothing() -> None:
     assert job.job is not None and job.job.timeline.recent == ()
 
 
+@pytest.mark.flink("DefaultRescaleTimeline.newRescale")
 def test_the_history_keeps_only_the_configured_number_of_rescales() -> None:
     job = Scenario(vertex("source", 2), config={c.HISTORY_SIZE: "2", c.COOLDOWN: "0 s", **QUICK})
     job.at(1 * SECOND).tm("tm-1", slots=2)
@@ -203,6 +245,11 @@ def test_ids_are_derived_from_the_log_not_drawn() -> None:
     assert len(set(run())) == 2
 
 
+@pytest.mark.flink(
+    "RescaleTimelineITCase.testRecordRescaleWithPreRescaleInfo",
+    "RescaleTest.testSetPreRescaleSlotsAndParallelisms",
+    "DefaultRescaleTimelineTest.testGetLatestRescale",
+)
 def test_pre_rescale_values_come_from_the_latest_completed_rescale() -> None:
     job = Scenario(vertex("source", 4), config={c.COOLDOWN: "0 s", **QUICK})
     job.at(1 * SECOND).tm("tm-1", slots=2)

@@ -6,6 +6,7 @@ import pytest
 
 from services.contracts import Codec, Topics
 from services.contracts import records as r
+from services.contracts.events import JobSubmitted, TaskManagerRegistered, to_record
 from services.contracts.kafka import partition_for
 from services.scheduler.adapters.processor import (
     Incoming,
@@ -14,7 +15,6 @@ from services.scheduler.adapters.processor import (
     store_bytes,
     stored_from_bytes,
 )
-from services.scheduler.core.events import JobSubmitted, TaskManagerRegistered, to_record
 from tests.unit.scheduler.harness import vertex
 
 TOPICS = Topics("p.")

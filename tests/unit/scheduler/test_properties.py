@@ -13,13 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from services.scheduler.core import advance, handle
-from services.scheduler.core import config as c
-from services.scheduler.core.effects import Effect, RescaleUpdated
-from services.scheduler.core.events import (
+from services.contracts import jobconfig as c
+from services.contracts.events import (
     ConfigurationUpdated,
     Event,
     JobEventKind,
@@ -32,6 +31,8 @@ from services.scheduler.core.events import (
     TimerFired,
     VertexSpec,
 )
+from services.scheduler.core import advance, handle
+from services.scheduler.core.effects import Effect, RescaleUpdated
 from services.scheduler.core.model import JobState
 from services.scheduler.core.serde import dumps, loads
 from services.scheduler.output import dumps as effect_json
@@ -172,6 +173,11 @@ def test_parallelism_stays_within_bounds_and_slots(
         assert used <= record["availableSlots"]
 
 
+@pytest.mark.flink(
+    "DefaultRescaleTimelineTest.testUpdateRescale",
+    "DefaultRescaleTimelineTest.testIsIdling",
+    "RescaleTest.testAddSchedulerState",
+)
 @PROFILE
 @given(histories())
 def test_one_rescale_at_a_time_each_ending_once(history: tuple[JobSubmitted, list[Event]]) -> None:

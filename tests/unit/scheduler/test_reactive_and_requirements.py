@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from services.scheduler.core import config as c
+from services.contracts import jobconfig as c
+from services.contracts.events import VertexSpec
 from services.scheduler.core.effects import DecisionKind, RejectionKind
-from services.scheduler.core.events import VertexSpec
 from services.scheduler.core.jobgraph import default_max_parallelism
 from services.scheduler.core.model import StateName
 from tests.unit.scheduler.harness import SECOND, Scenario, vertex
@@ -15,6 +15,7 @@ S = StateName
 REACTIVE = {c.SCHEDULER_MODE: "REACTIVE"}
 
 
+@pytest.mark.flink("KeyGroupRangeAssignment.computeDefaultMaxParallelism")
 @pytest.mark.parametrize(
     ("parallelism", "expected"),
     [(1, 128), (85, 128), (86, 256), (240, 512), (20_000, 32768), (30_000, 32768)],
@@ -23,6 +24,10 @@ def test_default_max_parallelism_is_flinks(parallelism: int, expected: int) -> N
     assert default_max_parallelism(parallelism) == expected
 
 
+@pytest.mark.flink(
+    "AdaptiveSchedulerTest.testComputeVertexParallelismStoreForExecutionInReactiveMode",
+    "AdaptiveSchedulerTest.testRequestDefaultResourceRequirementsInReactiveMode",
+)
 def test_reactive_mode_uses_every_slot_up_to_max_parallelism() -> None:
     job = Scenario(vertex("source", 2), vertex("sink", 2, max_parallelism=3), config=REACTIVE)
     job.at(1 * SECOND).tm("tm-1", slots=200)
@@ -53,6 +58,9 @@ def test_reactive_scale_down_after_losing_a_taskmanager() -> None:
     assert job.record()["triggerCause"] == "RECOVERABLE_FAILOVER"
 
 
+@pytest.mark.flink(
+    "AdaptiveSchedulerTest.testUpdateResourceRequirementsInReactiveModeIsNotSupported"
+)
 def test_requirement_updates_are_rejected_in_reactive_mode() -> None:
     job = Scenario(vertex("source", 2), config=REACTIVE)
     job.require(source=(1, 2))
@@ -61,6 +69,7 @@ def test_requirement_updates_are_rejected_in_reactive_mode() -> None:
     assert "reactive mode" in rejection.message
 
 
+@pytest.mark.flink("JobResourceRequirements.validate")
 @pytest.mark.parametrize(
     ("bounds", "message"),
     [
@@ -85,6 +94,7 @@ def test_invalid_requirements_are_rejected_with_a_reason(
     assert job.job is not None and [b.upper for b in job.job.info.bounds] == [2, 2]
 
 
+@pytest.mark.flink("JobResourceRequirements.validate")
 def test_minus_one_means_one_and_max_parallelism() -> None:
     job = Scenario(vertex("source", 2), vertex("sink", 2, max_parallelism=16))
     job.require(source=(-1, 4), sink=(2, -1))
@@ -92,6 +102,7 @@ def test_minus_one_means_one_and_max_parallelism() -> None:
     assert [(b.lower, b.upper) for b in job.job.info.bounds] == [(1, 4), (2, 16)]
 
 
+@pytest.mark.flink("AdaptiveScheduler.updateJobResourceRequirements")
 def test_an_update_that_changes_no_bound_is_a_no_op() -> None:
     job = Scenario(vertex("source", 2), vertex("sink", 2))
     before = len(job.records())
@@ -100,6 +111,10 @@ def test_an_update_that_changes_no_bound_is_a_no_op() -> None:
     assert len(job.records()) == before and not job.rejections()
 
 
+@pytest.mark.flink(
+    "AdaptiveSchedulerTest.testRequirementLowerBoundIncreaseBelowCurrentParallelismDoesNotTriggerRescale",
+    "AdaptiveSchedulerTest.testRequestUpdatedResourceRequirements",
+)
 def test_raising_only_a_lower_bound_counts_as_a_change() -> None:
     job = Scenario(vertex("source", 4), config={c.SUBMISSION_STABILIZATION: "0 s"})
     job.at(1 * SECOND).tm("tm-1", slots=4).at(40 * SECOND).require(source=(2, 4))
@@ -107,6 +122,7 @@ def test_raising_only_a_lower_bound_counts_as_a_change() -> None:
     assert job.state is S.EXECUTING and job.parallelism == {"source": 4}
 
 
+@pytest.mark.flink("AdaptiveScheduler.updateJobResourceRequirements")
 def test_a_requirement_update_in_waiting_for_resources_is_checked_at_once() -> None:
     job = Scenario(vertex("source", 4))
     job.at(1 * SECOND).tm("tm-1", slots=2).require(source=(1, 2))
@@ -114,14 +130,14 @@ def test_a_requirement_update_in_waiting_for_resources_is_checked_at_once() -> N
 
 
 def test_requirement_and_graph_errors_at_submission_are_rejected() -> None:
+    from services.contracts.events import JobSubmitted
     from services.scheduler.core import handle
-    from services.scheduler.core.events import JobSubmitted
 
     duplicate = (VertexSpec("a", "A", "g", "g", 1, None), VertexSpec("a", "A", "g", "g", 1, None))
     step = handle(None, JobSubmitted("j", 0, "x", duplicate, None, ()))
     assert step.job is None and "not unique" in step.effects[0].message  # type: ignore[union-attr]
     too_wide = (VertexSpec("a", "A", "g", "g", 300, 256),)
     step = handle(None, JobSubmitted("j", 0, "x", too_wide, None, ()))
-    assert step.job is None and "not within 1..256" in step.effects[0].message  # type: ignore[union-attr]
+    assert step.job is None and "exceeds max parallelism 256" in step.effects[0].message  # type: ignore[union-attr]
     step = handle(None, JobSubmitted("j", 0, "x", (), None, ()))
     assert step.job is None and "no vertices" in step.effects[0].message  # type: ignore[union-attr]

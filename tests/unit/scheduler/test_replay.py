@@ -6,15 +6,17 @@ import argparse
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from services.contracts import Codec
+from services.contracts.eventlog import LogError, read_log
+from services.contracts.events import JobSubmitted, TaskManagerRegistered, VertexSpec
 from services.scheduler.core.driver import replay
 from services.scheduler.core.effects import Rejected, RejectionKind, RescaleUpdated
-from services.scheduler.core.events import JobSubmitted, TaskManagerRegistered, VertexSpec
 from services.scheduler.core.serde import StateFormatError, dumps, loads
-from services.scheduler.replay import LogError, read_log, run_command
+from services.scheduler.replay import run_command
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "tm-join-one-by-one.jsonl"
@@ -169,3 +171,63 @@ def test_stored_state_is_versioned() -> None:
         loads(json.dumps([99, []]).encode())
     with pytest.raises(StateFormatError, match="not a stored job state"):
         loads(b"\x00garbage")
+
+
+@pytest.mark.flink(
+    "ExecutingTest.testTransitionToFinishedOnFailedExecutionGraph",
+    "ExecutingTest.testActiveCheckpointTriggerRespectsMinPauseBetweenCheckpoints",
+    "ExecutingTest.testActiveCheckpointTriggerSkipsWhenParallelismUnchanged",
+    "AdaptiveSchedulerComputeReactiveModeVertexParallelismTest.testCreateStoreWithAdjustedParallelism",
+)
+def test_the_fidelity_example_prints_what_flink_does(codec: Codec) -> None:
+    """examples/flink-fidelity.jsonl: issue 12's behaviours, as `scalefold replay` prints them."""
+    log = ROOT / "examples" / "flink-fidelity.jsonl"
+    code, text = run(codec, "--format", "text", log=log)
+    assert code == 0
+    lines = text.splitlines()
+
+    def line(job: str, *words: str) -> str:
+        found = [x for x in lines if f" {job} " in x and all(w in x for w in words)]
+        assert found, (job, words)
+        return found[0]
+
+    # 1. maxParallelism -1 is "not set": 171 -> 256 in reactive mode; 0 is refused.
+    assert "desired_slots=256" in line("keyed", "DECLARE_RESOURCES")
+    assert "max parallelism 0 is not within 1..32768" in line("badmax", "InvalidEvent")
+    # 2. the active checkpoint waits for the min pause; 4. one at a time, dropped if useless.
+    assert line("orders", "ACTIVE_CHECKPOINT", "deferred").startswith("   31.000s")
+    assert line("orders", "TRIGGER_CHECKPOINT").startswith("   50.000s")
+    assert "already scheduled" in line("orders", " 40.000s", "ACTIVE_CHECKPOINT")
+    assert "a triggered checkpoint is pending" in line("orders", " 51.000s", "ACTIVE_CHECKPOINT")
+    assert "no longer changes" in line("drops", " 50.000s", "ACTIVE_CHECKPOINT")
+    assert not [x for x in lines if " drops " in x and "TRIGGER_CHECKPOINT" in x]
+    # 3. the graph failing by itself: Finished FAILED, no restart; 6. the end, typed.
+    assert "Executing -> Finished" in line("graph", "Finished [FAILED]")
+    assert not [x for x in lines if " graph " in x and "RESTART_DECIDED" in x]
+    assert "Canceling -> Finished" in line("orders", "Finished [CANCELED]")
+    _, summary = run(codec, "--summary", log=log)
+    assert "job graph: Finished FAILED" in summary and "job orders: Finished CANCELED" in summary
+    # 7. natural order of ids.
+    assert "slots=tm-2#0 tm-9#0 tm-10#0" in line("ordered", "CREATE_EXECUTION_GRAPH")
+    # 5. spans and exceptions, in the records.
+    _, out = run(codec, "--only", "rescales", log=log)
+    final: dict[str, dict[str, Any]] = {}
+    for entry in map(json.loads, out.splitlines()):
+        final[entry["record"]["rescaleUuid"]] = entry["record"]
+    ended = {
+        (rec["jobId"], rec["triggerCause"], rec["terminatedReason"]): [
+            (s["state"], s["stringifiedException"]) for s in rec["schedulerStates"]
+        ]
+        for rec in final.values()
+        if rec["terminalState"]
+    }
+    assert ended[("drops", "UPDATE_REQUIREMENT", "NO_RESOURCES_OR_PARALLELISMS_CHANGE")] == []
+    assert all(e is None for _, e in ended[("orders", "RECOVERABLE_FAILOVER", "SUCCEEDED")])
+    assert ended[("graph", "NEW_RESOURCE_AVAILABLE", "JOB_FINISHED")] == [("Executing", None)]
+    assert ended[("fatal", "NEW_RESOURCE_AVAILABLE", "JOB_FAILED")] == [
+        (
+            "Executing",
+            "org.apache.flink.runtime.JobException: The failure is not recoverable\n"
+            "Caused by: java.lang.OutOfMemoryError: Metaspace",
+        )
+    ]

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import pytest
 
-from services.scheduler.core import config as c
+from services.contracts import jobconfig as c
+from services.contracts.events import JobEventKind, TaskManagerRegistered
 from services.scheduler.core import handle
+from services.scheduler.core.behaviour import Behaviour, register
 from services.scheduler.core.effects import DecisionKind
-from services.scheduler.core.events import JobEventKind, TaskManagerRegistered
 from services.scheduler.core.fold import Fold, InvariantError
 from services.scheduler.core.model import Phase, StateName
-from services.scheduler.core.states.base import Behaviour, register
 from services.scheduler.core.transitions import transition_to
 from tests.unit.scheduler.harness import JOB, SECOND, Scenario, vertex
 
 S = StateName
 
 
+@pytest.mark.flink("AdaptiveSchedulerTest.testRunIfStateWithStateMismatch")
 def test_the_resource_timeout_of_a_left_waiting_state_is_dropped() -> None:
     job = Scenario(vertex("source", 2), config={c.WAIT_TIMEOUT: "60 s"})
     job.at(1 * SECOND).tm("tm-1", slots=2)
@@ -27,6 +28,9 @@ def test_the_resource_timeout_of_a_left_waiting_state_is_dropped() -> None:
     assert job.transitions()[-1][0] == 1 * SECOND  # the timeout changed nothing
 
 
+@pytest.mark.flink(
+    "DefaultStateTransitionManagerTest.testScheduledTaskBeingIgnoredAfterStateChanged"
+)
 def test_a_phase_timer_is_dropped_once_the_phase_changed() -> None:
     # Stabilizing schedules its evaluation at first change + max delay (120 s);
     # by then the manager has moved on to Stabilized and the evaluation must not run.
@@ -44,6 +48,7 @@ def test_a_phase_timer_is_dropped_once_the_phase_changed() -> None:
     ] == evaluations
 
 
+@pytest.mark.flink("AdaptiveSchedulerTest.testRunIfStateWithStateMismatch")
 def test_a_state_timer_does_not_survive_a_round_trip_through_another_state() -> None:
     config = {c.RESTART_STRATEGY: "fixed-delay", c.FIXED_DELAY: "10 s", c.FIXED_ATTEMPTS: "9"}
     job = Scenario(vertex("source", 1), config=config, checkpoint_interval=SECOND)
@@ -69,6 +74,7 @@ def test_an_event_from_the_past_is_applied_at_the_jobs_clock() -> None:
     assert clamped and step.job is not None and step.job.now == 10 * SECOND
 
 
+@pytest.mark.flink("AdaptiveSchedulerTest.testRunIfState")
 def test_timers_due_at_an_events_time_run_before_it() -> None:
     job = Scenario(vertex("source", 4))
     job.at(1 * SECOND).tm("tm-1")
@@ -85,6 +91,7 @@ class _Rogue(Behaviour):
         transition_to(fold, S.WAITING_FOR_RESOURCES, "from a constructor")
 
 
+@pytest.mark.flink("AdaptiveSchedulerTest.testRepeatedTransitionIntoCurrentStateFails")
 def test_no_transition_from_a_constructor_and_no_self_transition() -> None:
     job = Scenario(vertex("source", 1))
     assert job.job is not None

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 from services.contracts import Codec
+from services.contracts import jobconfig as c
 from services.contracts import records as r
-from services.scheduler.core import config as c
+from services.contracts.events import JobSubmitted, from_record
 from services.scheduler.core import handle
 from services.scheduler.core.effects import DecisionKind, Rejected, RejectionKind
-from services.scheduler.core.events import JobSubmitted, VertexSpec, from_record
-from services.scheduler.core.jobgraph import effective_max_parallelism
 from services.scheduler.core.model import StateName
 from tests.unit.scheduler.harness import JOB, SECOND, Scenario, vertex
 
@@ -60,17 +61,6 @@ def test_a_second_submission_and_a_bad_configuration_are_refused() -> None:
     assert refused.job is None and "is not a duration" in refused.effects[0].message  # type: ignore[union-attr]
 
 
-def test_max_parallelism_is_normalised_like_flink() -> None:
-    def spec(p: int, maximum: int | None) -> VertexSpec:
-        return VertexSpec("v", "v", "g", "g", p, maximum)
-
-    assert effective_max_parallelism(spec(4, None)) == 128
-    assert effective_max_parallelism(spec(4, 0)) == 128
-    assert effective_max_parallelism(spec(4, -1)) == 32768  # PARALLELISM_AUTO_MAX
-    assert effective_max_parallelism(spec(4, 50_000)) == 32768
-    assert effective_max_parallelism(spec(4, 10)) == 10
-
-
 def test_every_input_record_converts_to_an_event(codec: Codec) -> None:
     import json
     from pathlib import Path
@@ -93,6 +83,10 @@ def test_every_input_record_converts_to_an_event(codec: Codec) -> None:
         assert event.timestamp == decoded.record["timestamp"]
 
 
+@pytest.mark.flink(
+    "FailingTest.testTransitionToFailedWhenFailingCompletes",
+    "CancelingTest.testTransitionToFinishedWhenCancellationCompletes",
+)
 def test_failing_and_canceling_finish_on_their_own_in_simulated_mode() -> None:
     job = Scenario(vertex("source", 1), config={c.SIMULATED_CANCEL_TIME: "2 s"})
     job.at(1 * SECOND).tm("tm-1").fail(recoverable=False)

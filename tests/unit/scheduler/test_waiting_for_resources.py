@@ -3,15 +3,24 @@ max delay 0), the resource wait timeout, and what it does with cancel and failur
 
 from __future__ import annotations
 
-from services.scheduler.core import config as c
+import pytest
+
+from services.contracts import jobconfig as c
+from services.contracts.events import JobEventKind
 from services.scheduler.core.effects import DecisionKind
-from services.scheduler.core.events import JobEventKind
 from services.scheduler.core.model import JobStatus, Phase, StateName
 from tests.unit.scheduler.harness import SECOND, Scenario, outcome, spans, vertex
 
 S = StateName
 
 
+@pytest.mark.flink(
+    "WaitingForResourcesTest.testTransitionToCreatingExecutionGraph",
+    "WaitingForResourcesTest.testNotifyNewResourcesAvailable",
+    "DefaultStateTransitionManagerTest.testDesiredChangeInIdlingPhase",
+    "AdaptiveSchedulerTest.testHasEnoughResourcesReturnsTrueIfSatisfied",
+    "AdaptiveSchedulerTest.testResourceAcquisitionTriggersJobExecution",
+)
 def test_desired_resources_go_at_once() -> None:
     job = Scenario(vertex("source", 2), vertex("sink", 2))
     job.at(1 * SECOND).tm("tm-1", slots=2)
@@ -20,6 +29,13 @@ def test_desired_resources_go_at_once() -> None:
     assert job.parallelism == {"source": 2, "sink": 2}
 
 
+@pytest.mark.flink(
+    "WaitingForResourcesTest.testSchedulingWithSufficientResources",
+    "DefaultStateTransitionManagerTest.testSufficientChangeInIdlingPhase",
+    "AdaptiveSchedulerTest.testHasEnoughResourcesReturnsFalseIfUnsatisfied",
+    "AdaptiveSchedulerTest.testExecutionGraphGenerationWithAvailableResources",
+    "AdaptiveSchedulerTest.testGoToWaitingForResourcesConfiguresStateTransitionManagerFactory",
+)
 def test_sufficient_resources_go_after_the_submission_stabilization() -> None:
     job = Scenario(vertex("source", 4), vertex("sink", 4))
     job.at(1 * SECOND).tm("tm-1")
@@ -32,6 +48,7 @@ def test_sufficient_resources_go_after_the_submission_stabilization() -> None:
     assert job.parallelism == {"source": 1, "sink": 1}
 
 
+@pytest.mark.flink("DefaultStateTransitionManager.Stabilizing")
 def test_the_stabilization_window_is_not_extended_by_later_changes() -> None:
     job = Scenario(vertex("source", 4))
     job.at(1 * SECOND).tm("tm-1").at(5 * SECOND).tm("tm-2").at(9 * SECOND).tm("tm-3")
@@ -40,6 +57,10 @@ def test_the_stabilization_window_is_not_extended_by_later_changes() -> None:
     assert job.parallelism == {"source": 3}
 
 
+@pytest.mark.flink(
+    "DefaultStateTransitionManagerTest.testRevokedChangeInStabilizedPhase",
+    "DefaultStateTransitionManagerTest.testRevokedChangeInStabilizingPhaseWithSubsequentSufficientChangeInStabilizedPhase",
+)
 def test_stabilized_falls_back_to_idling_when_resources_went_away() -> None:
     job = Scenario(vertex("source", 4))
     job.at(1 * SECOND).tm("tm-1").at(5 * SECOND).lose("tm-1")
@@ -51,6 +72,7 @@ def test_stabilized_falls_back_to_idling_when_resources_went_away() -> None:
     assert job.state is S.EXECUTING
 
 
+@pytest.mark.flink("AdaptiveScheduler.Settings.of")
 def test_reactive_mode_goes_as_soon_as_the_minimum_is_met() -> None:
     job = Scenario(vertex("source", 4), config={c.SCHEDULER_MODE: "REACTIVE"})
     job.at(1 * SECOND).tm("tm-1")
@@ -58,6 +80,12 @@ def test_reactive_mode_goes_as_soon_as_the_minimum_is_met() -> None:
     assert job.parallelism == {"source": 1}
 
 
+@pytest.mark.flink(
+    "WaitingForResourcesTest.testStateTransitionOnResourceTimeout",
+    "AdaptiveSchedulerTest.testResourceTimeout",
+    "CreatingExecutionGraphTest.testFailedExecutionGraphCreationTransitionsToFinished",
+    "RescaleTimelineITCase.testRescaleTerminatedByResourcesNotEnoughException",
+)
 def test_the_wait_timeout_goes_on_without_resources_and_fails_the_job() -> None:
     job = Scenario(vertex("source", 4), config={c.WAIT_TIMEOUT: "5 s"})
     job.at(5 * SECOND)
@@ -65,10 +93,13 @@ def test_the_wait_timeout_goes_on_without_resources_and_fails_the_job() -> None:
     assert job.job is not None and job.job.state.job_status is JobStatus.FAILED
     record = job.record()
     assert outcome(record) == ("INITIAL_SCHEDULE", "FAILED", "EXCEPTION_OCCURRED")
-    assert spans(record) == ["Created", "WaitingForResources", "CreatingExecutionGraph"]
-    assert "NoResourceAvailableException" in record["schedulerStates"][-1]["stringifiedException"]
+    assert spans(record) == ["Created", "WaitingForResources"]  # no span after terminating
+    finished = job.decisions(DecisionKind.STATE_TRANSITION)[-1]
+    assert finished.job_status is JobStatus.FAILED
+    assert "NoResourceAvailableException: Not enough resources" in finished.message
 
 
+@pytest.mark.flink("WaitingForResourcesTest.testStateTransitionOnResourceTimeout")
 def test_the_wait_timeout_ignores_the_stabilization_with_sufficient_resources() -> None:
     job = Scenario(vertex("source", 4), config={c.WAIT_TIMEOUT: "3 s"})
     job.at(1 * SECOND).tm("tm-1").at(3 * SECOND)
@@ -76,6 +107,10 @@ def test_the_wait_timeout_ignores_the_stabilization_with_sufficient_resources() 
     assert job.when_entered(S.EXECUTING) == 3 * SECOND
 
 
+@pytest.mark.flink(
+    "WaitingForResourcesTest.testNotEnoughResources",
+    "WaitingForResourcesTest.testNoStateTransitionOnNoResourceTimeout",
+)
 def test_a_negative_wait_timeout_waits_forever() -> None:
     job = Scenario(vertex("source", 4), config={c.SCHEDULER_MODE: "REACTIVE"})
     job.at(24 * 3600 * SECOND)
@@ -83,6 +118,7 @@ def test_a_negative_wait_timeout_waits_forever() -> None:
     assert job.job is not None and not job.job.timers
 
 
+@pytest.mark.flink("StateWithoutExecutionGraphTest.testCancelTransitionsToFinished")
 def test_cancel_finishes_at_once_and_the_rescale_ends_job_finished() -> None:
     job = Scenario(vertex("source", 4))
     job.at(2 * SECOND).lifecycle(JobEventKind.CANCEL)
@@ -91,6 +127,10 @@ def test_cancel_finishes_at_once_and_the_rescale_ends_job_finished() -> None:
     assert outcome(job.record()) == ("INITIAL_SCHEDULE", "IGNORED", "JOB_FINISHED")
 
 
+@pytest.mark.flink(
+    "StateWithoutExecutionGraphTest.testSuspendTransitionsToFinished",
+    "StateWithoutExecutionGraphTest.testTransitionToFinishedOnGlobalFailure",
+)
 def test_suspend_and_global_failure_finish_the_job() -> None:
     suspended = Scenario(vertex("source")).lifecycle(JobEventKind.SUSPEND)
     assert suspended.job is not None and suspended.job.state.job_status is JobStatus.SUSPENDED

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from services.scheduler.core.config import RuntimeMode
+from services.contracts.events import JobEventKind, JobLifecycle
+from services.contracts.jobconfig import RuntimeMode
+from services.scheduler.core.behaviour import Behaviour, register
 from services.scheduler.core.effects import DecisionKind, RequestKind
-from services.scheduler.core.events import JobEventKind, JobLifecycle
 from services.scheduler.core.fold import Fold
 from services.scheduler.core.model import JobStatus, StateName
-from services.scheduler.core.states.base import Behaviour, register
 from services.scheduler.core.states.running import graph_of
 from services.scheduler.core.transitions import go_to_canceling, go_to_finished
 

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+from services.contracts.events import JobEventKind, JobLifecycle
+from services.contracts.jobconfig import MIN_PAUSE, RuntimeMode, StabilizationPlacement
 from services.scheduler.core import history, stm
 from services.scheduler.core.allocator import desired_slots
-from services.scheduler.core.config import RuntimeMode, StabilizationPlacement
+from services.scheduler.core.behaviour import Behaviour, register
 from services.scheduler.core.effects import DecisionKind, RequestKind
-from services.scheduler.core.events import JobEventKind, JobLifecycle
 from services.scheduler.core.fold import Fold, InvariantError
 from services.scheduler.core.model import ExecutionGraph, JobStatus, StateName
 from services.scheduler.core.resources import candidate, describe, executing_assessment
-from services.scheduler.core.states.base import Behaviour, register
 from services.scheduler.core.stm import Assessment
 from services.scheduler.core.transitions import (
     go_to_canceling,
@@ -24,6 +24,11 @@ from services.scheduler.core.transitions import (
 )
 from services.scheduler.core.values import evolve
 
+SAVEPOINT_NOT_FINISHED = (
+    "org.apache.flink.util.FlinkException: "
+    "Job did not reach the FINISHED state while performing stop-with-savepoint."
+)
+
 
 def graph_of(fold: Fold) -> ExecutionGraph:
     graph = fold.state.graph
@@ -36,11 +41,14 @@ class WithGraph(Behaviour):
     """StateWithExecutionGraph: suspend finishes the job; cancel cancels the graph."""
 
     def on_graph_report(self, fold: Fold, event: JobLifecycle) -> None:
-        if event.kind is JobEventKind.EXECUTION_GRAPH_FAILED:  # the graph failed globally
-            cause = event.exception or "execution graph failed"
-            self.on_failure(fold, cause, event.recoverable, True)
-        else:
+        if event.kind is JobEventKind.EXECUTION_GRAPH_CREATED:
             super().on_graph_report(fold, event)
+        else:  # the graph reached a globally terminal state by itself
+            self.on_globally_terminal(fold, event)
+
+    def on_globally_terminal(self, fold: Fold, event: JobLifecycle) -> None:
+        """StateWithExecutionGraph.onGloballyTerminalState (FAILED or CANCELED reported)."""
+        raise NotImplementedError
 
     def cancel(self, fold: Fold) -> None:
         go_to_canceling(fold, graph_of(fold), fold.state.graph_terminal)
@@ -54,6 +62,7 @@ class Executing(WithGraph):
     name = StateName.EXECUTING
     records_new_resources = True
     CHECK = "executing.check"
+    ACTIVE_CHECKPOINT = "executing.active-checkpoint"
 
     def on_enter(self, fold: Fold) -> None:
         graph = graph_of(fold)
@@ -88,17 +97,19 @@ class Executing(WithGraph):
         if action == self.CHECK:
             stm.on_change(fold, self, True)
             stm.on_trigger(fold, self)
+        elif action == self.ACTIVE_CHECKPOINT:
+            self._fire_active_checkpoint(fold)
         else:
             stm.on_timer(fold, self, action)
 
     def on_report(self, fold: Fold, event: JobLifecycle) -> None:
         kind = event.kind
         if kind is JobEventKind.CHECKPOINT_COMPLETED:
-            self._checkpoint_done(fold)
+            checkpoint_ended(fold, completed=True)
             fold.set_state(checkpoint_countdown=None)
             stm.on_trigger(fold, self)
         elif kind is JobEventKind.CHECKPOINT_FAILED:
-            self._checkpoint_done(fold)
+            checkpoint_ended(fold, completed=False)
             self._checkpoint_failed(fold)
         elif kind is JobEventKind.SAVEPOINT_REQUESTED:
             go_to_stop_with_savepoint(fold, graph_of(fold))
@@ -107,10 +118,12 @@ class Executing(WithGraph):
         else:
             super().on_report(fold, event)
 
-    def _checkpoint_done(self, fold: Fold) -> None:
-        stm_ = fold.state.stm
-        if stm_ is not None and stm_.checkpoint_requested:
-            fold.set_state(stm=evolve(stm_, checkpoint_requested=False))
+    def on_globally_terminal(self, fold: Fold, event: JobLifecycle) -> None:
+        """Executing.onGloballyTerminalState: Finished with the graph's status, no restart."""
+        if event.kind is JobEventKind.EXECUTION_GRAPH_FAILED:
+            go_to_finished(fold, JobStatus.FAILED, event.exception or "execution graph failed")
+        else:
+            go_to_finished(fold, JobStatus.CANCELED, "execution graph cancelled")
 
     def _checkpoint_failed(self, fold: Fold) -> None:
         countdown = fold.state.checkpoint_countdown
@@ -142,15 +155,71 @@ class Executing(WithGraph):
         go_to_restarting(fold, graph, 0, target, None)
 
     def request_active_checkpoint(self, fold: Fold) -> None:
-        """FLINK-36753: ask for a checkpoint now rather than waiting for the next one."""
-        stm_ = fold.state.stm
-        config = fold.config
-        if not config.active_checkpoint or not fold.job.checkpoint_interval_ms or stm_ is None:
+        """Executing.requestActiveCheckpointTrigger (FLINK-36753): rather than wait for the
+        next periodic checkpoint, schedule one trigger after what is left of the min pause.
+
+        Skipped when disabled, without periodic checkpointing, or while a checkpoint is
+        pending; requests while one trigger is scheduled are de-duplicated. Whether the
+        parallelism still changes is judged when the trigger fires, not here.
+        """
+        if not fold.config.active_checkpoint or fold.job.checkpoint_interval_ms is None:
             return
-        if stm_.checkpoint_requested:
+        graph = graph_of(fold)
+        if graph.checkpoint_pending:
+            fold.decide(
+                DecisionKind.ACTIVE_CHECKPOINT, "not requested: a triggered checkpoint is pending"
+            )
             return
-        fold.set_state(stm=evolve(stm_, checkpoint_requested=True))
-        fold.request(RequestKind.TRIGGER_CHECKPOINT, graph_of(fold).id, reason="rescale evaluation")
+        if fold.state.checkpoint_trigger_scheduled:
+            fold.decide(DecisionKind.ACTIVE_CHECKPOINT, "already scheduled: not requested again")
+            return
+        fold.set_state(checkpoint_trigger_scheduled=True)
+        delay = _min_pause_left(fold, graph)
+        if delay > 0:
+            fold.decide(
+                DecisionKind.ACTIVE_CHECKPOINT,
+                f"deferred until {fold.now + delay}: {MIN_PAUSE} of {fold.config.min_pause_ms} ms "
+                f"since the checkpoint completed at {graph.last_checkpoint_at}",
+            )
+        fold.run_if_state(self.ACTIVE_CHECKPOINT, delay)
+
+    def _fire_active_checkpoint(self, fold: Fold) -> None:
+        """Executing.tryFireActiveCheckpointAfterRetry: fire only if it can still rescale."""
+        fold.set_state(checkpoint_trigger_scheduled=False)
+        graph = graph_of(fold)
+        target = candidate(fold, graph.parallelism)
+        if target is None or target == graph.parallelism:
+            running = describe(fold.job.info, graph.parallelism)
+            fold.decide(
+                DecisionKind.ACTIVE_CHECKPOINT,
+                f"dropped: the parallelism no longer changes from {running}",
+            )
+            return
+        # Nothing but this trigger marks a checkpoint pending, and it was de-duplicated, so
+        # only a checkpoint completed meanwhile (a new min pause) can stop it now.
+        if _min_pause_left(fold, graph) > 0:
+            fold.decide(
+                DecisionKind.ACTIVE_CHECKPOINT,
+                f"dropped: a checkpoint completed at {graph.last_checkpoint_at} while it waited",
+            )
+            return
+        fold.set_state(graph=evolve(graph, checkpoint_pending=True))
+        fold.request(RequestKind.TRIGGER_CHECKPOINT, graph.id, reason="rescale evaluation")
+
+
+def checkpoint_ended(fold: Fold, completed: bool) -> None:
+    """What the graph's CheckpointCoordinator learns, whatever the state: nothing is pending
+    any more (it runs one checkpoint at a time), and a completion starts the min pause."""
+    graph = graph_of(fold)
+    last = fold.now if completed else graph.last_checkpoint_at
+    fold.set_state(graph=evolve(graph, checkpoint_pending=False, last_checkpoint_at=last))
+
+
+def _min_pause_left(fold: Fold, graph: ExecutionGraph) -> int:
+    """CheckpointCoordinator.getActiveCheckpointTriggerDelay, for a graph with nothing pending."""
+    if graph.last_checkpoint_at is None:
+        return 0
+    return max(0, fold.config.min_pause_ms - (fold.now - graph.last_checkpoint_at))
 
 
 @register
@@ -172,6 +241,9 @@ class StopWithSavepoint(WithGraph):
                 fold.run_if_state(self.GRAPH_FINISHED, 0)
         elif kind is JobEventKind.FINISHED:
             go_to_finished(fold, JobStatus.FINISHED)
+        elif kind in (JobEventKind.CHECKPOINT_COMPLETED, JobEventKind.CHECKPOINT_FAILED):
+            checkpoint_ended(fold, kind is JobEventKind.CHECKPOINT_COMPLETED)
+            super().on_report(fold, event)  # no rescale trigger outside Executing
         elif kind is JobEventKind.SAVEPOINT_FAILED:
             # A new Executing: the cooldown starts again; no rescale is recorded.
             transition_to(
@@ -194,6 +266,10 @@ class StopWithSavepoint(WithGraph):
         # Flink waits for the savepoint's outcome first; here the failure wins at once.
         restart_or_fail(fold, graph_of(fold), cause, recoverable)
 
+    def on_globally_terminal(self, fold: Fold, event: JobLifecycle) -> None:
+        """StopWithSavepoint.onGloballyTerminalState, not FINISHED: a global failure."""
+        self.on_failure(fold, SAVEPOINT_NOT_FINISHED, True, True)
+
 
 @register
 class Restarting(WithGraph):
@@ -206,11 +282,9 @@ class Restarting(WithGraph):
         if fold.config.runtime is RuntimeMode.SIMULATED:
             fold.run_if_state(self.CANCELLED, fold.config.simulated_cancel_ms)
 
-    def on_graph_report(self, fold: Fold, event: JobLifecycle) -> None:
-        if event.kind is JobEventKind.EXECUTION_GRAPH_CREATED:
-            super().on_graph_report(fold, event)
-        else:  # cancelled, or failed while cancelling: either way the graph stopped
-            self._graph_cancelled(fold)
+    def on_globally_terminal(self, fold: Fold, event: JobLifecycle) -> None:
+        # Cancelled, or failed while cancelling: either way the graph stopped.
+        self._graph_cancelled(fold)
 
     def on_timer(self, fold: Fold, action: str) -> None:
         if action == self.CANCELLED:
@@ -235,5 +309,14 @@ class Restarting(WithGraph):
         ready = restart_with is not None and candidate(fold, graph.parallelism) == restart_with
         if ready or fold.job.slot_count() >= desired_slots(fold.job.info):
             go_to_creating_execution_graph(fold, graph, "restarted with the resources it needs")
+        elif restart_with is not None and fold.config.rescale_stabilization_ms is not None:
+            # FLINK-40379 (open upstream), behind its proposed key: wait for the parallelism
+            # the rescale was for, rather than run on less and rescale again.
+            go_to_waiting_for_resources(
+                fold,
+                graph,
+                f"restarted; waiting for {describe(fold.job.info, restart_with)} to be available",
+                awaiting=restart_with,
+            )
         else:
             go_to_waiting_for_resources(fold, graph, "restarted; waiting for resources")

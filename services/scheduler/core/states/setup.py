@@ -7,15 +7,21 @@ Flink), a global failure fails it, and task failures have nothing to fail.
 
 from __future__ import annotations
 
+from services.contracts.events import JobEventKind, JobLifecycle
+from services.contracts.jobconfig import RESCALE_STABILIZATION, RuntimeMode
+from services.contracts.ordering import natural_key
 from services.scheduler.core import history, stm
 from services.scheduler.core.allocator import assign, plan_for
-from services.scheduler.core.config import RuntimeMode
-from services.scheduler.core.effects import RequestKind
-from services.scheduler.core.events import JobEventKind, JobLifecycle
+from services.scheduler.core.behaviour import Behaviour, register
+from services.scheduler.core.effects import DecisionKind, RequestKind
 from services.scheduler.core.fold import Fold
 from services.scheduler.core.model import ExecutionGraph, JobStatus, StateName
-from services.scheduler.core.resources import candidate, describe, waiting_assessment
-from services.scheduler.core.states.base import Behaviour, register
+from services.scheduler.core.resources import (
+    awaiting_assessment,
+    candidate,
+    describe,
+    waiting_assessment,
+)
 from services.scheduler.core.stm import Assessment
 from services.scheduler.core.transitions import (
     go_to_creating_execution_graph,
@@ -24,7 +30,10 @@ from services.scheduler.core.transitions import (
     go_to_waiting_for_resources,
 )
 
-NO_RESOURCES = "NoResourceAvailableException: Not enough resources available for scheduling."
+NO_RESOURCES = (
+    "org.apache.flink.runtime.jobmanager.scheduler.NoResourceAvailableException: "
+    "Not enough resources available for scheduling."
+)
 
 
 class WithoutGraph(Behaviour):
@@ -50,6 +59,7 @@ class Created(WithoutGraph):
 class WaitingForResources(WithoutGraph):
     name = StateName.WAITING_FOR_RESOURCES
     RESOURCE_TIMEOUT = "waiting.resource-timeout"
+    RESCALE_TIMEOUT = "waiting.rescale-timeout"
     CHECK = "waiting.check"
 
     def on_enter(self, fold: Fold) -> None:
@@ -58,6 +68,8 @@ class WaitingForResources(WithoutGraph):
         stm.create(fold, 0, config.submission_stabilization_ms, 0)
         if config.wait_timeout_ms >= 0:
             fold.run_if_state(self.RESOURCE_TIMEOUT, config.wait_timeout_ms)
+        if fold.state.awaiting_parallelism is not None:
+            fold.run_if_state(self.RESCALE_TIMEOUT, config.rescale_stabilization_ms or 0)
         fold.run_if_state(self.CHECK, 0)
 
     def on_new_resources(self, fold: Fold) -> None:
@@ -78,11 +90,22 @@ class WaitingForResources(WithoutGraph):
             )
         elif action == self.CHECK:
             self._check(fold)
+        elif action == self.RESCALE_TIMEOUT:
+            awaited = describe(fold.job.info, fold.state.awaiting_parallelism or ())
+            fold.set_state(awaiting_parallelism=None)
+            fold.decide(
+                DecisionKind.TIMEOUT,
+                f"{RESCALE_STABILIZATION} passed without {awaited}: going on with what suffices",
+            )
+            self._check(fold)
         else:
             stm.on_timer(fold, self, action)
 
     def assess(self, fold: Fold) -> Assessment:
-        return waiting_assessment(fold)
+        awaited = fold.state.awaiting_parallelism
+        if awaited is None:
+            return waiting_assessment(fold)
+        return awaiting_assessment(fold, awaited)
 
     def transition_to_subsequent_state(self, fold: Fold) -> None:
         go_to_creating_execution_graph(fold, fold.state.previous_graph, "resources are ready")
@@ -113,7 +136,7 @@ class CreatingExecutionGraph(WithoutGraph):
             RequestKind.CREATE_EXECUTION_GRAPH,
             graph.id,
             parallelism=describe(fold.job.info, target),
-            slots=" ".join(sorted(assignment.slot_ids())),
+            slots=" ".join(sorted(assignment.slot_ids(), key=natural_key)),
         )
         if fold.config.runtime is RuntimeMode.SIMULATED:
             fold.run_if_state(self.CREATED, fold.config.simulated_create_ms)

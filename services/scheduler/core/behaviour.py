@@ -8,9 +8,9 @@ state overrides what it reacts to.
 
 from __future__ import annotations
 
-from services.scheduler.core.config import RuntimeMode
+from services.contracts.events import JobEventKind, JobLifecycle
+from services.contracts.jobconfig import RuntimeMode
 from services.scheduler.core.effects import DecisionKind
-from services.scheduler.core.events import JobEventKind, JobLifecycle
 from services.scheduler.core.fold import Fold, InvariantError
 from services.scheduler.core.model import StateName
 

@@ -1,0 +1,81 @@
+"""The keys of a job's configuration the scheduler reads, and the values they take.
+
+Producers write them into `JobSubmitted.configuration` and
+`JobConfigurationUpdated.entries`; the scheduler core parses and validates the
+values (`services.scheduler.core.config`). Flink's key names where Flink has one.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+P = "jobmanager.adaptive-scheduler."
+
+SCHEDULER_MODE = "scheduler-mode"
+COOLDOWN = P + "executing.cooldown-after-rescaling"
+COOLDOWN_DEPRECATED = P + "scaling-interval.min"
+EXECUTING_STABILIZATION = P + "executing.resource-stabilization-timeout"
+EXECUTING_STABILIZATION_DEPRECATED = P + "scaling-interval.max"
+WAIT_TIMEOUT = P + "submission.resource-wait-timeout"
+WAIT_TIMEOUT_DEPRECATED = P + "resource-wait-timeout"
+SUBMISSION_STABILIZATION = P + "submission.resource-stabilization-timeout"
+SUBMISSION_STABILIZATION_DEPRECATED = P + "resource-stabilization-timeout"
+MAX_CHECKPOINT_FAILURES = P + "rescale-trigger.max-checkpoint-failures"
+MAX_DELAY = P + "rescale-trigger.max-delay"
+ACTIVE_CHECKPOINT = P + "rescale-trigger.active-checkpoint.enabled"
+PREFER_MINIMAL_TASKMANAGERS = P + "prefer-minimal-taskmanagers"
+MIN_PARALLELISM_INCREASE = P + "min-parallelism-increase"
+HISTORY_SIZE = "web.adaptive-scheduler.rescale-history.size"
+MIN_PAUSE = "execution.checkpointing.min-pause"
+# FLINK-40379 (apache/flink#28999, open): wait this long after a rescale-triggered restart
+# for the pre-restart parallelism to come back. Unset: off, as Flink today.
+RESCALE_STABILIZATION = P + "rescale.resource-stabilization-timeout"
+
+RESTART_STRATEGY = "restart-strategy.type"
+FIXED_ATTEMPTS = "restart-strategy.fixed-delay.attempts"
+FIXED_DELAY = "restart-strategy.fixed-delay.delay"
+EXP_INITIAL = "restart-strategy.exponential-delay.initial-backoff"
+EXP_MAX = "restart-strategy.exponential-delay.max-backoff"
+EXP_MULTIPLIER = "restart-strategy.exponential-delay.backoff-multiplier"
+EXP_RESET = "restart-strategy.exponential-delay.reset-backoff-threshold"
+EXP_JITTER = "restart-strategy.exponential-delay.jitter-factor"
+EXP_ATTEMPTS = "restart-strategy.exponential-delay.attempts-before-reset-backoff"
+RATE_MAX_FAILURES = "restart-strategy.failure-rate.max-failures-per-interval"
+RATE_INTERVAL = "restart-strategy.failure-rate.failure-rate-interval"
+RATE_DELAY = "restart-strategy.failure-rate.delay"
+
+SCALING_POLICY = "scalefold.scaling-policy"
+STABILIZATION_PLACEMENT = "scalefold.rescale.stabilization"
+RUNTIME_MODE = "scalefold.runtime.mode"
+SIMULATED_CREATE_TIME = "scalefold.runtime.simulated.creation-time"
+SIMULATED_CANCEL_TIME = "scalefold.runtime.simulated.cancellation-time"
+
+
+class ScalingPolicy(StrEnum):
+    """Which parallelism change a rescale may make (seed 004's ScalingPolicy)."""
+
+    FLINK = "flink"  # any change of the computable parallelism (Flink today)
+    MIN_INCREASE = "min-increase"  # scale up only by min-parallelism-increase or more
+    PROPORTIONAL = "proportional"  # every vertex at the same fraction of its upper bound
+    DOUBLE_HALVE = "double-halve"  # parallelism only doubles or halves
+
+
+class StabilizationPlacement(StrEnum):
+    """Where a rescale waits for resources to stabilize (seed 003, FLINK-33092)."""
+
+    EXECUTING = "executing"  # Flink today: before cancelling the running job
+    WAITING_FOR_RESOURCES = "waiting-for-resources"  # before FLINK-33092: after cancelling
+
+
+class RuntimeMode(StrEnum):
+    """Who answers the scheduler's requests to create and cancel execution graphs."""
+
+    SIMULATED = "simulated"  # the core answers itself after the configured times
+    EXTERNAL = "external"  # a runtime (the embedded cluster) reports with job events
+
+
+class RestartStrategyType(StrEnum):
+    NONE = "none"
+    FIXED_DELAY = "fixed-delay"
+    EXPONENTIAL_DELAY = "exponential-delay"
+    FAILURE_RATE = "failure-rate"

@@ -1,0 +1,25 @@
+"""How ids order in every record and output: naturally, `tm-2` before `tm-10`.
+
+TaskManager and slot ids (`tm-10`, `tm-10#3`) are names with numbers in them;
+plain string order puts `tm-10` before `tm-2`. Every service sorts them with
+`natural_key`, so a record, a decision's slot list and the actuator's cluster
+state all list them the way a person counts.
+"""
+
+from __future__ import annotations
+
+import re
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+def natural_key(text: str) -> tuple[tuple[str | int, ...], str]:
+    """A sort key comparing the digit runs of `text` as numbers.
+
+    `re.split` with a capturing group puts text at even and digits at odd
+    positions, so two keys always compare text with text and numbers with
+    numbers. The text itself breaks ties (`tm-01` and `tm-1`), so the order is
+    total and stable across processes.
+    """
+    parts = _DIGITS.split(text)
+    return tuple(int(p) if i % 2 else p for i, p in enumerate(parts)), text
