@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 # The scheduler core must keep >= 95% branch coverage (pyproject: [tool.coverage.report]).
 PYTEST_ARGS ?= --cov=services/scheduler/core --cov-report=term:skip-covered
 
-.PHONY: demo test up down status lint format fetch venv bench clean
+.PHONY: demo test compose-test up down status lint format fetch venv bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,9 +26,15 @@ fetch: $(STAMP)
 demo: fetch
 	$(BIN)/scalefold demo
 
-## test: lint, then the whole suite against a real broker started (and stopped) for it
+## test: lint, then the whole suite against a real broker started (and stopped) for it,
+## then the docker-compose stack's tests (compose-test)
 test: lint fetch
-	$(BIN)/scalefold local run -- $(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/scalefold local run -- $(BIN)/pytest $(PYTEST_ARGS) --ignore=tests/docker
+	$(MAKE) compose-test
+
+## compose-test: provision Docker (as root), build the images, run tests/docker (docs/docker-compose.md)
+compose-test: $(STAMP)
+	deploy/docker/compose-test.sh
 
 ## up / down / status: the local stack, for working by hand
 up: fetch

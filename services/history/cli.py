@@ -106,7 +106,11 @@ def _verb(
     parser.add_argument(
         "--data-dir", type=Path, default=DEFAULT_DATA_DIR, help="the tables and checkpoints"
     )
-    parser.add_argument("--master", default="local[*]", help="Spark master URL")
+    parser.add_argument(
+        "--master",
+        help="Spark master URL (default: $SCALEFOLD_SPARK_MASTER, else local[*]); on a "
+        "cluster the driver listens on this machine's address, not loopback",
+    )
     return parser
 
 
@@ -141,6 +145,12 @@ Stop with Ctrl-C or SIGTERM; a restart resumes where the job stopped.""",
         help="plan on rescales that started at most this long ago (whole UTC days)",
     )
     run.add_argument("--no-commands", action="store_true", help="do not plan or send commands")
+    run.add_argument(
+        "--health-file",
+        type=Path,
+        metavar="FILE",
+        help="touched every second while the streaming queries run (a container's health check)",
+    )
     _add_planner_rules(run.add_argument_group("planner rules (README.md, 'Scaling commands')"))
     run.set_defaults(handler=handlers.run)
 

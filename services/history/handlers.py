@@ -31,9 +31,10 @@ def _session(args: argparse.Namespace, context: Context) -> SparkSession:
     from services.localstack.jars import spark_connector_jars
 
     jars = spark_connector_jars(context.cache_dir, progress=say)
-    say(f"starting Spark ({args.master}); this takes a few seconds")
+    master = args.master or context.env.get("SCALEFOLD_SPARK_MASTER") or "local[*]"
+    say(f"starting Spark ({master}); this takes a few seconds")
     started = time.monotonic()
-    session = history_session(jars, args.master)
+    session = history_session(jars, master)
     say(f"Spark ready in {time.monotonic() - started:.1f} s")
     return session
 
@@ -55,6 +56,7 @@ def _run_options(args: argparse.Namespace) -> RunOptions:
         plan_interval_seconds=args.plan_interval,
         plan_lookback_hours=args.plan_lookback,
         plan_commands=not args.no_commands,
+        health_file=args.health_file,
         planner=PlannerConfig(
             provision_grace_ms=round(args.provision_grace * 1000),
             release_grace_ms=round(args.release_grace * 1000),

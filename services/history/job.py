@@ -63,6 +63,8 @@ class RunOptions:
     plan_lookback_hours: int = 48
     planner: PlannerConfig = field(default_factory=PlannerConfig)
     plan_commands: bool = True
+    health_file: Path | None = None
+    """Touched every second while the queries run; removed when they stop."""
 
 
 class HistoryJobError(RuntimeError):
@@ -267,9 +269,11 @@ def _run(
     planner = PlannerLoop(spark, settings, registry, options) if options.plan_commands else None
     if planner is not None:
         progress(f"{len(planner.sender.issued)} commands already issued")
+    beat = _heartbeat(options.health_file)
     starters = query_starters(spark, settings, RescaleSchemas.of(registry), options, secrets)
     queries = {name: start() for name, start in starters.items()}
     progress(f"{len(queries)} streaming queries started, writing to {options.layout.data_dir}")
+    beat()
     try:
         if options.available_now:
             for query in queries.values():
@@ -281,14 +285,30 @@ def _run(
             return 0
         cycles = {DEAD_LETTER_QUERY_NAME: options.trigger_seconds}
         _loop(
-            spark, Queries(starters, queries, cycles), planner, options.plan_interval_seconds, stop
+            spark,
+            Queries(starters, queries, cycles),
+            planner,
+            options.plan_interval_seconds,
+            stop,
+            beat=beat,
         )
         progress("stopping the streaming queries")
         return 0
     finally:
+        if options.health_file is not None:
+            options.health_file.unlink(missing_ok=True)
         _finish_letters(queries.get(DEAD_LETTER_QUERY_NAME))
         for query in queries.values():
             query.stop()
+
+
+def _heartbeat(health_file: Path | None) -> Callable[[], None]:
+    """What marks the job alive for a health check: a file touched while the queries run.
+    A file left by a killed run is removed first, so it never vouches for a new start."""
+    if health_file is None:
+        return lambda: None
+    health_file.unlink(missing_ok=True)
+    return health_file.touch
 
 
 def _finish_letters(query: StreamingQuery | None) -> None:
@@ -340,6 +360,8 @@ def _loop(
     planner: PlannerLoop | None,
     interval: int,
     stop: threading.Event,
+    *,
+    beat: Callable[[], None] = lambda: None,
 ) -> None:
     """Watch the queries every second (restarting failed ones) and run the planner every
     `interval` s, until `stop`."""
@@ -352,6 +374,7 @@ def _loop(
         if terminated or queries.due:
             spark.streams.resetTerminated()
             queries.revive(time.monotonic())
+        beat()
         if planner is None or time.monotonic() < next_tick:
             continue
         next_tick = time.monotonic() + interval

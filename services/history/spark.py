@@ -20,28 +20,35 @@ def build_session(
     app_name: str = "scalefold",
     conf: Mapping[str, str] | None = None,
 ) -> SparkSession:
-    """Start (or join) a Spark session that listens on 127.0.0.1 only.
+    """Start (or join) a Spark session; with a local master it listens on 127.0.0.1 only.
 
+    On a cluster (`spark://...`) the executors connect back to the driver, so it
+    keeps Spark's own choice of address (SPARK_LOCAL_IP, else this machine's).
     Spark's web UI binds every interface, so it stays off unless `conf` turns it
-    on; Python workers run this interpreter, not whatever `python3` is on PATH.
+    on; Python workers run this interpreter, not whatever `python3` is on PATH
+    (on a cluster: the same path on the workers, as in scalefold's image).
     """
     from pyspark.sql import SparkSession
 
+    local = master.startswith("local")
     # Read by Spark's launcher scripts before the JVM starts; no other way to set them.
-    os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
+    if local:
+        os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = (
         SparkSession.builder.master(master)
         .appName(app_name)
         .config("spark.jars", ",".join(str(jar) for jar in jars))
-        .config("spark.driver.host", LOOPBACK)
-        .config("spark.driver.bindAddress", LOOPBACK)
         .config("spark.ui.enabled", "false")
         .config("spark.pyspark.python", sys.executable)
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
     )
+    if local:
+        builder = builder.config("spark.driver.host", LOOPBACK).config(
+            "spark.driver.bindAddress", LOOPBACK
+        )
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()

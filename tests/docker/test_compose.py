@@ -1,142 +1,300 @@
-"""docker-compose.yml runs the whole pipeline (needs a Docker engine).
+"""docker-compose.yml, run for real: the whole pipeline on a Spark standalone cluster, driven
+from the host through published ports, `docker compose exec` and the `scalefold` CLI.
 
-pytest-docker runs `docker compose up` on the project's compose file; the
-test then drives the stack from the host like a user: produce a job, add
-TaskManagers through the actuator, and wait for its rescale records on the
-rescales topic and in the history service's Spark SQL view. Where no Docker
-engine is reachable (as on scalefold's own CI machines) the module skips, and
-the same checks run against locally started processes in tests/integration.
+The tests share one stack (two scheduler workers) and run in this order; each uses its own
+job ids. Expected rescale records come from `scalefold replay` of the very log produced.
 """
 
 from __future__ import annotations
 
-import shutil
+import json
 import subprocess
-import time
+from collections import Counter
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import Any
 
-import pytest
+from tests.docker.stack import Stack, engine_volumes, poll, replayed, revisions, split, workload
 
-ROOT = Path(__file__).resolve().parents[2]
+HEALTHY = "healthy"
 
 
-def _engine_problem() -> str | None:
-    if shutil.which("docker") is None:
-        return "the docker CLI is not installed"
-    try:
-        info = subprocess.run(
-            ["docker", "info"], capture_output=True, text=True, timeout=15, check=False
+def wait_for_rescales(
+    stack: Stack, prefix: str, expected: list[dict[str, Any]], timeout: float = 420
+) -> list[dict[str, Any]]:
+    """The rescales topic's records of the prefix's jobs, once every expected one is there."""
+    want = revisions(expected)
+
+    def complete(got: list[dict[str, Any]]) -> bool:
+        return set(revisions(got)) >= set(want)
+
+    received = poll(lambda: stack.records("rescales", prefix), complete, timeout)
+    have = revisions(received)
+    assert set(have) == set(want), (
+        f"lost {len(set(want) - set(have))}, invented {len(set(have) - set(want))} revisions"
+    )
+    assert have == want, "a revision differs from what replay emits"
+    for record in received:  # a re-sent revision (after a crash) is the same record again
+        assert (
+            revisions([record])[(record["rescaleUuid"], record["revision"])]
+            == want[(record["rescaleUuid"], record["revision"])]
         )
-    except (OSError, subprocess.TimeoutExpired) as error:
-        return f"`docker info` failed: {error}"
-    if info.returncode != 0:
-        return "no Docker engine is reachable (`docker info` failed)"
-    compose = subprocess.run(
-        ["docker", "compose", "version"], capture_output=True, timeout=15, check=False
+    return received
+
+
+def history_rows(stack: Stack, prefix: str) -> list[dict[str, str]]:
+    """The latest revision of each rescale (view `rescales`) and every stored revision
+    (`raw_rescales`) of the prefix's jobs, in one Spark SQL query on the cluster."""
+    columns = "job_id, rescale_uuid, revision, rescale_attempt_id"
+    where = f"WHERE job_id LIKE '{prefix}%'"
+    return stack.sql(
+        f"SELECT 'latest' AS kind, {columns} FROM rescales {where} "
+        f"UNION ALL SELECT 'raw' AS kind, {columns} FROM raw_rescales {where}"
     )
-    if compose.returncode != 0:
-        return "the docker compose plugin is missing"
-    return None
 
 
-PROBLEM = _engine_problem()
-pytestmark = [pytest.mark.docker, pytest.mark.skipif(PROBLEM is not None, reason=str(PROBLEM))]
+Results = dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]]
+"""job-id prefix -> (replay's records, the rescales topic's records) of those jobs"""
 
 
-@pytest.fixture(scope="session")
-def docker_compose_file() -> str:
-    return str(ROOT / "docker-compose.yml")
+def check_history(stack: Stack, prefix: str, results: Results) -> None:
+    """For each job-id prefix: history rows == distinct rescales (latest revisions as replay
+    says), attempt ids 1..n per job (no gap), and the Parquet tables hold exactly the topic's
+    records (no duplicate write, nothing lost)."""
+    latest: dict[str, dict[str, int]] = {}
+    topic: dict[str, Counter[tuple[str, int]]] = {}
+    for part, (expected, on_topic) in results.items():
+        newest: dict[str, int] = {}
+        for record in expected:
+            uuid = record["rescaleUuid"]
+            newest[uuid] = max(record["revision"], newest.get(uuid, 0))
+        latest[part] = newest
+        topic[part] = Counter((r["rescaleUuid"], r["revision"]) for r in on_topic)
+
+    def of(rows: list[dict[str, str]], part: str, kind: str) -> list[dict[str, str]]:
+        return [r for r in rows if r["kind"] == kind and r["job_id"].startswith(part)]
+
+    def stored(rows: list[dict[str, str]], part: str) -> Counter[tuple[str, int]]:
+        return Counter((r["rescale_uuid"], int(r["revision"])) for r in of(rows, part, "raw"))
+
+    def caught_up(rows: list[dict[str, str]]) -> bool:
+        return all(
+            {r["rescale_uuid"]: int(r["revision"]) for r in of(rows, part, "latest")}
+            == latest[part]
+            and stored(rows, part) == topic[part]
+            for part in results
+        )
+
+    rows = poll(lambda: history_rows(stack, prefix), caught_up, timeout=600, pause=5)
+    for part in results:
+        current = of(rows, part, "latest")
+        assert len(current) == len(latest[part]), f"{part}: history rows != distinct rescales"
+        assert {r["rescale_uuid"]: int(r["revision"]) for r in current} == latest[part], part
+        attempts: dict[str, list[int]] = {}
+        for row in current:
+            attempts.setdefault(row["job_id"], []).append(int(row["rescale_attempt_id"]))
+        for job, ids in attempts.items():
+            assert sorted(ids) == list(range(1, len(ids) + 1)), f"{job}: attempts {sorted(ids)}"
+        assert stored(rows, part) == topic[part], f"{part}: Parquet != the topic's records"
 
 
-@pytest.fixture(scope="session")
-def docker_compose_project_name() -> str:
-    return "scalefold-test"
+def events_folded(stack: Stack) -> float:
+    total = 0.0
+    for index in range(1, len(stack.containers("scheduler")) + 1):
+        total += stack.metrics(index).get("scalefold_scheduler_events_in_total", 0.0)
+    return total
 
 
-@pytest.fixture(scope="session")
-def compose_bootstrap(docker_services, docker_ip) -> str:  # type: ignore[no-untyped-def]
-    from confluent_kafka.admin import AdminClient
-
-    bootstrap = f"{docker_ip}:9092"
-
-    def ready() -> bool:
-        try:
-            topics = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=3).topics
-            with __import__("urllib.request").request.urlopen(
-                f"http://{docker_ip}:6067/health", timeout=2
-            ):
-                pass
-        except Exception:
-            return False
-        return "scalefold.job-events" in topics
-
-    docker_services.wait_until_responsive(timeout=300.0, pause=3.0, check=ready)
-    return bootstrap
-
-
-def test_compose_broker_has_every_scalefold_topic(compose_bootstrap: str) -> None:
-    from confluent_kafka.admin import AdminClient
-
-    from services.contracts.topics import Topics
-
-    existing = AdminClient({"bootstrap.servers": compose_bootstrap}).list_topics(timeout=10).topics
-    for name, spec in Topics().all().items():
-        assert len(existing[name].partitions) == spec.partitions
+def sigkill_mid_stream(
+    stack: Stack,
+    log: Path,
+    prefix: str,
+    *,
+    started: Callable[[], bool],
+    kill: Callable[[], object],
+) -> list[dict[str, Any]]:
+    """Produce half the log, SIGKILL a part once `started()` says it is at work, produce the
+    other half while it is down, `up -d --wait`; return the topic's records once they hold
+    exactly what replay says (every input folded once)."""
+    expected = replayed(log)
+    first, second = split(log, 2)
+    stack.scalefold("produce", "--from", str(first))
+    assert poll(started, bool, timeout=300, pause=0.2), f"{prefix}: never saw the part at work"
+    kill()
+    stack.scalefold("produce", "--from", str(second))
+    stack.run("up", "-d", "--wait", "--scale", "scheduler=2")
+    return wait_for_rescales(stack, prefix, expected)
 
 
-def test_a_job_runs_and_rescales_through_the_compose_stack(
-    compose_bootstrap: str, docker_ip: str
+def test_every_service_is_healthy_and_only_on_loopback(stack: Stack) -> None:
+    rows = [json.loads(line) for line in stack.run("ps", "-a", "--format", "json").splitlines()]
+    by_service: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_service.setdefault(row["Service"], []).append(row)
+    assert set(by_service) == {
+        "kafka",
+        "topics",
+        "scheduler",
+        "actuator",
+        "spark-master",
+        "spark-worker",
+        "history",
+    }
+    assert len(by_service["scheduler"]) == 2
+    for service, containers in by_service.items():
+        for container in containers:
+            if service == "topics":
+                assert container["State"] == "exited" and container["ExitCode"] == 0
+                continue
+            assert container["Health"] == HEALTHY, f"{container['Name']}: {container['Status']}"
+            for publisher in container.get("Publishers") or []:
+                if publisher.get("PublishedPort"):
+                    assert publisher["URL"] == "127.0.0.1", f"{service} publishes {publisher}"
+    topics = stack.scalefold("topics")
+    for name in ("job-events", "rescales", "commands", "command-outcomes", "dead-letters"):
+        assert f"scalefold.{name} " in topics
+
+
+def test_produced_jobs_rescale_and_two_schedulers_split_the_partitions(
+    stack: Stack, tmp_path: Path
 ) -> None:
-    from services.actuator.control import post
-    from services.contracts import Codec, SchemaRegistry, Settings
-    from services.contracts.events import JobSubmitted, VertexSpec, to_record
-    from tests.kafka_support import consume, produce
+    log = workload(tmp_path / "split.jsonl", "split-", 24)
+    expected = replayed(log)
+    stack.scalefold("produce", "--from", str(log))
+    wait_for_rescales(stack, "split-", expected)
+    folded = [stack.metrics(i).get("scalefold_scheduler_events_in_total", 0) for i in (1, 2)]
+    assert all(folded), f"a scheduler worker got no partitions: {folded}"
 
-    settings = Settings(bootstrap_servers=compose_bootstrap)
-    codec = Codec(SchemaRegistry.load())
-    job = f"compose-{int(time.time())}"
-    config = (("jobmanager.adaptive-scheduler.submission.resource-stabilization-timeout", "1 s"),)
-    submitted = JobSubmitted(
-        job, int(time.time() * 1000), job, (VertexSpec("v", "V", "g", "g", 2, None),), None, config
+
+def test_history_sql_is_computed_on_the_spark_cluster(stack: Stack, tmp_path: Path) -> None:
+    master = stack.http_json("spark-master", 8080, "/json/")
+    assert master["aliveworkers"] >= 1
+    assert [app["name"] for app in master["activeapps"]] == ["scalefold-history"]
+    before = {app["id"] for app in master["completedapps"]}
+    expected = replayed(workload(tmp_path / "split.jsonl", "split-", 24))  # the previous test's
+    check_history(stack, "split-", {"split-": (expected, stack.records("rescales", "split-"))})
+    # The query ran as its own application on the cluster; its executors ran on the worker.
+    after = stack.http_json("spark-master", 8080, "/json/")
+    queries = [app for app in after["completedapps"] if app["id"] not in before]
+    assert queries and all(app["name"] == "scalefold-history" for app in queries)
+    worker = json.loads(
+        stack.exec(
+            "spark-worker",
+            "python3",
+            "-c",
+            "import urllib.request as u; print(u.urlopen('http://127.0.0.1:8081/json/').read().decode())",
+        )
     )
-    produce(
-        settings, settings.topics.job_events, [(job.encode(), codec.encode(*to_record(submitted)))]
+    ran = {executor["appid"] for executor in worker["finishedexecutors"]}
+    assert {app["id"] for app in queries} <= ran, "the worker ran no executor for the query"
+    assert any(e["appid"] == master["activeapps"][0]["id"] for e in worker["executors"])
+
+
+def test_closed_loop_provisions_a_job_below_its_desired_parallelism(stack: Stack) -> None:
+    job = "loop-1"
+    quick = {
+        "jobmanager.adaptive-scheduler.submission.resource-stabilization-timeout": "1 s",
+        "jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling": "3 s",
+        "jobmanager.adaptive-scheduler.executing.resource-stabilization-timeout": "2 s",
+    }
+    vertices = [
+        {"id": "source", "name": "Source", "slotSharingGroupId": "default", "parallelism": 4}
+    ]
+    stack.scalefold(
+        "produce",
+        "job-submitted",
+        "--job-id",
+        job,
+        "--job-name",
+        job,
+        "--vertices",
+        json.dumps(vertices),
+        "--configuration",
+        json.dumps(quick),
     )
-    post(6067, "/taskmanagers", host=docker_ip, job=job, count=2, slots=1)
+    port = str(stack.port("actuator", 6067))
+    stack.scalefold("cluster", "--port", port, "add-taskmanagers", "--job", job, "--count", "1")
+    commands = poll(lambda: stack.records("commands", job), bool, timeout=300)
+    command = commands[0]
+    assert (command["action"], command["amount"]) == ("PROVISION_TASK_MANAGERS", 3)
 
-    def completed(got: list) -> bool:  # type: ignore[type-arg]
-        records = [codec.decode(m.value).record for m in got]
-        return any(r["jobId"] == job and r["terminalState"] == "COMPLETED" for r in records)
+    def scaled_up(records: list[dict[str, Any]]) -> bool:
+        return any(
+            r["terminalState"] == "COMPLETED" and r["vertices"][0]["postRescaleParallelism"] == 4
+            for r in records
+        )
 
-    received = consume(settings, settings.topics.rescales, completed, timeout=180)
-    assert completed(received)
-    query = f"SELECT count(*) AS n FROM rescales WHERE job_id = '{job}'"
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:
-        result = subprocess.run(
-            [
-                "docker",
-                "compose",
-                "-p",
-                "scalefold-test",
-                "-f",
-                str(ROOT / "docker-compose.yml"),
-                "exec",
-                "-T",
-                "history",
-                "scalefold",
-                "history",
-                "sql",
-                query,
-                "--format",
-                "csv",
-            ],
+    assert scaled_up(poll(lambda: stack.records("rescales", job), scaled_up, timeout=300))
+    outcomes = poll(
+        lambda: [
+            o
+            for o in stack.records("command-outcomes", "")
+            if o["commandId"] == command["commandId"]
+        ],
+        bool,
+        timeout=120,
+    )
+    assert [o["status"] for o in outcomes] == ["APPLIED"]
+
+
+def test_sigkill_of_scheduler_history_or_worker_mid_stream_loses_and_repeats_nothing(
+    stack: Stack, tmp_path: Path
+) -> None:
+    """`docker compose kill` (SIGKILL) of each part in turn, each with its own jobs; then one
+    Spark SQL query checks the history of all three (a query is a Spark application: slow)."""
+    folded = events_folded(stack)
+
+    def rescales_seen(prefix: str) -> Callable[[], bool]:
+        return lambda: bool(stack.records("rescales", prefix))
+
+    parts = {
+        "scheduler": ("kill-sched-", lambda: events_folded(stack) > folded),
+        "history": ("kill-hist-", rescales_seen("kill-hist-")),
+        "spark-worker": ("kill-worker-", rescales_seen("kill-worker-")),
+    }
+    results = {}
+    for service, (prefix, started) in parts.items():
+        log = workload(tmp_path / f"{prefix}.jsonl", prefix, 40)
+        results[prefix] = (
+            replayed(log),
+            sigkill_mid_stream(
+                stack,
+                log,
+                prefix,
+                started=started,
+                kill=partial(stack.run, "kill", service),
+            ),
+        )
+    check_history(stack, "kill-", results)
+
+
+def test_one_of_two_schedulers_killed_the_other_takes_its_partitions(
+    stack: Stack, tmp_path: Path
+) -> None:
+    survivor, victim = stack.containers("scheduler")
+    log = workload(tmp_path / "takeover.jsonl", "takeover-", 24)
+    expected = replayed(log)
+    first, second = split(log, 2)
+    stack.scalefold("produce", "--from", str(first))
+    subprocess.run(["docker", "kill", "--signal", "KILL", victim["Name"]], check=True)
+    stack.scalefold("produce", "--from", str(second))
+    wait_for_rescales(stack, "takeover-", expected)  # with one worker left
+    assert [c["Name"] for c in stack.containers("scheduler")] == [survivor["Name"]]
+    stack.run("up", "-d", "--wait", "--scale", "scheduler=2")
+
+
+def test_down_v_leaves_nothing_behind(stack: Stack) -> None:
+    stack.run("down", "-v", "--remove-orphans", "--timeout", "20")
+    left = set(engine_volumes()) - set(stack.volumes_before)
+    assert not left, f"volumes left: {left}"  # anonymous ones carry no project label
+    label = f"label=com.docker.compose.project={stack.project}"
+    for kind in ("container", "network", "volume"):
+        listed = subprocess.run(
+            ["docker", kind, "ls", "-q", "--filter", label]
+            + (["-a"] if kind == "container" else []),
             capture_output=True,
             text=True,
-            timeout=180,
-            check=False,
-        )
-        if result.returncode == 0 and result.stdout.strip().splitlines()[-1:] not in ([], ["0"]):
-            return
-        time.sleep(10)
-    raise AssertionError("the job's rescale never reached the history service's Parquet tables")
+            check=True,
+        ).stdout.split()
+        assert listed == [], f"{kind}s left: {listed}"

@@ -2,22 +2,33 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import yaml
 
-from services.contracts.topics import Topics
-
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+DOCKERFILE = (ROOT / "deploy" / "docker" / "Dockerfile").read_text()
 
 
-def test_every_service_is_defined_and_buildable() -> None:
+def test_every_service_is_defined_and_its_image_built_from_the_one_dockerfile() -> None:
     services = COMPOSE["services"]
-    assert {"kafka", "topics", "scheduler", "history", "actuator"} <= set(services)
-    for name in ("topics", "scheduler", "history", "actuator"):
-        dockerfile = services[name]["build"]["dockerfile"]
-        assert (ROOT / dockerfile).is_file(), f"{name}: {dockerfile} is missing"
+    assert {
+        "kafka",
+        "topics",
+        "scheduler",
+        "actuator",
+        "spark-master",
+        "spark-worker",
+        "history",
+    } <= set(services)
+    builders = {name: s["build"] for name, s in services.items() if "build" in s}
+    images = {s["image"] for s in services.values()}
+    assert {s["image"] for name, s in services.items() if name in builders} == images
+    for build in builders.values():
+        assert (ROOT / build["dockerfile"]).is_file()
+        assert f"AS {build['target']}" in DOCKERFILE
 
 
 def test_published_ports_bind_loopback_only() -> None:
@@ -26,17 +37,22 @@ def test_published_ports_bind_loopback_only() -> None:
             assert str(port).startswith("127.0.0.1:"), f"{name} publishes {port} on every interface"
 
 
-def test_the_broker_image_matches_the_local_stack_version() -> None:
+def test_every_long_running_service_has_a_health_check() -> None:
+    for name, service in COMPOSE["services"].items():
+        if name in ("topics", "cli"):
+            continue
+        assert service.get("healthcheck", {}).get("test"), f"{name} has no health check"
+
+
+def test_the_official_broker_image_matches_the_local_stack_version() -> None:
     pom = (ROOT / "deploy" / "local" / "kafka" / "pom.xml").read_text()
-    image = COMPOSE["services"]["kafka"]["image"]
-    assert image.startswith("apache/kafka:")
-    assert f"<kafka.version>{image.split(':')[1]}</kafka.version>" in pom
+    match = re.search(r"ARG KAFKA_IMAGE=apache/kafka:(\S+)", DOCKERFILE)
+    assert match is not None
+    assert f"<kafka.version>{match.group(1)}</kafka.version>" in pom
 
 
 def test_services_reach_the_broker_inside_the_network() -> None:
     kafka = COMPOSE["services"]["kafka"]["environment"]
     assert "INTERNAL://kafka:19092" in kafka["KAFKA_ADVERTISED_LISTENERS"]
-    assert (
-        COMPOSE["services"]["topics"]["environment"]["SCALEFOLD_BOOTSTRAP_SERVERS"] == "kafka:19092"
-    )
-    assert Topics().job_events == "scalefold.job-events"
+    bootstrap = COMPOSE["services"]["topics"]["environment"]["SCALEFOLD_BOOTSTRAP_SERVERS"]
+    assert bootstrap == "${SCALEFOLD_BOOTSTRAP_SERVERS:-kafka:19092}"

@@ -1,0 +1,84 @@
+"""The compose stack under test, started with pytest-docker and driven like a user would.
+
+`make compose-test` provisions the engine, Compose v2 and the images, then runs this
+directory. Every published port is a free one (or ephemeral), the project names are
+unique per run, and each stack is removed with `down -v` also when its start fails.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from pytest_docker.plugin import get_docker_services
+
+from tests.docker.stack import COMPOSE_FILE, Stack, compose_problem, free_port
+
+PROBLEM = compose_problem()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if Path(str(item.fspath)).parent == Path(__file__).parent:
+            item.add_marker(pytest.mark.docker)
+            if PROBLEM is not None:
+                item.add_marker(pytest.mark.skip(reason=PROBLEM))
+
+
+def project_name(suffix: str) -> str:
+    base = os.environ.get("SCALEFOLD_COMPOSE_PROJECT") or f"sf-test-{os.getpid()}"
+    return f"{base}{suffix}"
+
+
+def stack_env(**extra: str) -> dict[str, str]:
+    """Ports free on this host (Kafka's advertised listener must name the published one),
+    ephemeral ones where nothing needs to know them in advance, and quick planner timings."""
+    return {
+        "KAFKA_PORT": str(free_port()),
+        "KAFKA_2_PORT": str(free_port()),
+        "KAFKA_3_PORT": str(free_port()),
+        "SCHEDULER_PORTS": "",
+        "ACTUATOR_PORT": "",
+        "SPARK_UI_PORT": "",
+        "HISTORY_PROVISION_GRACE": "3",
+        "ACTUATOR_PROVISIONING_DELAY": "1",
+        **extra,
+    }
+
+
+@contextmanager
+def started(stack: Stack, *up: str) -> Iterator[Stack]:
+    """`docker compose up -d --wait ...` through pytest-docker; `down -v` in every case."""
+    saved = {key: os.environ.get(key) for key in stack.env}
+    os.environ.update(stack.env)  # pytest-docker's commands inherit the environment
+    command = "docker compose"
+    if stack.env_file is not None:
+        command += f' --env-file "{stack.env_file}"'
+    try:
+        with get_docker_services(
+            command,
+            str(COMPOSE_FILE),
+            stack.project,
+            [" ".join(("up -d --wait", *up))],
+            ["down -v --remove-orphans --timeout 20"],
+        ):
+            yield stack
+    except BaseException:
+        stack.run("down", "-v", "--remove-orphans", "--timeout", "20", check=False)
+        raise
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[Stack]:
+    """The default stack with two scheduler workers."""
+    with started(Stack(project_name(""), stack_env()), "--scale", "scheduler=2") as running:
+        yield running

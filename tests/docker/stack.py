@@ -1,0 +1,232 @@
+"""Drive docker-compose.yml from the host the way a user does: `docker compose ...`,
+`docker compose exec ...`, published ports on 127.0.0.1 and the host's `scalefold` CLI.
+Nothing here imports a service's internals; expected outputs come from `scalefold replay`.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE_FILE = ROOT / "docker-compose.yml"
+THREE_BROKERS = ROOT / "deploy" / "docker" / "three-brokers.env"
+EXAMPLES = ROOT / "examples"
+SCALEFOLD = str(ROOT / ".venv" / "bin" / "scalefold")
+
+
+def compose_problem() -> str | None:
+    """Why the compose tests cannot run here, or None."""
+    if shutil.which("docker") is None:
+        return "the docker CLI is not installed (`make compose-test` provisions it as root)"
+    for command, what in (
+        (["docker", "info"], "no Docker engine answers `docker info`"),
+        (["docker", "compose", "version"], "Compose v2 (`docker compose`) is missing"),
+    ):
+        try:
+            done = subprocess.run(command, capture_output=True, timeout=30, check=False)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            return f"{what}: {error}"
+        if done.returncode != 0:
+            return f"{what} (`make compose-test` provisions it as root)"
+    return None
+
+
+def engine_volumes() -> list[str]:
+    done = subprocess.run(
+        ["docker", "volume", "ls", "-q"], capture_output=True, text=True, check=False
+    )
+    return done.stdout.split()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+T = TypeVar("T")
+
+
+def poll(
+    attempt: Callable[[], T], done: Callable[[T], bool], timeout: float, pause: float = 2.0
+) -> T:
+    """`attempt()` until `done(result)` or the deadline; returns the last result."""
+    deadline = time.monotonic() + timeout
+    result = attempt()
+    while not done(result) and time.monotonic() < deadline:
+        time.sleep(pause)
+        result = attempt()
+    return result
+
+
+@dataclass
+class Stack:
+    """One compose project of docker-compose.yml, with its own variables (ports, tuning)."""
+
+    project: str
+    env: dict[str, str]
+    env_file: Path | None = None
+    log: list[str] = field(default_factory=list)
+    volumes_before: list[str] = field(default_factory=engine_volumes)
+
+    def command(self, *args: str) -> list[str]:
+        head = ["docker", "compose", "-f", str(COMPOSE_FILE), "-p", self.project]
+        if self.env_file is not None:
+            head += ["--env-file", str(self.env_file)]
+        return [*head, *args]
+
+    def run(self, *args: str, timeout: float = 900, check: bool = True) -> str:
+        done = subprocess.run(
+            self.command(*args),
+            env={**os.environ, **self.env},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        self.log.append(f"$ docker compose {' '.join(args)} -> {done.returncode}")
+        if check and done.returncode != 0:
+            raise AssertionError(
+                f"docker compose {' '.join(args)} failed ({done.returncode}):\n"
+                f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}\n{self.logs_tail()}"
+            )
+        return done.stdout
+
+    def logs_tail(self, lines: int = 30) -> str:
+        done = subprocess.run(
+            self.command("logs", "--no-color", "--tail", str(lines)),
+            env={**os.environ, **self.env},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        return done.stdout[-6000:]
+
+    def exec(self, service: str, *args: str, timeout: float = 900) -> str:
+        return self.run("exec", "-T", service, *args, timeout=timeout)
+
+    def containers(self, service: str) -> list[dict[str, Any]]:
+        out = self.run("ps", "--format", "json", service)
+        rows = [json.loads(line) for line in out.splitlines() if line.strip()]
+        return sorted(rows, key=lambda row: row["Name"])
+
+    def port(self, service: str, container_port: int, index: int = 1) -> int:
+        out = self.run("port", "--index", str(index), service, str(container_port)).strip()
+        host, _, port = out.rpartition(":")
+        assert host == "127.0.0.1", f"{service} is published on {out}, not loopback"
+        return int(port)
+
+    def http_json(self, service: str, container_port: int, path: str, index: int = 1) -> Any:
+        url = f"http://127.0.0.1:{self.port(service, container_port, index)}{path}"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return json.load(response)
+
+    def metrics(self, index: int) -> dict[str, float]:
+        url = f"http://127.0.0.1:{self.port('scheduler', 6066, index)}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            text = response.read().decode()
+        return {
+            line.split()[0]: float(line.split()[1])
+            for line in text.splitlines()
+            if line and not line.startswith("#") and "{" not in line
+        }
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.env['KAFKA_PORT']}"
+
+    def scalefold(self, *args: str, timeout: float = 300) -> str:
+        """The host's `scalefold` CLI against this stack's broker (its published port)."""
+        done = subprocess.run(
+            [SCALEFOLD, "--bootstrap-servers", self.bootstrap, *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        assert done.returncode == 0, f"scalefold {' '.join(args)}:\n{done.stderr[-3000:]}"
+        return done.stdout
+
+    def records(self, topic: str, job_prefix: str, but: Iterable[str] = ()) -> list[dict[str, Any]]:
+        """Every record on `topic` (from the beginning) of jobs whose id starts with the
+        prefix, except those of the record types (schema names) in `but`."""
+        out = self.scalefold("tail", topic, "--from-beginning", "--idle", "4", "--format", "json")
+        skip = tuple(but)
+        found = []
+        for line in out.splitlines():
+            entry = json.loads(line.split(None, 1)[1])
+            record = entry["record"]
+            if str(record.get("jobId", "")).startswith(job_prefix) and not any(
+                entry["schema"].endswith(name) for name in skip
+            ):
+                found.append(record)
+        return found
+
+    def sql(self, query: str) -> list[dict[str, str]]:
+        """`docker compose exec history scalefold history sql QUERY`, on the Spark cluster."""
+        out = self.exec("history", "scalefold", "history", "sql", query, "--format", "csv")
+        return list(csv.DictReader(io.StringIO(out)))
+
+
+def workload(path: Path, prefix: str, jobs: int, example: str = "failover.jsonl") -> Path:
+    """`jobs` copies of an example job (submission, TaskManagers, checkpoints, a failure),
+    each with its own id and the scheduler's own runtime simulation, so that `scalefold
+    replay` of the same file says exactly what the service must emit."""
+    lines = [
+        json.loads(line)
+        for line in (EXAMPLES / example).read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    with path.open("w") as out:
+        for j in range(jobs):
+            for line in lines:
+                event = dict(line["event"], jobId=f"{prefix}{j}")
+                if line["type"] == "JobSubmitted":
+                    event["configuration"] = {"scalefold.runtime.mode": "simulated"}
+                out.write(json.dumps({"type": line["type"], "event": event}) + "\n")
+    return path
+
+
+def split(log: Path, parts: int) -> list[Path]:
+    """The log cut into `parts` files along job boundaries kept in order per job."""
+    lines = log.read_text().splitlines()
+    size = -(-len(lines) // parts)
+    pieces = []
+    for n in range(parts):
+        piece = log.with_name(f"{log.stem}.{n}.jsonl")
+        piece.write_text("".join(line + "\n" for line in lines[n * size : (n + 1) * size]))
+        pieces.append(piece)
+    return pieces
+
+
+def replayed(log: Path) -> list[dict[str, Any]]:
+    """What `scalefold replay` says the scheduler emits for the log: every rescale revision."""
+    done = subprocess.run(
+        [SCALEFOLD, "replay", str(log), "--only", "rescales", "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    return [json.loads(line)["record"] for line in done.stdout.splitlines() if line.strip()]
+
+
+def revisions(records: Iterable[Mapping[str, Any]]) -> dict[tuple[str, int], str]:
+    """(rescale uuid, revision) -> the record, canonical JSON."""
+    return {
+        (r["rescaleUuid"], r["revision"]): json.dumps(r, sort_keys=True, default=str)
+        for r in records
+    }
