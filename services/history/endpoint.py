@@ -20,13 +20,15 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import socket
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from services.history.tables import TABLES
-from services.history.views import Layout, build_views, table_schemas
+from services.history.views import Layout, build_views, table_schemas, view_names
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -68,6 +70,9 @@ class EndpointConfig:
             "spark.connect.grpc.binding.port": str(self.port),
             # Fail rather than silently listen on another port than the one published.
             "spark.connect.grpc.port.maxRetries": "0",
+            # Queries' tasks share the executors with the streaming batches' rather than
+            # waiting behind them (Spark's default is first in, first out).
+            "spark.scheduler.mode": "FAIR",
         }
 
 
@@ -141,17 +146,23 @@ class ViewPublisher:
         return True
 
 
-def remote_session(url: str) -> SparkSession:
-    """A Spark Connect session on the service, its views under their plain names too.
+def referenced(query: str) -> list[str]:
+    """The views a query names (as words; a view named only inside a string literal
+    costs an alias it does not need, nothing more)."""
+    return [n for n in view_names() if re.search(rf"\b{n}\b", query, re.IGNORECASE)]
 
-    The service's views are `global_temp.<view>`; this session adds a temporary view
-    of each one's plain name defined by SQL text, which Spark resolves on every query,
-    so a query always reads the service's latest registration.
+
+def remote_session(url: str, aliases: Iterable[str] = ()) -> SparkSession:
+    """A Spark Connect session on the service; each view of `aliases` also under its
+    plain name (the service's views are `global_temp.<view>`).
+
+    An alias is a temporary view defined by SQL text, which Spark resolves on every
+    query, so it always reads the service's latest registration. One round trip
+    each, hence only the views a query names (`referenced`).
     """
     from pyspark.sql import SparkSession
 
     session = SparkSession.builder.remote(url).getOrCreate()
-    names = [row["viewName"] for row in session.sql(f"SHOW VIEWS IN {GLOBAL_TEMP}").collect()]
-    for name in names:
+    for name in aliases:
         session.sql(f"CREATE OR REPLACE TEMP VIEW `{name}` AS SELECT * FROM {GLOBAL_TEMP}.`{name}`")
     return session

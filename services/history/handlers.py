@@ -157,17 +157,22 @@ def _views(args: argparse.Namespace, context: Context) -> tuple[SparkSession, di
     (in well under a second), else from a local Spark session (many seconds)."""
     from services.contracts import SchemaRegistry
     from services.history.decode import RescaleSchemas
-    from services.history.endpoint import reachable, read_url, remote_session
+    from services.history.endpoint import (
+        GLOBAL_TEMP,
+        reachable,
+        read_url,
+        referenced,
+        remote_session,
+    )
     from services.history.spark import one_shot_output
-    from services.history.views import register_views
+    from services.history.views import register_views, view_names
 
     layout = _layout(args)
     url = read_url(layout.data_dir)
     if url is not None and reachable(url):
         verbose(args, f"querying the running history service at {url}")
-        spark = remote_session(url)
-        names = [row["viewName"] for row in spark.sql("SHOW VIEWS").collect()]
-        return spark, {name: spark.table(name) for name in names}
+        spark = remote_session(url, referenced(getattr(args, "query", "")))
+        return spark, {name: spark.table(f"{GLOBAL_TEMP}.{name}") for name in view_names()}
     verbose(args, f"no running history service for {layout.data_dir}; using a local Spark")
     show = say if args.verbose else (lambda _: None)
     spark = _session(args, context, jvm_output=one_shot_output(args.verbose), show=show)

@@ -51,6 +51,7 @@ log = logging.getLogger(__name__)
 Progress = Callable[[str], None]
 DEAD_LETTER_QUERY = "dead_letters"
 DEAD_LETTER_QUERY_NAME = f"history_{DEAD_LETTER_QUERY}"
+STREAMING_POOL = "streaming"
 RESTART_PAUSES = (1.0, 2.0, 5.0, 10.0, 30.0)
 """Seconds before a failed query is started again: the first, second, ... and every later time."""
 
@@ -317,6 +318,10 @@ def _serve_views(
     the views fresh (called every second); without one, nothing to do."""
     if options.sql_url is None:
         return lambda: None
+    # With FAIR scheduling (endpoint.py) pools share the executors: the streaming batches
+    # (started from this thread, which they inherit it from) in a pool of their own,
+    # the clients' queries in the default one.
+    spark.sparkContext.setLocalProperty("spark.scheduler.pool", STREAMING_POOL)
     publisher = ViewPublisher(spark, options.layout, RescaleSchemas.of(registry))
     publisher.refresh()
     publish_url(options.layout.data_dir, options.sql_url)

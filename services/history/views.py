@@ -87,6 +87,14 @@ def latest_children(children: DataFrame, latest: DataFrame) -> DataFrame:
     return children.join(latest.select(*keys), on=keys, how="left_semi")
 
 
+SUMMARIES = ("job_summary", "fleet_summary")
+
+
+def view_names() -> tuple[str, ...]:
+    """The names `build_views` defines, known without Spark."""
+    return (*[f"raw_{name}" for name in TABLES], "rescales", *CHILD_TABLES, *SUMMARIES)
+
+
 def build_views(
     spark: SparkSession,
     layout: Layout,
