@@ -99,6 +99,21 @@ def test_a_running_history_serves_its_views_to_spark_connect_clients(
         assert quiet.returncode == 0, quiet.stderr
         assert quiet.stderr == ""
         assert json.loads(quiet.stdout) == {"n": 3}
+
+        # `history summary` runs its DataFrame code through the endpoint as well.
+        command = [sys.executable, "-m", "services.cli", "history", "summary", "-v"]
+        summary = subprocess.run(
+            [*command, "--data-dir", str(data_dir)],
+            check=False,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert summary.returncode == 0, summary.stderr
+        assert "querying the running history service" in summary.stderr
+        total = [line.split() for line in summary.stdout.splitlines() if "total" in line]
+        assert total[0] == ["total", str(len(expected))]
     finally:
         job.terminate()
         code = job.wait(120)
