@@ -49,6 +49,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
     )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="log more: DEBUG, and the Kafka clients' and py4j's own lines",
+    )
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
 
     from services.actuator.cli import register as register_actuator
@@ -96,6 +102,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.extra = extra
     if compare is not None:
         args.compare = compare
+    if args.verbose:
+        args.log_level = "DEBUG"
     logging.basicConfig(
         level=args.log_level,
         format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
