@@ -115,6 +115,8 @@ def _verb(
         "-v",
         "--verbose",
         action="store_true",
+        # Not to reset `scalefold -v` (a subcommand's default would override it).
+        default=argparse.SUPPRESS,
         help="show Spark's and the JVM's own log and which Spark is queried",
     )
     return parser
