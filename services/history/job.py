@@ -52,6 +52,9 @@ Progress = Callable[[str], None]
 DEAD_LETTER_QUERY = "dead_letters"
 DEAD_LETTER_QUERY_NAME = f"history_{DEAD_LETTER_QUERY}"
 STREAMING_POOL = "streaming"
+"""With FAIR scheduling (endpoint.py) pools share the executors: the streaming batches
+(started from the main thread, whose scheduler pool they inherit) in this pool, the
+SQL clients' queries in the default one, so a query does not queue behind a batch."""
 RESTART_PAUSES = (1.0, 2.0, 5.0, 10.0, 30.0)
 """Seconds before a failed query is started again: the first, second, ... and every later time."""
 
@@ -275,12 +278,15 @@ def _run(
     if planner is not None:
         progress(f"{len(planner.sender.issued)} commands already issued")
     beat = _heartbeat(options.health_file)
-    refresh = _serve_views(spark, registry, options, progress)
+    if options.sql_url is not None:  # the batches, started next, inherit it (endpoint.py)
+        spark.sparkContext.setLocalProperty("spark.scheduler.pool", STREAMING_POOL)
     starters = query_starters(spark, settings, RescaleSchemas.of(registry), options, secrets)
     queries = {name: start() for name, start in starters.items()}
-    progress(f"{len(queries)} streaming queries started, writing to {options.layout.data_dir}")
-    beat()
     try:
+        # After the queries: the ingest does not wait for the views' analysis.
+        refresh = _serve_views(spark, registry, options, progress)
+        progress(f"{len(queries)} streaming queries started, writing to {options.layout.data_dir}")
+        beat()
         if options.available_now:
             for query in queries.values():
                 query.awaitTermination()
@@ -318,10 +324,6 @@ def _serve_views(
     the views fresh (called every second); without one, nothing to do."""
     if options.sql_url is None:
         return lambda: None
-    # With FAIR scheduling (endpoint.py) pools share the executors: the streaming batches
-    # (started from this thread, which they inherit it from) in a pool of their own,
-    # the clients' queries in the default one.
-    spark.sparkContext.setLocalProperty("spark.scheduler.pool", STREAMING_POOL)
     publisher = ViewPublisher(spark, options.layout, RescaleSchemas.of(registry))
     publisher.refresh()
     publish_url(options.layout.data_dir, options.sql_url)
