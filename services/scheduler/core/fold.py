@@ -141,7 +141,7 @@ class Fold:
             raise InvariantError(f"more than {MAX_TIMERS_PER_STEP} timers in one step")
         if until > self.now:
             self.flush_rescales()
-        self.set(now=max(self.now, until))
+            self.set(now=until)
 
     def _current(self, timer: Timer) -> bool:
         if timer.state_epoch != self.state.epoch:
@@ -235,6 +235,8 @@ class Fold:
 
     def flush_rescales(self) -> None:
         """Emit one new revision of every rescale changed since the last flush."""
+        if not self._touched:
+            return
         for rescale in self._touched.values():
             revised = replace(rescale, revision=rescale.revision + 1)
             current = self.job.timeline.current
