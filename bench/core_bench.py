@@ -135,13 +135,15 @@ def rss_mb() -> float:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def measure(jobs: int, events: list[Event], repeat: int, as_json: bool) -> list[dict[str, object]]:
+def measure(
+    jobs: int, events: list[Event], repeat: int, as_json: bool, modes: tuple[bool, ...]
+) -> list[dict[str, object]]:
     """The fold and fold + store rows of one workload, beside its bare-decode ceiling."""
     data = encoded(events)
     ceilings: list[float] = []
     cpu_ceilings: list[float] = []
     rows = []
-    for store in (False, True):
+    for store in modes:
         rates, cpu_rates, p99s = [], [], []
         for attempt in range(repeat):
             ceiling, cpu_ceiling = bare_decode(data)
@@ -195,22 +197,25 @@ def main() -> None:
         "--scaling",
         type=str,
         default="",
-        help="comma-separated job counts (e.g. 1,1000,10000,100000): a scaling table with "
-        "--events-per-job events per job instead of the --events/--jobs rows",
+        help="comma-separated job counts (e.g. 1,1000,10000,100000): a scaling table of "
+        "fold + store with max(--events, jobs x --events-per-job) events per row",
     )
-    parser.add_argument("--events-per-job", type=int, default=10)
+    parser.add_argument("--events-per-job", type=int, default=3)
     parser.add_argument("--json", action="store_true", help="one JSON object per row")
     args = parser.parse_args()
 
     if args.scaling:
-        plan = [(int(n), int(n) * args.events_per_job) for n in args.scaling.split(",")]
+        counts = [int(n) for n in args.scaling.split(",")]
+        plan = [(n, max(args.events, n * args.events_per_job)) for n in counts]
+        modes: tuple[bool, ...] = (True,)
     else:
         plan = [(1, args.events), (args.jobs, args.events)]
+        modes = (False, True)
     rows = []
     for jobs, count in plan:
-        rows.extend(measure(jobs, workload(jobs, count), args.repeat, args.json))
+        rows.extend(measure(jobs, workload(jobs, count), args.repeat, args.json, modes))
         if args.json:
-            for row in rows[-2:]:
+            for row in rows[-len(modes) :]:
                 print(json.dumps(row), flush=True)
     if args.json:
         return
