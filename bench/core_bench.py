@@ -21,6 +21,7 @@ import random
 import statistics
 import time
 from collections.abc import Iterator
+from typing import Any
 
 from services.contracts.codec import Codec
 from services.contracts.events import (
@@ -137,12 +138,12 @@ def rss_mb() -> float:
 
 def measure(
     jobs: int, events: list[Event], repeat: int, as_json: bool, modes: tuple[bool, ...]
-) -> list[dict[str, object]]:
+) -> list[dict[str, Any]]:
     """The fold and fold + store rows of one workload, beside its bare-decode ceiling."""
     data = encoded(events)
     ceilings: list[float] = []
     cpu_ceilings: list[float] = []
-    rows = []
+    rows: list[dict[str, Any]] = []
     for store in modes:
         rates, cpu_rates, p99s = [], [], []
         for attempt in range(repeat):
@@ -181,8 +182,8 @@ def measure(
         row["ceiling_per_s"] = round(ceiling)
         row["ceiling_per_cpu_s"] = round(cpu_ceiling)
         # On CPU seconds: the machines are shared, and wall-clock rates move with the load.
-        row["ratio_to_ceiling"] = round(float(row["per_cpu_s_median"]) / cpu_ceiling, 3)  # type: ignore[arg-type]
-        row["wall_ratio_to_ceiling"] = round(float(row["per_s_median"]) / ceiling, 3)  # type: ignore[arg-type]
+        row["ratio_to_ceiling"] = round(float(row["per_cpu_s_median"]) / cpu_ceiling, 3)
+        row["wall_ratio_to_ceiling"] = round(float(row["per_s_median"]) / ceiling, 3)
     return rows
 
 
