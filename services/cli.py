@@ -22,6 +22,8 @@ from services.contracts.access import (
 from services.contracts.settings import Settings, SettingsError
 from services.localstack.layout import RUN_ROOT, cache_dir
 
+EXIT_CLOSED_PIPE = 128 + 13  # what a shell reports for a command ended by SIGPIPE
+
 DESCRIPTION = """\
 scalefold folds Kafka events through Apache Flink's Adaptive Scheduler and keeps
 the rescale history as Parquet for Spark SQL.
@@ -46,6 +48,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--topic-prefix", help="overrides SCALEFOLD_TOPIC_PREFIX")
     parser.add_argument(
         "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="log more: DEBUG, and the Kafka clients' and py4j's own lines",
     )
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
 
@@ -94,6 +102,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.extra = extra
     if compare is not None:
         args.compare = compare
+    if args.verbose:
+        args.log_level = "DEBUG"
     logging.basicConfig(
         level=args.log_level,
         format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
@@ -116,11 +126,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Handler = args.handler
     try:
         return handler(args, Context(settings, cache_dir(env), env))
+    except BrokenPipeError:
+        return _closed_pipe()
     except KeyboardInterrupt:
         return 130
     except KafkaConnectionError as error:  # a refusal is never retried: one line, and out
         print(f"scalefold: {error}", file=sys.stderr)
         return error.exit_code
+
+
+def _closed_pipe() -> int:
+    """The reader of our output went away (`scalefold replay LOG | head -1`): exit
+    quietly, as a shell tool does on SIGPIPE. What is still buffered for stdout
+    goes to /dev/null, so flushing it at exit raises no second BrokenPipeError
+    (the recipe of Python's signal module documentation, "Note on SIGPIPE")."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return EXIT_CLOSED_PIPE
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -72,7 +73,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     checkpoints.add_argument("--job", required=True)
     checkpoints.add_argument("--count", type=int, default=3)
     checkpoints.set_defaults(handler=_cluster, path="/faults/fail-checkpoints")
-    state = verbs.add_parser("state", help="print the cluster's jobs and TaskManagers")
+    state = verbs.add_parser(
+        "state",
+        help="summarize the cluster's jobs and TaskManagers (--job for one, --json for all)",
+    )
+    state.add_argument("--job", help="print this job's state (JSON)")
+    state.add_argument("--json", action="store_true", help="print every job's state (JSON)")
+    state.add_argument("--limit", type=int, default=20, help="jobs listed in the summary")
     state.set_defaults(handler=_state)
 
 
@@ -107,14 +114,40 @@ def _state(args: argparse.Namespace, context: Context) -> int:
         with urllib.request.urlopen(
             f"http://{args.host}:{_port(args)}/state", timeout=5
         ) as response:
-            print(response.read().decode(), end="")
+            snapshot = json.load(response)
     except OSError as error:
         print(
             f"scalefold cluster: no actuator answers on port {_port(args)}: {error}",
             file=sys.stderr,
         )
         return 1
+    if args.json:
+        print(json.dumps(snapshot, indent=2))
+    elif args.job:
+        if args.job not in snapshot:
+            print(f"scalefold cluster: no job {args.job} on the cluster", file=sys.stderr)
+            return 1
+        print(json.dumps({args.job: snapshot[args.job]}, indent=2))
+    else:
+        print("\n".join(summary(snapshot, args.limit)))
     return 0
+
+
+def summary(snapshot: dict[str, Any], limit: int) -> list[str]:
+    """The cluster in a few lines: totals, then one line for each of the first jobs."""
+    statuses = Counter(str(job.get("status")) for job in snapshot.values())
+    managers = sum(len(job.get("taskManagers") or {}) for job in snapshot.values())
+    counted = ", ".join(f"{n} {status}" for status, n in sorted(statuses.items()))
+    lines = [f"{len(snapshot)} jobs ({counted or 'none'}), {managers} TaskManagers"]
+    for job_id in list(snapshot)[:limit]:
+        job = snapshot[job_id]
+        lines.append(
+            f"  {job_id:<24} {job.get('status')!s:<10} "
+            f"{len(job.get('taskManagers') or {})} TaskManagers, checkpoint {job.get('checkpoints')}"
+        )
+    if len(snapshot) > limit:
+        lines.append(f"  ... {len(snapshot) - limit} more; --job ID for one, --json for all")
+    return lines
 
 
 def _actuator(args: argparse.Namespace, context: Context) -> int:

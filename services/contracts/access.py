@@ -96,9 +96,10 @@ def raise_refusal(error: Any, settings: Settings, what: str = "") -> None:
         raise problem
 
 
-def on_client_error(settings: Settings) -> Callable[[Any], None]:
+def on_client_error(settings: Settings, quiet: bool = False) -> Callable[[Any], None]:
     """librdkafka's `error_cb`: a refusal raises (from the client's poll or flush);
-    anything else is logged, and librdkafka goes on retrying it."""
+    anything else is logged (at DEBUG if `quiet`: the caller reports it itself),
+    and librdkafka goes on retrying it."""
 
     refused: list[KafkaAccessError] = []
 
@@ -110,7 +111,8 @@ def on_client_error(settings: Settings) -> Callable[[Any], None]:
             refused.append(problem)
             raise problem
         # "all brokers are down" follows each broker's own error, which says why.
-        level = logging.DEBUG if error.name() == "_ALL_BROKERS_DOWN" else logging.WARNING
+        quietly = quiet or error.name() == "_ALL_BROKERS_DOWN"
+        level = logging.DEBUG if quietly else logging.WARNING
         log.log(level, "Kafka client: %s", error.str())
 
     return callback

@@ -251,15 +251,22 @@ class TopicMismatchError(RuntimeError):
     """An existing topic's partition count differs from its spec."""
 
 
+CLI_CONNECT_TIMEOUT = 10.0
+"""How long a user's command waits for the broker; services wait longer (a broker
+that restarts under them is expected, a user at a prompt wants an answer)."""
+
+
 def connect(settings: Settings, timeout: float = 30.0) -> Any:
     """An AdminClient that has reached the broker: `KafkaAccessError` within a second
-    or two when the broker refuses us (librdkafka would otherwise wait out `timeout`)."""
+    or two when the broker refuses us (librdkafka would otherwise wait out `timeout`),
+    `KafkaUnreachableError` (one line, naming the address) when none answers in
+    `timeout`. Its connection errors meanwhile are not logged: that line says them."""
     import time
 
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient(librdkafka_config(settings))
+    admin = AdminClient(librdkafka_config(settings, error_cb=on_client_error(settings, quiet=True)))
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -278,7 +285,10 @@ def connect(settings: Settings, timeout: float = 30.0) -> Any:
 
 
 def ensure_topics(
-    settings: Settings, specs: Mapping[str, TopicSpec], timeout: float = 30.0
+    settings: Settings,
+    specs: Mapping[str, TopicSpec],
+    timeout: float = 30.0,
+    connect_timeout: float = 120.0,
 ) -> list[str]:
     """Create the topics of `specs` that are missing; return the names created.
 
@@ -291,7 +301,7 @@ def ensure_topics(
     from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
     # a service may start while the broker (re)starts: wait it out, transient errors too
-    admin = connect(settings, max(timeout, 120.0))
+    admin = connect(settings, connect_timeout)
     existing = retry_transient(
         lambda: admin.list_topics(timeout=min(timeout, 10.0)).topics,
         "the broker's topics",

@@ -2,7 +2,21 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
+
+EPOCH_FLOOR_MS = 946_684_800_000
+"""2000-01-01T00:00:00Z. A smaller time is an offset: the example logs count from 0."""
+
+
+def instant(ms: int) -> str:
+    """A record's time for people: ISO-8601 in UTC to the millisecond
+    (`2026-11-23T17:19:36.123Z`), or, for a log that counts from 0, the offset
+    `+12.345s`."""
+    if ms >= EPOCH_FLOOR_MS:
+        moment = datetime.fromtimestamp(ms / 1000, tz=UTC)
+        return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return f"+{ms / 1000:.3f}s"
 
 
 def rescale_line(record: dict[str, Any]) -> str:

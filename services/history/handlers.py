@@ -79,8 +79,10 @@ def run(args: argparse.Namespace, context: Context) -> int:
     prepare(settings, "history")
     options = _run_options(args)
     say(f"reading {topics.rescales} at {settings.bootstrap_servers}")
-    stop = _stop_on_signals()
     spark = _session(args, context)
+    # after the session: pyspark's SparkContext installs its own SIGINT handler (it
+    # cancels the jobs over py4j from inside the signal, re-entering a py4j call)
+    stop = _stop_on_signals()
     registry = SchemaRegistry.load(settings.schemas_dir)
     try:
         return job.run(spark, settings, registry, options, progress=say, stop=stop)

@@ -198,17 +198,23 @@ def _status(args: argparse.Namespace, context: Context) -> int:
     from services.localstack import stack
 
     running = _broker(args, context).status()
+    processes = stack.services(Path(args.run_dir))
+    pids = {process.name: process.pid() for process in processes}
+    if running is None and not any(pids.values()):
+        print(f"nothing running in {args.run_dir} (start it with `make up`)")
+        return 0
     print(
-        f"broker: running, pid {running.pid}, bootstrap {running.bootstrap}"
+        f"broker     running  pid {running.pid}  kafka://{running.bootstrap}"
         if running
-        else "broker: stopped"
+        else "broker     stopped"
     )
-    for process in stack.services(Path(args.run_dir)):
-        pid = process.pid()
-        print(
-            f"{process.name}: " + (f"running, pid {pid}, log {process.log}" if pid else "stopped")
-        )
-    return 0 if running else 1
+    for process in processes:
+        pid = pids[process.name]
+        state = f"running  pid {pid}" if pid else "stopped"
+        print(f"{process.name:<10} {state}  log {process.log}")
+        for kind, url in stack.endpoints(process).items() if pid else ():
+            print(f"{'':<10}   {kind:<8} {url}")
+    return 0
 
 
 def _run(args: argparse.Namespace, context: Context) -> int:

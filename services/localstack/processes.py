@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from services.localstack.broker import _alive, _read_int
@@ -30,6 +31,7 @@ class ServiceProcess:
 
     @property
     def log(self) -> Path:
+        """The newest run's log (a symbolic link to it)."""
         return self.run_dir / f"{self.name}.log"
 
     def pid(self) -> int | None:
@@ -43,7 +45,7 @@ class ServiceProcess:
             return running
         self.run_dir.mkdir(parents=True, exist_ok=True)
         command: Sequence[str] = (sys.executable, "-m", "services.cli", *self.args)
-        with self.log.open("ab") as log:
+        with self._new_log().open("ab") as log:
             process = subprocess.Popen(
                 command,
                 env={**os.environ, **env},
@@ -55,6 +57,17 @@ class ServiceProcess:
             )
         self.pid_file.write_text(str(process.pid))
         return process.pid
+
+    def _new_log(self) -> Path:
+        """This run's own log, `<name>-<UTC time>.log`; `<name>.log` links to the newest."""
+        stamp = datetime.now(tz=UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+        run_log = self.run_dir / f"{self.name}-{stamp}.log"
+        run_log.touch()
+        link = self.run_dir / f".{self.name}.log.new"
+        link.unlink(missing_ok=True)
+        link.symlink_to(run_log.name)
+        os.replace(link, self.log)  # atomic: a reader sees the old log or the new one
+        return run_log
 
     def stop(self, timeout: float = 30.0) -> bool:
         """SIGTERM to the service, SIGKILL to its process group after `timeout`.

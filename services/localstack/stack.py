@@ -70,7 +70,33 @@ def start(
         "SCALEFOLD_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
         "SCALEFOLD_TOPIC_PREFIX": settings.topic_prefix,
     }
-    return process.start(env)
+    pid = process.start(env)
+    write_endpoints(process)
+    return pid
+
+
+def write_endpoints(process: ServiceProcess) -> None:
+    """Record where the service listens, `<name>.endpoints.json`, for `local status`.
+
+    A service that opens another endpoint (e.g. SQL) adds its URL under its own key.
+    """
+    endpoints = {}
+    if "--web-port" in process.args:
+        base = f"http://127.0.0.1:{web_port(process)}"
+        endpoints = {"web": f"{base}/health", "metrics": f"{base}/metrics"}
+    endpoints_file(process).write_text(json.dumps(endpoints))
+
+
+def endpoints_file(process: ServiceProcess) -> Path:
+    return process.run_dir / f"{process.name}.endpoints.json"
+
+
+def endpoints(process: ServiceProcess) -> dict[str, str]:
+    try:
+        found: dict[str, str] = json.loads(endpoints_file(process).read_text())
+    except (OSError, ValueError):
+        return {}
+    return found
 
 
 def _plaintext(settings: Settings) -> Mapping[str, str]:
@@ -128,7 +154,15 @@ def stop_all(run_dir: Path, progress: Progress) -> None:
 
 RUN_DIRS = ("data", "history", "scheduler")
 """The broker's storage, the history's tables and checkpoints, the scheduler's data."""
-RUN_FILES = ("*.log", "*.args", "*.pid", "*.port", "bootstrap", "server.properties")
+RUN_FILES = (
+    "*.log",
+    "*.args",
+    "*.pid",
+    "*.port",
+    "*.endpoints.json",
+    "bootstrap",
+    "server.properties",
+)
 """Logs, the services' recorded arguments and pids, the broker's address and config."""
 
 

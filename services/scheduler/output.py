@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from services.contracts.render import rescale_line
+from services.contracts.render import instant, rescale_line
 from services.scheduler.core.effects import (
     Decision,
     Effect,
@@ -48,7 +48,8 @@ def dumps(effect: Effect) -> str:
 
 
 def seconds(ms: int) -> str:
-    return f"{ms / 1000:9.3f}s"
+    """An effect's time: ISO-8601 (UTC) for epoch times, `+s.mmm s` offsets for logs from 0."""
+    return f"{instant(ms):>10}"
 
 
 def text(effect: Effect) -> str:

@@ -52,7 +52,18 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--from", dest="from_file", metavar="FILE.jsonl", help="produce a whole event log"
     )
     produce.add_argument(
-        "--now", action="store_true", help="with --from: shift the log's times to start now"
+        "--now",
+        action="store_true",
+        help="with --from: shift the log's times to start now, and send each event when "
+        "its time comes (paced; see --speed)",
+    )
+    produce.add_argument(
+        "--speed",
+        type=float,
+        default=1.0,
+        metavar="FACTOR",
+        help="with --now: wait FACTOR times less between events (default 1: real time); "
+        "the events keep their log's spacing in time",
     )
     produce.add_argument("--dry-run", action="store_true", help="print the records, send nothing")
     produce.set_defaults(handler=_produce, takes_extra=True)
@@ -76,11 +87,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def _topics(args: argparse.Namespace, context: Context) -> int:
-    from services.contracts.kafka import ensure_topics
+    from services.contracts.kafka import CLI_CONNECT_TIMEOUT, ensure_topics
 
     topics = context.settings.topics.all()
     if args.create:
-        created = ensure_topics(context.settings, topics)
+        created = ensure_topics(context.settings, topics, connect_timeout=CLI_CONNECT_TIMEOUT)
         print(f"created {len(created)} topics", file=sys.stderr)
     for name, spec in topics.items():
         print(f"{name:40} partitions={spec.partitions:<3} key={spec.key:<12} {spec.doc}")
@@ -93,7 +104,16 @@ def _demo(args: argparse.Namespace, context: Context) -> int:
     return run_demo(context)
 
 
+def _wait_until(producer: Any, moment: float) -> None:
+    """Serve the producer's callbacks until the monotonic clock reaches `moment`."""
+    import time
+
+    while (left := moment - time.monotonic()) > 0:
+        producer.poll(min(left, 0.2))
+
+
 def _produce(args: argparse.Namespace, context: Context) -> int:
+    import time
     from pathlib import Path
 
     from confluent_kafka import Producer
@@ -102,18 +122,28 @@ def _produce(args: argparse.Namespace, context: Context) -> int:
     from services.contracts.access import raise_refusal
     from services.contracts.eventlog import LogError, read_log
     from services.contracts.events import to_record
-    from services.contracts.kafka import connect, flush, producer_config
-    from services.tools.produce import ProduceError, event_type, now_ms, record_from_args
+    from services.contracts.kafka import CLI_CONNECT_TIMEOUT, connect, flush, producer_config
+    from services.tools.produce import (
+        ProduceError,
+        event_type,
+        now_ms,
+        paced,
+        record_from_args,
+    )
 
     codec = Codec(SchemaRegistry.load(context.settings.schemas_dir))
+    waits: list[float] = []
     try:
         if args.from_file:
             events = read_log(Path(args.from_file), codec)
-            shift = now_ms() - min(e.timestamp for e in events) if args.now and events else 0
             records = [to_record(e) for e in events]
-            records = [
-                (name, {**rec, "timestamp": rec["timestamp"] + shift}) for name, rec in records
-            ]
+            if args.now:
+                times = paced([rec["timestamp"] for _, rec in records], now_ms(), args.speed)
+                records = [
+                    (name, {**rec, "timestamp": at})
+                    for (name, rec), (at, _) in zip(records, times, strict=True)
+                ]
+                waits = [wait for _, wait in times]
         elif args.event_type:
             name = event_type(args.event_type)
             records = [(name, record_from_args(codec, name, args.extra, now_ms()))]
@@ -127,7 +157,7 @@ def _produce(args: argparse.Namespace, context: Context) -> int:
         for name, record in records:
             print(codec.to_avro_json(name, record))
         return 0
-    connect(context.settings)
+    connect(context.settings, CLI_CONNECT_TIMEOUT)
     producer = Producer(producer_config(context.settings))
     topic = context.settings.topics.job_events
     failed: list[Any] = []
@@ -137,7 +167,10 @@ def _produce(args: argparse.Namespace, context: Context) -> int:
             failed.append(error)
             raise_refusal(error, context.settings, f"write to {topic}")
 
-    for name, record in records:
+    started = time.monotonic()
+    for number, (name, record) in enumerate(records):
+        if waits:  # paced: send when the event's time comes
+            _wait_until(producer, started + waits[number])
         producer.produce(
             topic,
             key=record["jobId"].encode(),
@@ -145,6 +178,8 @@ def _produce(args: argparse.Namespace, context: Context) -> int:
             on_delivery=delivered,
         )
         producer.poll(0)
+        if waits:
+            flush(producer, 30)
     left = flush(producer, 30)
     print(f"produced {len(records) - left - len(failed)} event(s) to {topic}", file=sys.stderr)
     if failed:
@@ -160,7 +195,7 @@ def _tail(args: argparse.Namespace, context: Context) -> int:
 
     from services.contracts import Codec, SchemaRegistry
     from services.contracts.access import raise_refusal
-    from services.contracts.kafka import connect, librdkafka_config
+    from services.contracts.kafka import CLI_CONNECT_TIMEOUT, connect, librdkafka_config
     from services.tools.tail import render
 
     topics = context.settings.topics
@@ -171,7 +206,7 @@ def _tail(args: argparse.Namespace, context: Context) -> int:
         return 2
     codec = Codec(SchemaRegistry.load(context.settings.schemas_dir))
     offset_reset = "earliest" if args.from_beginning else "latest"
-    connect(context.settings)
+    connect(context.settings, CLI_CONNECT_TIMEOUT)
     consumer = Consumer(
         librdkafka_config(
             context.settings,

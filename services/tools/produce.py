@@ -135,3 +135,21 @@ def _scalar(kind: Any, text: str) -> Any:
     if kind == "bytes":
         return text.encode()
     return text
+
+
+def paced(timestamps: Sequence[int], start_ms: int, speed: float) -> list[tuple[int, float]]:
+    """For `produce --from LOG --now`: each event's new timestamp and when to send it.
+
+    The log's times are shifted so its first event happens at `start_ms`; the
+    event is sent at `(its time - the first's) / speed` seconds after the start.
+    Speed compresses the waits, not the times: the scheduler folds by event
+    time, so a faster run folds the same events at the same times as `replay`
+    does (timers due between two events run when the later one arrives; those
+    after the last event fire when the wall clock reaches them).
+    """
+    if speed <= 0:
+        raise ProduceError(f"--speed must be positive, not {speed}")
+    if not timestamps:
+        return []
+    first = min(timestamps)
+    return [(start_ms + ts - first, (ts - first) / 1000 / speed) for ts in timestamps]

@@ -7,7 +7,7 @@ from typing import Any
 
 from services.contracts import Codec, DecodeError
 from services.contracts import records as r
-from services.contracts.render import rescale_line
+from services.contracts.render import instant, rescale_line
 
 
 def render(codec: Codec, value: bytes | None, fmt: str = "text") -> str:
@@ -31,7 +31,7 @@ def _text(schema: str, record: dict[str, Any]) -> str:
         return f"{record['jobId']} {rescale_line(record)}"
     if schema == r.SCHEDULER_DECISIONS:
         items = "; ".join(f"{i['kind']}: {i['message'] or i['details']}" for i in record["items"])
-        return f"{record['jobId']} @{record['timestamp']} {items}"
+        return f"{record['jobId']} @{instant(record['timestamp'])} {items}"
     if schema == r.DEAD_LETTER:
         where = f"{record['sourceTopic']}[{record['sourcePartition']}]@{record['sourceOffset']}"
         notes = [
@@ -55,7 +55,9 @@ def _text(schema: str, record: dict[str, Any]) -> str:
         for k, v in record.items()
         if k not in ("jobId", "timestamp") and v not in (None, {}, [])
     }
-    return f"{record.get('jobId', '')} @{record.get('timestamp', '')} {json.dumps(fields, default=_bytes)}"
+    at = record.get("timestamp")
+    when = instant(at) if isinstance(at, int) else ""
+    return f"{record.get('jobId', '')} @{when} {json.dumps(fields, default=_bytes)}"
 
 
 def _bytes(value: Any) -> Any:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -88,6 +89,22 @@ def test_one_service_restarts_alone(tmp_path: Path) -> None:
         assert _read_int(run_dir / "broker.pid") == broker_pid and broker_pid is not None
         assert _alive(broker_pid)
         assert "scheduler ready" in result.stderr
+
+        runs = sorted(run_dir.glob("scheduler-*.log"))  # one log per run, the link to the newest
+        assert len(runs) == 2 and (run_dir / "scheduler.log").resolve() == runs[-1].resolve()
+        text = runs[-1].read_text(errors="replace")
+        assert "scheduler ready" in text and "\x1b" not in text  # plain text in a file
+        assert "not found in cluster metadata" not in text
+        status = local("status", "--run-dir", str(run_dir)).stdout
+        assert f"scheduler  running  pid {second}" in status, status
+        metrics = next(line.split()[-1] for line in status.splitlines() if "metrics" in line)
+        with urllib.request.urlopen(metrics, timeout=5) as response:  # the URL is where it listens
+            assert response.status == 200 and b"scalefold" in response.read()
     finally:
         stack.stop_all(run_dir, lambda _: None)
         local("down", "--run-dir", str(run_dir))
+
+
+def test_status_with_nothing_running_says_so(tmp_path: Path) -> None:
+    result = local("status", "--run-dir", str(tmp_path / "nothing"))
+    assert result.stdout.startswith("nothing running")

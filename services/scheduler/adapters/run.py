@@ -22,6 +22,16 @@ def faust_topics(app: Any) -> list[str]:
     return [*changelogs, f"{app.conf.id}-__assignor-__leader"]  # faust.assignor.LeaderAssignor
 
 
+def expected_missing_topic(record: logging.LogRecord) -> bool:
+    """aiokafka logs ERROR "Topic ... not found in cluster metadata" when its metadata
+    arrives before a topic just created (a changelog at a fresh start) has propagated;
+    it retries by itself, so this is DEBUG (modified in place: filters may do that)."""
+    if record.levelno == logging.ERROR and "not found in cluster metadata" in record.msg:
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+    return True
+
+
 def run_service(settings: ServiceSettings, log_level: str = "info") -> int:
     import faust
 
@@ -42,5 +52,8 @@ def run_service(settings: ServiceSettings, log_level: str = "info") -> int:
         ", ".join(f"{k}={v}" for k, v in settings.defaults) or "Flink's",
     )
     worker = faust.Worker(service.app, loglevel=log_level, quiet=True, override_logging=False)
+    if not worker.stdout.isatty():  # its spinner writes cursor escapes even into a log file
+        worker.spinner = None
+    logging.getLogger("aiokafka.cluster").addFilter(expected_missing_topic)
     worker.execute_from_commandline()
     return 0

@@ -85,8 +85,8 @@ def test_compare_shows_what_a_shorter_cooldown_changes(codec: Codec) -> None:
         "jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling=0s",
     )
     assert code == 0
-    assert "-   45.000s clicks Executing -> Restarting" in out
-    assert "+   38.000s clicks Executing -> Restarting" in out
+    assert "-  +45.000s clicks Executing -> Restarting" in out
+    assert "+  +38.000s clicks Executing -> Restarting" in out
 
 
 def test_until_and_no_drain_stop_the_timers(codec: Codec, tmp_path: Path) -> None:
@@ -195,11 +195,11 @@ def test_the_fidelity_example_prints_what_flink_does(codec: Codec) -> None:
     assert "desired_slots=256" in line("keyed", "DECLARE_RESOURCES")
     assert "max parallelism 0 is not within 1..32768" in line("badmax", "InvalidEvent")
     # 2. the active checkpoint waits for the min pause; 4. one at a time, dropped if useless.
-    assert line("orders", "ACTIVE_CHECKPOINT", "deferred").startswith("   31.000s")
-    assert line("orders", "TRIGGER_CHECKPOINT").startswith("   50.000s")
-    assert "already scheduled" in line("orders", " 40.000s", "ACTIVE_CHECKPOINT")
-    assert "a triggered checkpoint is pending" in line("orders", " 51.000s", "ACTIVE_CHECKPOINT")
-    assert "no longer changes" in line("drops", " 50.000s", "ACTIVE_CHECKPOINT")
+    assert line("orders", "ACTIVE_CHECKPOINT", "deferred").startswith("  +31.000s")
+    assert line("orders", "TRIGGER_CHECKPOINT").startswith("  +50.000s")
+    assert "already scheduled" in line("orders", " +40.000s", "ACTIVE_CHECKPOINT")
+    assert "a triggered checkpoint is pending" in line("orders", " +51.000s", "ACTIVE_CHECKPOINT")
+    assert "no longer changes" in line("drops", " +50.000s", "ACTIVE_CHECKPOINT")
     assert not [x for x in lines if " drops " in x and "TRIGGER_CHECKPOINT" in x]
     # 3. the graph failing by itself: Finished FAILED, no restart; 6. the end, typed.
     assert "Executing -> Finished" in line("graph", "Finished [FAILED]")
