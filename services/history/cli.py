@@ -111,6 +111,14 @@ def _verb(
         help="Spark master URL (default: $SCALEFOLD_SPARK_MASTER, else local[*]); on a "
         "cluster the driver listens on this machine's address, not loopback",
     )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        # Not to reset `scalefold -v` (a subcommand's default would override it).
+        default=argparse.SUPPRESS,
+        help="show Spark's and the JVM's own log and which Spark is queried",
+    )
     return parser
 
 
@@ -124,6 +132,8 @@ Read the rescales topic from its beginning (resuming from the checkpoints in
 DATA_DIR/checkpoints), write the Parquet tables to DATA_DIR/tables, send
 undecodable records to the dead-letter topic, and every --plan-interval seconds
 plan scaling commands from the tables and send the ones not sent before.
+While it runs, its Spark session serves the views over Spark Connect (as
+global_temp.<view>; `history sql` finds the address in DATA_DIR/sql.url).
 Stop with Ctrl-C or SIGTERM; a restart resumes where the job stopped.""",
     )
     run.add_argument(
@@ -145,6 +155,20 @@ Stop with Ctrl-C or SIGTERM; a restart resumes where the job stopped.""",
         help="plan on rescales that started at most this long ago (whole UTC days)",
     )
     run.add_argument("--no-commands", action="store_true", help="do not plan or send commands")
+    run.add_argument(
+        "--sql-port",
+        type=int,
+        default=0,
+        metavar="PORT",
+        help="the SQL endpoint's (Spark Connect's) port; 0 picks a free one, written to "
+        "DATA_DIR/sql.url",
+    )
+    run.add_argument(
+        "--sql-host", default="127.0.0.1", help="the address the SQL endpoint listens on"
+    )
+    run.add_argument(
+        "--no-sql-endpoint", action="store_true", help="do not serve the views over Spark Connect"
+    )
     run.add_argument(
         "--health-file",
         type=Path,

@@ -11,6 +11,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,7 +19,9 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from services.clicontext import Context
+    from services.history.endpoint import EndpointConfig
     from services.history.job import RunOptions
+    from services.history.spark import JvmOutput
     from services.history.views import Layout
 
 
@@ -26,17 +29,40 @@ def say(message: str) -> None:
     print(f"[history] {message}", file=sys.stderr, flush=True)
 
 
-def _session(args: argparse.Namespace, context: Context) -> SparkSession:
+def verbose(args: argparse.Namespace, message: str) -> None:
+    """Progress that only -v shows."""
+    if getattr(args, "verbose", False):
+        say(message)
+
+
+def _session(
+    args: argparse.Namespace,
+    context: Context,
+    conf: dict[str, str] | None = None,
+    jvm_output: JvmOutput = None,
+    show: Callable[[str], None] = say,
+) -> SparkSession:
     from services.history.spark import history_session
     from services.localstack.jars import spark_connector_jars
 
-    jars = spark_connector_jars(context.cache_dir, progress=say)
+    jars = spark_connector_jars(context.cache_dir, progress=show)
     master = args.master or context.env.get("SCALEFOLD_SPARK_MASTER") or "local[*]"
-    say(f"starting Spark ({master}); this takes a few seconds")
+    show(f"starting Spark ({master}); this takes a few seconds")
     started = time.monotonic()
-    session = history_session(jars, master)
-    say(f"Spark ready in {time.monotonic() - started:.1f} s")
+    session = history_session(jars, master, conf, jvm_output=jvm_output)
+    show(f"Spark ready in {time.monotonic() - started:.1f} s")
     return session
+
+
+def _jvm_log(args: argparse.Namespace) -> JvmOutput:
+    """The service's JVM writes to the service's stderr (its log under `local up`); run
+    by hand on a terminal, to DATA_DIR/spark.log instead, unless -v."""
+    if args.verbose or not sys.stderr.isatty():
+        return None
+    path = _layout(args).data_dir / "spark.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    say(f"Spark's own log: {path}")
+    return path.open("ab")
 
 
 def _layout(args: argparse.Namespace) -> Layout:
@@ -57,6 +83,7 @@ def _run_options(args: argparse.Namespace) -> RunOptions:
         plan_lookback_hours=args.plan_lookback,
         plan_commands=not args.no_commands,
         health_file=args.health_file,
+        sql_url=_endpoint(args).url if _serves_sql(args) else None,
         planner=PlannerConfig(
             provision_grace_ms=round(args.provision_grace * 1000),
             release_grace_ms=round(args.release_grace * 1000),
@@ -79,7 +106,8 @@ def run(args: argparse.Namespace, context: Context) -> int:
     prepare(settings, "history")
     options = _run_options(args)
     say(f"reading {topics.rescales} at {settings.bootstrap_servers}")
-    spark = _session(args, context)
+    conf = _endpoint(args).spark_conf() if _serves_sql(args) else None
+    spark = _session(args, context, conf, jvm_output=_jvm_log(args))
     # after the session: pyspark's SparkContext installs its own SIGINT handler (it
     # cancels the jobs over py4j from inside the signal, re-entering a py4j call)
     stop = _stop_on_signals()
@@ -89,6 +117,21 @@ def run(args: argparse.Namespace, context: Context) -> int:
     except (job.HistoryJobError, StreamingQueryException) as error:
         print(f"scalefold history run: {error}", file=sys.stderr)
         return 1
+
+
+def _serves_sql(args: argparse.Namespace) -> bool:
+    return not (args.available_now or args.no_sql_endpoint)
+
+
+def _endpoint(args: argparse.Namespace) -> EndpointConfig:
+    """The SQL endpoint's address, its port chosen once (a free one for --sql-port 0)."""
+    from services.history.endpoint import EndpointConfig
+
+    chosen = getattr(args, "_endpoint", None)
+    if chosen is None:
+        chosen = EndpointConfig(args.sql_host, args.sql_port).resolved()
+        args._endpoint = chosen
+    return chosen
 
 
 def _stop_on_signals() -> threading.Event:
@@ -112,13 +155,31 @@ def _stop_on_signals() -> threading.Event:
 
 
 def _views(args: argparse.Namespace, context: Context) -> tuple[SparkSession, dict[str, DataFrame]]:
+    """The views, from the running history service's SQL endpoint when there is one
+    (in well under a second), else from a local Spark session (many seconds)."""
     from services.contracts import SchemaRegistry
     from services.history.decode import RescaleSchemas
-    from services.history.views import register_views
+    from services.history.endpoint import (
+        GLOBAL_TEMP,
+        reachable,
+        read_url,
+        referenced,
+        remote_session,
+    )
+    from services.history.spark import one_shot_output
+    from services.history.views import register_views, view_names
 
-    spark = _session(args, context)
+    layout = _layout(args)
+    url = read_url(layout.data_dir)
+    if url is not None and reachable(url):
+        verbose(args, f"querying the running history service at {url}")
+        spark = remote_session(url, referenced(getattr(args, "query", "")))
+        return spark, {name: spark.table(f"{GLOBAL_TEMP}.{name}") for name in view_names()}
+    verbose(args, f"no running history service for {layout.data_dir}; using a local Spark")
+    show = say if args.verbose else (lambda _: None)
+    spark = _session(args, context, jvm_output=one_shot_output(args.verbose), show=show)
     registry = SchemaRegistry.load(context.settings.schemas_dir)
-    return spark, register_views(spark, _layout(args), RescaleSchemas.of(registry))
+    return spark, register_views(spark, layout, RescaleSchemas.of(registry))
 
 
 def sql(args: argparse.Namespace, context: Context) -> int:

@@ -35,6 +35,7 @@ from services.contracts.kafka import spark_kafka_options, spark_secrets
 from services.history import aggregates
 from services.history.commands import CommandSender, CommandSendError, read_issued
 from services.history.decode import RescaleSchemas, dead_letters, decode, valid
+from services.history.endpoint import ViewPublisher, publish_url, withdraw_url
 from services.history.letters import DeadLetterWriter
 from services.history.planner import PlannerConfig, plan
 from services.history.sinklog import remove_uncommitted
@@ -50,6 +51,10 @@ log = logging.getLogger(__name__)
 Progress = Callable[[str], None]
 DEAD_LETTER_QUERY = "dead_letters"
 DEAD_LETTER_QUERY_NAME = f"history_{DEAD_LETTER_QUERY}"
+STREAMING_POOL = "streaming"
+"""With FAIR scheduling (endpoint.py) pools share the executors: the streaming batches
+(started from the main thread, whose scheduler pool they inherit) in this pool, the
+SQL clients' queries in the default one, so a query does not queue behind a batch."""
 RESTART_PAUSES = (1.0, 2.0, 5.0, 10.0, 30.0)
 """Seconds before a failed query is started again: the first, second, ... and every later time."""
 
@@ -65,6 +70,9 @@ class RunOptions:
     plan_commands: bool = True
     health_file: Path | None = None
     """Touched every second while the queries run; removed when they stop."""
+    sql_url: str | None = None
+    """The Spark Connect address the session serves (endpoint.py): the views are kept
+    registered for it and the address published in DATA_DIR/sql.url while the job runs."""
 
 
 class HistoryJobError(RuntimeError):
@@ -270,11 +278,15 @@ def _run(
     if planner is not None:
         progress(f"{len(planner.sender.issued)} commands already issued")
     beat = _heartbeat(options.health_file)
+    if options.sql_url is not None:  # the batches, started next, inherit it (endpoint.py)
+        spark.sparkContext.setLocalProperty("spark.scheduler.pool", STREAMING_POOL)
     starters = query_starters(spark, settings, RescaleSchemas.of(registry), options, secrets)
     queries = {name: start() for name, start in starters.items()}
-    progress(f"{len(queries)} streaming queries started, writing to {options.layout.data_dir}")
-    beat()
     try:
+        # After the queries: the ingest does not wait for the views' analysis.
+        refresh = _serve_views(spark, registry, options, progress)
+        progress(f"{len(queries)} streaming queries started, writing to {options.layout.data_dir}")
+        beat()
         if options.available_now:
             for query in queries.values():
                 query.awaitTermination()
@@ -291,15 +303,39 @@ def _run(
             options.plan_interval_seconds,
             stop,
             beat=beat,
+            refresh=refresh,
         )
         progress("stopping the streaming queries")
         return 0
     finally:
         if options.health_file is not None:
             options.health_file.unlink(missing_ok=True)
+        if options.sql_url is not None:
+            withdraw_url(options.layout.data_dir)
         _finish_letters(queries.get(DEAD_LETTER_QUERY_NAME))
         for query in queries.values():
             query.stop()
+
+
+def _serve_views(
+    spark: SparkSession, registry: SchemaRegistry, options: RunOptions, progress: Progress
+) -> Callable[[], None]:
+    """With an endpoint: register the views, publish its address, and return what keeps
+    the views fresh (called every second); without one, nothing to do."""
+    if options.sql_url is None:
+        return lambda: None
+    publisher = ViewPublisher(spark, options.layout, RescaleSchemas.of(registry))
+    publisher.refresh()
+    publish_url(options.layout.data_dir, options.sql_url)
+    progress(f"Spark SQL (Spark Connect) at {options.sql_url}")
+
+    def refresh() -> None:
+        try:
+            publisher.refresh()
+        except Exception:  # a failed refresh must not stop the ingest; the next one retries
+            log.warning("could not refresh the SQL endpoint's views", exc_info=True)
+
+    return refresh
 
 
 def _heartbeat(health_file: Path | None) -> Callable[[], None]:
@@ -362,9 +398,10 @@ def _loop(
     stop: threading.Event,
     *,
     beat: Callable[[], None] = lambda: None,
+    refresh: Callable[[], None] = lambda: None,
 ) -> None:
-    """Watch the queries every second (restarting failed ones) and run the planner every
-    `interval` s, until `stop`."""
+    """Watch the queries every second (restarting failed ones), refresh the served views,
+    and run the planner every `interval` s, until `stop`."""
     next_tick = time.monotonic() + interval
     while not stop.is_set():
         try:
@@ -375,6 +412,7 @@ def _loop(
             spark.streams.resetTerminated()
             queries.revive(time.monotonic())
         beat()
+        refresh()
         if planner is None or time.monotonic() < next_tick:
             continue
         next_tick = time.monotonic() + interval

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 LOOPBACK = "127.0.0.1"
+LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
+"""Spark's and the JVM's logging: warnings and errors to the JVM's stderr (see the file)."""
+
+JvmOutput = IO[bytes] | int | None
+"""Where the driver JVM's stdout and stderr go: a file, subprocess.DEVNULL, or None
+(this process's own, e.g. the service's log, or the terminal with -v)."""
 
 
 def build_session(
@@ -19,8 +26,13 @@ def build_session(
     master: str = "local[*]",
     app_name: str = "scalefold",
     conf: Mapping[str, str] | None = None,
+    jvm_output: JvmOutput = None,
 ) -> SparkSession:
     """Start (or join) a Spark session; with a local master it listens on 127.0.0.1 only.
+
+    The driver JVM logs through scalefold's own log4j2 configuration, its output
+    going to `jvm_output` (only when this call starts the JVM: a joined session
+    keeps its JVM's).
 
     On a cluster (`spark://...`) the executors connect back to the driver, so it
     keeps Spark's own choice of address (SPARK_LOCAL_IP, else this machine's).
@@ -28,6 +40,8 @@ def build_session(
     on; Python workers run this interpreter, not whatever `python3` is on PATH
     (on a cluster: the same path on the workers, as in scalefold's image).
     """
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
     from pyspark.sql import SparkSession
 
     local = master.startswith("local")
@@ -35,21 +49,33 @@ def build_session(
     if local:
         os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = (
-        SparkSession.builder.master(master)
-        .appName(app_name)
-        .config("spark.jars", ",".join(str(jar) for jar in jars))
-        .config("spark.ui.enabled", "false")
-        .config("spark.pyspark.python", sys.executable)
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
-    )
+    options = {
+        "spark.master": master,
+        "spark.app.name": app_name,
+        "spark.jars": ",".join(str(jar) for jar in jars),
+        "spark.ui.enabled": "false",
+        "spark.pyspark.python": sys.executable,
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": "4",
+        "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
+    }
     if local:
-        builder = builder.config("spark.driver.host", LOOPBACK).config(
-            "spark.driver.bindAddress", LOOPBACK
+        options |= {"spark.driver.host": LOOPBACK, "spark.driver.bindAddress": LOOPBACK}
+    options |= conf or {}
+    java_options = f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}"
+    extra = options.get("spark.driver.extraJavaOptions")
+    options["spark.driver.extraJavaOptions"] = f"{java_options} {extra}" if extra else java_options
+    if jvm_output is not None and SparkContext._gateway is None:
+        # pyspark starts the driver JVM with this process's stdout and stderr, where
+        # the JVM also writes past log4j (module warnings, a crash). Started here by
+        # pyspark's own launcher instead, and the session below joins its context.
+        spark_conf = SparkConf(loadDefaults=False).setAll(list(options.items()))
+        gateway = launch_gateway(  # type: ignore[no-untyped-call]
+            spark_conf, popen_kwargs={"stdout": jvm_output, "stderr": jvm_output}
         )
-    for key, value in (conf or {}).items():
+        SparkContext(conf=spark_conf, gateway=gateway)
+    builder = SparkSession.builder
+    for key, value in options.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
@@ -77,11 +103,18 @@ QUIET_LOGGERS = (
 
 
 def history_session(
-    jars: list[Path], master: str = "local[*]", conf: Mapping[str, str] | None = None
+    jars: list[Path],
+    master: str = "local[*]",
+    conf: Mapping[str, str] | None = None,
+    jvm_output: JvmOutput = None,
 ) -> SparkSession:
     """The session of the history service: `build_session` plus its Parquet and log settings."""
     session = build_session(
-        jars, master, app_name="scalefold-history", conf={**HISTORY_CONF, **(conf or {})}
+        jars,
+        master,
+        app_name="scalefold-history",
+        conf={**HISTORY_CONF, **(conf or {})},
+        jvm_output=jvm_output,
     )
     jvm = session.sparkContext._jvm
     assert jvm is not None
@@ -90,3 +123,8 @@ def history_session(
             logger, jvm.org.apache.logging.log4j.Level.ERROR
         )
     return session
+
+
+def one_shot_output(verbose: bool) -> JvmOutput:
+    """Where a one-shot command's JVM writes: nowhere, or with -v the terminal."""
+    return None if verbose else subprocess.DEVNULL

@@ -87,11 +87,24 @@ def latest_children(children: DataFrame, latest: DataFrame) -> DataFrame:
     return children.join(latest.select(*keys), on=keys, how="left_semi")
 
 
+SUMMARIES = ("job_summary", "fleet_summary")
+
+
+def view_names() -> tuple[str, ...]:
+    """The names `build_views` defines, known without Spark."""
+    return (*[f"raw_{name}" for name in TABLES], "rescales", *CHILD_TABLES, *SUMMARIES)
+
+
 def build_views(
-    spark: SparkSession, layout: Layout, schemas: RescaleSchemas
+    spark: SparkSession,
+    layout: Layout,
+    schemas: RescaleSchemas,
+    found: dict[str, StructType] | None = None,
 ) -> dict[str, DataFrame]:
-    """Every view by name: `raw_<table>` (all revisions), the deduped tables, the summaries."""
-    found = table_schemas(spark, schemas)
+    """Every view by name: `raw_<table>` (all revisions), the deduped tables, the summaries.
+
+    `found`: the tables' schemas (`table_schemas`), when known already."""
+    found = found or table_schemas(spark, schemas)
     raw = {name: read_table(spark, layout.table(name), found[name]) for name in TABLES}
     latest = latest_revisions(raw["rescales"])
     views = {f"raw_{name}": frame for name, frame in raw.items()}

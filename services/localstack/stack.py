@@ -95,7 +95,14 @@ def endpoints(process: ServiceProcess) -> dict[str, str]:
     try:
         found: dict[str, str] = json.loads(endpoints_file(process).read_text())
     except (OSError, ValueError):
-        return {}
+        found = {}
+    if process.name == "history":  # the service writes it (services/history/endpoint.py)
+        try:
+            url = (process.run_dir / "history" / "sql.url").read_text().strip()
+        except OSError:
+            url = ""
+        if url:
+            found["sql"] = url
     return found
 
 

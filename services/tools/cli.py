@@ -26,6 +26,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         description="Start a fresh local broker, create the topics, produce a job's input "
         "events as Avro, consume them back and print them decoded, then stop the broker.",
     )
+    demo.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=argparse.SUPPRESS,  # not to reset `scalefold -v`
+        help="show Spark's and the JVM's own log",
+    )
     demo.set_defaults(handler=_demo)
 
     produce = commands.add_parser(
@@ -101,7 +108,7 @@ def _topics(args: argparse.Namespace, context: Context) -> int:
 def _demo(args: argparse.Namespace, context: Context) -> int:
     from services.tools.demo import run_demo
 
-    return run_demo(context)
+    return run_demo(context, verbose=args.verbose)
 
 
 def _wait_until(producer: Any, moment: float) -> None:

@@ -239,7 +239,7 @@ class Watcher(threading.Thread):
         print(f"  +{time.monotonic() - self.started:5.1f}s  {text}", flush=True)
 
 
-def run_demo(context: Context) -> int:
+def run_demo(context: Context, *, verbose: bool = False) -> int:
     from services.localstack import stack
     from services.localstack.broker import LocalBroker
     from services.localstack.jars import kafka_jars
@@ -252,7 +252,7 @@ def run_demo(context: Context) -> int:
         settings = context.settings.with_overrides(bootstrap_servers=bootstrap)
         ensure_topics(settings, settings.topics.all())
         processes = start_services(settings)
-        return run_script(context, settings, processes, begun)
+        return run_script(context, settings, processes, begun, verbose=verbose)
     finally:
         stack.stop_all(RUN_DIR, _say)
         broker.stop(progress=_say)
@@ -302,7 +302,12 @@ def start_services(settings: Settings) -> list[ServiceProcess]:
 
 
 def run_script(
-    context: Context, settings: Settings, processes: list[ServiceProcess], begun: float
+    context: Context,
+    settings: Settings,
+    processes: list[ServiceProcess],
+    begun: float,
+    *,
+    verbose: bool = False,
 ) -> int:
     from confluent_kafka import Producer
 
@@ -330,19 +335,21 @@ def run_script(
     for process in processes:
         process.stop()
     _say("services stopped; reading the history with Spark SQL")
-    return report(context, watcher.records)
+    return report(context, watcher.records, verbose=verbose)
 
 
-def report(context: Context, records: int) -> int:
-    """Print the rescale history from Spark SQL and draw each job's timeline."""
+def report(context: Context, records: int, *, verbose: bool = False) -> int:
+    """Print the rescale history from Spark SQL and draw each job's timeline; Spark's own
+    log only if `verbose`."""
     from services.history import timeline as chart
     from services.history.decode import RescaleSchemas
     from services.history.render import table
-    from services.history.spark import history_session
+    from services.history.spark import history_session, one_shot_output
     from services.history.views import Layout, register_views
     from services.localstack.jars import spark_connector_jars
 
-    spark = history_session(spark_connector_jars(context.cache_dir, progress=_say), "local[2]")
+    jars = spark_connector_jars(context.cache_dir, progress=_say)
+    spark = history_session(jars, "local[2]", jvm_output=one_shot_output(verbose))
     views = register_views(
         spark, Layout((RUN_DIR / "history").resolve()), RescaleSchemas.of(SchemaRegistry.load())
     )
