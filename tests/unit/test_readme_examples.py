@@ -9,7 +9,9 @@ Each ```sh block of the README is preceded by a marker comment saying how it is 
   must work), `produce` commands must build valid events (`--dry-run`), `make` targets must
   exist in the Makefile, `python -m` modules must exist, and every file named must exist.
 
-A block without a marker fails the check, so the rule stays visible where examples are written.
+A README block without a marker fails the check, so the rule stays visible where examples are
+written. Pages in docs/ opt in: their marked blocks are checked the same way (e.g. the quick
+benchmark runs of docs/benchmarks.md, parse-checked).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from services.cli import parse_args
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 SCALEFOLD = ".venv/bin/scalefold"
+PYTHON = ".venv/bin/python"
 BLOCK = re.compile(r"(?:<!--\s*example:\s*(\w+)[^>]*-->\s*\n)?```(\w*)\n(.*?)^```", re.M | re.S)
 INPUT_FILE = re.compile(r"^(examples|deploy|docs|bench|schemas|services)/\S+$|\.jsonl$")
 
@@ -39,9 +42,10 @@ class Block:
     mode: str | None
     line: int
     commands: tuple[str, ...]
+    page: str = "README.md"
 
 
-def blocks(text: str) -> list[Block]:
+def blocks(text: str, page: str = "README.md") -> list[Block]:
     found = []
     for match in BLOCK.finditer(text):
         mode, language, body = match.groups()
@@ -49,11 +53,17 @@ def blocks(text: str) -> list[Block]:
             continue
         joined = re.sub(r"\\\n\s*", " ", body)
         commands = tuple(c for c in (ln.strip() for ln in joined.splitlines()) if c)
-        found.append(Block(mode, text.count("\n", 0, match.start()) + 1, commands))
+        found.append(Block(mode, text.count("\n", 0, match.start()) + 1, commands, page))
     return found
 
 
 README_BLOCKS = blocks(README.read_text(encoding="utf-8"))
+DOC_BLOCKS = [
+    block
+    for page in sorted((ROOT / "docs").glob("*.md"))
+    for block in blocks(page.read_text(encoding="utf-8"), f"docs/{page.name}")
+    if block.mode is not None
+]
 MAKE_TARGETS = set(re.findall(r"^([\w-]+):", (ROOT / "Makefile").read_text(), re.M))
 
 
@@ -62,12 +72,12 @@ def argv(command: str) -> list[str]:
 
 
 def _ids(block: Block) -> str:
-    return f"README.md:{block.line}"
+    return f"{block.page}:{block.line}"
 
 
 def test_every_shell_block_says_how_it_is_checked() -> None:
     assert README_BLOCKS, "no ```sh blocks found in README.md"
-    unmarked = [_ids(b) for b in README_BLOCKS if b.mode not in ("run", "parse")]
+    unmarked = [_ids(b) for b in README_BLOCKS + DOC_BLOCKS if b.mode not in ("run", "parse")]
     assert unmarked == [], "precede each with <!-- example: run --> or <!-- example: parse -->"
     assert any(b.mode == "run" for b in README_BLOCKS)
 
@@ -124,20 +134,21 @@ def check_statically(command: str) -> list[str]:
             )
             if done.returncode != 0 or not done.stdout.strip():
                 problems.append(f"{command!r} --dry-run: {done.stderr.strip()[-500:]}")
-    elif words[:2] == [".venv/bin/python", "-m"]:
-        if importlib.util.find_spec(words[2]) is None:
-            problems.append(f"{command!r}: no module {words[2]}")
-    else:
-        problems.append(f"{command!r}: not a make, {SCALEFOLD} or .venv/bin/python command")
+    elif words[0] != PYTHON:
+        problems.append(f"{command!r}: not a make, {SCALEFOLD} or {PYTHON} command")
+    if PYTHON in words:  # also `scalefold local run -- .venv/bin/python -m bench...`
+        module = words[words.index(PYTHON) + 1 :][:2]
+        if module[:1] == ["-m"] and importlib.util.find_spec(module[1]) is None:
+            problems.append(f"{command!r}: no module {module[1]}")
     return problems
 
 
-@pytest.mark.parametrize("block", README_BLOCKS, ids=_ids)
+@pytest.mark.parametrize("block", README_BLOCKS + DOC_BLOCKS, ids=_ids)
 def test_each_command_names_real_commands_flags_and_files(block: Block) -> None:
     assert [p for command in block.commands for p in check_statically(command)] == []
 
 
-RUN_BLOCKS = [b for b in README_BLOCKS if b.mode == "run"]
+RUN_BLOCKS = [b for b in README_BLOCKS + DOC_BLOCKS if b.mode == "run"]
 
 
 @pytest.mark.parametrize("block", RUN_BLOCKS, ids=_ids)
@@ -159,6 +170,7 @@ def test_the_check_finds_a_wrong_flag_a_missing_file_and_an_unmarked_block() -> 
     assert check_statically(f"{SCALEFOLD} replay examples/no-such.jsonl --summary")
     assert check_statically(f"{SCALEFOLD} cluster state --no-such-flag")
     assert check_statically("make no-such-target")
+    assert check_statically(f"{PYTHON} -m bench.no_such_bench")
     assert check_statically(f"{SCALEFOLD} history summary --job clicks") == []
     text = "```sh\nmake test\n```\n<!-- example: run -->\n```sh\nmake demo\n```\n"
     assert [b.mode for b in blocks(text)] == [None, "run"]
