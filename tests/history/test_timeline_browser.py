@@ -113,6 +113,7 @@ def screenshot(page: Path, out: Path) -> None:
         "--disable-dev-shm-usage",
         "--hide-scrollbars",
         "--force-color-profile=srgb",  # the bars' exact colours, to count them
+        f"--user-data-dir={out.parent / 'profile'}",  # its own: no other chromium's lock
         f"--window-size={WINDOW[0]},{WINDOW[1]}",
         f"--screenshot={out}",
         page.as_uri(),
