@@ -226,7 +226,7 @@ def _svg_hatches(rows: Sequence[TimelineRow]) -> list[str]:
     return [
         f'<pattern id="{_hatch_id(state)}" patternUnits="userSpaceOnUse" width="8" height="8" '
         'patternTransform="rotate(45)">'
-        f'<rect width="8" height="8" fill="{colour(state)}"/>'
+        f'<path d="M0 0h8v8h-8z" fill="{colour(state)}"/>'
         '<line x1="0" y1="0" x2="0" y2="8" stroke="#000" stroke-width="3"/></pattern>'
         for state in open_states
     ]
