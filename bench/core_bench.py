@@ -15,11 +15,15 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
+import os
 import random
 import statistics
 import time
 from collections.abc import Iterator
+from typing import Any
 
+from services.contracts.codec import Codec
 from services.contracts.events import (
     Event,
     JobEventKind,
@@ -30,7 +34,11 @@ from services.contracts.events import (
     TaskManagerLost,
     TaskManagerRegistered,
     VertexSpec,
+    from_record,
+    to_record,
 )
+from services.contracts.records import INPUT_EVENTS
+from services.contracts.schemas import SchemaRegistry
 from services.scheduler.core import handle
 from services.scheduler.core.model import JobState
 from services.scheduler.core.serde import dumps, loads
@@ -79,20 +87,104 @@ def workload(jobs: int, events: int) -> list[Event]:
     return merged
 
 
-def run(events: list[Event], store: bool) -> tuple[float, dict[str, JobState | None]]:
+def run(events: list[Event], store: bool) -> tuple[float, float, float, dict[str, JobState | None]]:
+    """(events per second, per CPU second, p99 ms of one `handle` (+ store), the final jobs)."""
     jobs: dict[str, JobState | None] = {}
     changelog: dict[str, bytes] = {}
+    latencies = [0] * len(events)
+    clock = time.perf_counter_ns
     gc.collect()
-    start = time.perf_counter()
-    for event in events:
+    start, cpu = time.perf_counter(), time.process_time()
+    for i, event in enumerate(events):
+        began = clock()
         step = handle(jobs.get(event.job_id), event)
         jobs[event.job_id] = step.job
         if store and step.job is not None:
             changelog[event.job_id] = dumps(step.job)
+        latencies[i] = clock() - began
     rate = len(events) / (time.perf_counter() - start)
+    cpu_rate = len(events) / (time.process_time() - cpu)
     for job_id, data in changelog.items():  # what was stored is what recovery reads back
         assert loads(data) == jobs[job_id]
-    return rate, jobs
+    latencies.sort()
+    p99_ms = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] / 1e6
+    return rate, cpu_rate, p99_ms, jobs
+
+
+def encoded(events: list[Event]) -> list[bytes]:
+    """The events as the scheduler service receives them: Avro single-object records."""
+    codec = Codec(SchemaRegistry.load())
+    return [codec.encode(*to_record(event)) for event in events]
+
+
+def bare_decode(data: list[bytes]) -> tuple[float, float]:
+    """The ceiling: events per second (and per CPU second) of decoding the same events
+    (Avro bytes -> Event, as the service does), without folding them."""
+    codec = Codec(SchemaRegistry.load())
+    gc.collect()
+    start, cpu = time.perf_counter(), time.process_time()
+    for value in data:
+        decoded = codec.decode(value, expected=INPUT_EVENTS)
+        from_record(decoded.schema, decoded.record)
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    return len(data) / wall, len(data) / cpu
+
+
+def rss_mb() -> float:
+    """This process's resident set now (Linux), in MiB."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def measure(
+    jobs: int, events: list[Event], repeat: int, as_json: bool, modes: tuple[bool, ...]
+) -> list[dict[str, Any]]:
+    """The fold and fold + store rows of one workload, beside its bare-decode ceiling."""
+    data = encoded(events)
+    ceilings: list[float] = []
+    cpu_ceilings: list[float] = []
+    rows: list[dict[str, Any]] = []
+    for store in modes:
+        rates, cpu_rates, p99s = [], [], []
+        for attempt in range(repeat):
+            ceiling, cpu_ceiling = bare_decode(data)
+            ceilings.append(ceiling)
+            cpu_ceilings.append(cpu_ceiling)
+            rate, cpu_rate, p99_ms, final = run(events, store)
+            rates.append(rate)
+            cpu_rates.append(cpu_rate)
+            p99s.append(p99_ms)
+            if not as_json:
+                print(
+                    f"  {jobs} job(s), store={store}, run {attempt + 1}: {rate:,.0f} events/s",
+                    flush=True,
+                )
+        sizes = sorted(len(dumps(j)) for j in final.values() if j is not None)
+        rows.append(
+            {
+                "stage": "core",
+                "mode": "fold+store" if store else "fold",
+                "jobs": jobs,
+                "events": len(events),
+                "per_s_median": round(statistics.median(rates)),
+                "per_s_min": round(min(rates)),
+                "per_s_max": round(max(rates)),
+                "per_cpu_s_median": round(statistics.median(cpu_rates)),
+                "p99_ms": round(statistics.median(p99s), 3),
+                "state_bytes_per_job_median": round(statistics.median(sizes)),
+                "state_bytes_per_job_p99": sizes[min(len(sizes) - 1, int(len(sizes) * 0.99))],
+                "rss_mb": round(rss_mb()),
+            }
+        )
+    ceiling, cpu_ceiling = statistics.median(ceilings), statistics.median(cpu_ceilings)
+    for row in rows:
+        row["ceiling"] = "bare Avro decode of the same events (codec.decode + from_record)"
+        row["ceiling_per_s"] = round(ceiling)
+        row["ceiling_per_cpu_s"] = round(cpu_ceiling)
+        # On CPU seconds: the machines are shared, and wall-clock rates move with the load.
+        row["ratio_to_ceiling"] = round(float(row["per_cpu_s_median"]) / cpu_ceiling, 3)
+        row["wall_ratio_to_ceiling"] = round(float(row["per_s_median"]) / ceiling, 3)
+    return rows
 
 
 def main() -> None:
@@ -102,36 +194,44 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=100_000)
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument(
+        "--scaling",
+        type=str,
+        default="",
+        help="comma-separated job counts (e.g. 1,1000,10000,100000): a scaling table of "
+        "fold + store with max(--events, jobs x --events-per-job) events per row",
+    )
+    parser.add_argument("--events-per-job", type=int, default=3)
+    parser.add_argument("--json", action="store_true", help="one JSON object per row")
     args = parser.parse_args()
 
+    if args.scaling:
+        counts = [int(n) for n in args.scaling.split(",")]
+        plan = [(n, max(args.events, n * args.events_per_job)) for n in counts]
+        modes: tuple[bool, ...] = (True,)
+    else:
+        plan = [(1, args.events), (args.jobs, args.events)]
+        modes = (False, True)
     rows = []
-    for jobs in (1, args.jobs):
-        events = workload(jobs, args.events)
-        for store in (False, True):
-            rates = []
-            for attempt in range(args.repeat):
-                rate, final = run(events, store)
-                rates.append(rate)
-                print(
-                    f"  {jobs} job(s), store={store}, run {attempt + 1}: {rate:,.0f} events/s",
-                    flush=True,
-                )
-            sizes = sorted(len(dumps(j)) for j in final.values() if j is not None)
-            rows.append(
-                (jobs, len(events), store, statistics.median(rates), min(rates), max(rates), sizes)
-            )
-
+    for jobs, count in plan:
+        rows.extend(measure(jobs, workload(jobs, count), args.repeat, args.json, modes))
+        if args.json:
+            for row in rows[-len(modes) :]:
+                print(json.dumps(row), flush=True)
+    if args.json:
+        return
     print(
-        "\n| jobs | events | per event | events/s (median) | min | max "
-        "| state bytes/job median (p99) |"
+        "\n| jobs | events | per event | events/s (median) | min | max | p99 ms "
+        "| per CPU s | ceiling (bare decode) per CPU s | ratio | state bytes/job median (p99) | RSS MiB |"
     )
-    print("|---:|---:|---|---:|---:|---:|---|")
-    for jobs, count, store, median, low, high, sizes in rows:
-        p99 = sizes[min(len(sizes) - 1, int(len(sizes) * 0.99))]
-        what = "fold + store state" if store else "fold"
+    print("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+    for row in rows:
         print(
-            f"| {jobs:,} | {count:,} | {what} | {median:,.0f} | {low:,.0f} | {high:,.0f} | "
-            f"{statistics.median(sizes):,.0f} ({p99:,}) |"
+            f"| {row['jobs']:,} | {row['events']:,} | {row['mode']} | {row['per_s_median']:,} "
+            f"| {row['per_s_min']:,} | {row['per_s_max']:,} | {row['p99_ms']} "
+            f"| {row['per_cpu_s_median']:,} | {row['ceiling_per_cpu_s']:,} | {row['ratio_to_ceiling']} "
+            f"| {row['state_bytes_per_job_median']:,} ({row['state_bytes_per_job_p99']:,}) "
+            f"| {row['rss_mb']:,} |"
         )
 
 

@@ -1,10 +1,15 @@
 """Benchmark of the scheduler service (not a test), against the real broker.
 
-    .venv/bin/scalefold local run --run-dir .run/bench -- .venv/bin/python -m bench.scheduler_bench
+    .venv/bin/scalefold local run --run-dir .run/bench -- .venv/bin/python -m bench.scheduler_bench --json
 
 1. Throughput: N Avro input events over many jobs are produced first; one
-   worker is started and timed from its first consumed event to its last
-   (read from its /metrics), median of --repeat runs.
+   worker is started and timed from its first consumed batch to its last
+   event (read from its /metrics), median of --repeat runs. On the same topic
+   and data, in the same repeat, two ceilings: a bare Faust agent
+   (`bench.faust_ceiling`: the service's own Faust app settings and batches,
+   doing nothing with the raw bytes) and a bare confluent-kafka consume +
+   Avro decode through the project's `Codec`. The ratio of the service to the
+   bare Faust agent is the headline figure: absolute rates here move ±30 %.
 2. Latency: with zero timeouts (cooldown, stabilizations 0), events that each
    cause a rescale are produced at a steady rate while a consumer reads the
    rescales topic; latency = when the record was consumable minus when its
@@ -14,19 +19,23 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
 import uuid
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from bench.core_bench import workload
 from services.contracts import Codec, SchemaRegistry, Settings
 from services.contracts import jobconfig as c
+from services.contracts import records as r
 from services.contracts.events import (
     Event,
     JobSubmitted,
@@ -35,7 +44,7 @@ from services.contracts.events import (
     to_record,
 )
 from services.contracts.kafka import ensure_topics, librdkafka_config, producer_config
-from tests.integration.scheduler_support import SchedulerProcess
+from tests.integration.scheduler_support import ROOT, SchedulerProcess, free_port
 
 ZERO = {
     c.COOLDOWN: "0 ms",
@@ -62,27 +71,172 @@ def produce_all(settings: Settings, codec: Codec, events: list) -> None:  # type
     producer.flush(60)
 
 
-def throughput(base: Settings, codec: Codec, events: int, jobs: int) -> float:
-    settings = fresh(base)
-    produce_all(settings, codec, workload(jobs, events))
+def metrics_of(worker: SchedulerProcess) -> dict[str, float]:
+    """The worker's /metrics; a busy worker may answer late: ask again."""
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            return worker.metrics()
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used (all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def service_rate(settings: Settings, events: int) -> tuple[float, float]:
+    """Input events/s of one scheduler worker over the topic's `events` messages,
+    and the CPU microseconds it spent per event."""
     with tempfile.TemporaryDirectory() as data:
         worker = SchedulerProcess(settings, Path(data)).start()
         try:
             worker.wait_ready()
+            assert worker.process is not None
+            pid = worker.process.pid
             first = last = None
-            seen = 0.0
+            start_count = seen = cpu_first = cpu_last = 0.0
             deadline = time.monotonic() + 600
             while seen < events and time.monotonic() < deadline:
-                seen = worker.metrics().get("scalefold_scheduler_events_in_total", 0)
-                now = time.monotonic()
+                seen = metrics_of(worker).get("scalefold_scheduler_events_in_total", 0)
+                now, cpu_last = time.monotonic(), cpu_seconds(pid)
                 if seen and first is None:
-                    first = now
+                    first, start_count = now, seen  # the first batch marks the start
+                    cpu_first = cpu_last
                 last = now
                 time.sleep(0.05)
             assert first is not None and last is not None and seen >= events, f"stalled at {seen}"
-            return events / max(last - first, 1e-3)
+            counted = events - start_count
+            return counted / max(last - first, 1e-3), (cpu_last - cpu_first) / counted * 1e6
         finally:
             worker.stop()
+
+
+def faust_rate(settings: Settings, events: int, stock: bool = False) -> tuple[float, float]:
+    """Messages/s of a bare Faust agent (`bench.faust_ceiling`) over the same topic,
+    and its CPU microseconds per message; `stock`: plain faust.App."""
+    with tempfile.TemporaryDirectory() as data:
+        out = Path(data) / "result.json"
+        command = [
+            sys.executable,
+            "-m",
+            "bench.faust_ceiling",
+            "--topic-prefix",
+            settings.topic_prefix,
+            "--app-id",
+            f"{settings.topic_prefix}bare-{uuid.uuid4().hex[:6]}",
+            "--events",
+            str(events),
+            "--web-port",
+            str(free_port()),
+            "--out",
+            str(out),
+            *(["--stock"] if stock else []),
+        ]
+        env = {**os.environ, "SCALEFOLD_BOOTSTRAP_SERVERS": settings.bootstrap_servers}
+        with (Path(data) / "faust.log").open("wb") as log:
+            process = subprocess.Popen(command, env=env, cwd=ROOT, stdout=log, stderr=log)
+            try:
+                process.wait(600)
+            finally:
+                if process.poll() is None:
+                    process.kill()
+                    process.wait(10)
+        if not out.exists():
+            tail = (Path(data) / "faust.log").read_text(errors="replace")[-3000:]
+            raise AssertionError(f"the bare Faust agent did not finish:\n{tail}")
+        result = json.loads(out.read_text())
+        counted = float(result["events"])
+        return counted / max(float(result["seconds"]), 1e-3), result["cpu_seconds"] / counted * 1e6
+
+
+def confluent_rate(settings: Settings, codec: Codec, events: int) -> tuple[float, float]:
+    """Messages/s of a bare confluent-kafka consume + Avro decode of the same topic,
+    and the CPU microseconds per message (this process, librdkafka's threads included)."""
+    consumer = Consumer(
+        librdkafka_config(
+            settings,
+            **{
+                "group.id": f"bare-{uuid.uuid4().hex}",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            },
+        )
+    )
+    topic = settings.topics.job_events
+    partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+    seen, first, start_count, cpu = 0, 0.0, 0, 0.0
+    deadline = time.monotonic() + 600
+    try:
+        while seen < events and time.monotonic() < deadline:
+            batch = consumer.consume(500, 0.5)
+            for message in batch:
+                if message.error() is None:
+                    codec.decode(message.value() or b"", expected=r.INPUT_EVENTS)
+                    seen += 1
+            if seen and not first:
+                first, start_count = time.monotonic(), seen  # the first batch marks the start
+                cpu = time.process_time()
+        assert seen >= events, f"stalled at {seen}"
+        counted = events - start_count
+        elapsed = time.monotonic() - first
+        return counted / max(elapsed, 1e-3), (time.process_time() - cpu) / counted * 1e6
+    finally:
+        consumer.close()
+
+
+def restart(base: Settings, codec: Codec, events: int, jobs: int, store: str) -> dict[str, float]:
+    """kill -9 -> ready again: one worker folds the whole topic, is killed, and a new
+    worker on the same data directory is timed from its start to /health ready."""
+    settings = fresh(base)
+    produce_all(settings, codec, workload(jobs, events))
+    with tempfile.TemporaryDirectory() as data:
+        worker = SchedulerProcess(settings, Path(data), "--store", store).start()
+        try:
+            worker.wait_ready(300)
+            deadline = time.monotonic() + 1200
+            metrics: dict[str, float] = {}
+            while time.monotonic() < deadline:
+                metrics = metrics_of(worker)
+                if metrics.get("scalefold_scheduler_events_in_total", 0) >= events:
+                    break
+                time.sleep(0.2)
+            time.sleep(2)  # the last batch's table writes
+            worker.kill()
+            started = time.monotonic()
+            again = SchedulerProcess(settings, Path(data), "--store", store).start()
+            try:
+                again.wait_ready(600)
+                seconds = time.monotonic() - started
+                after = metrics_of(again)
+            finally:
+                again.stop()
+        finally:
+            worker.stop()
+    return {
+        "seconds": seconds,
+        "jobs_before": metrics.get("scalefold_scheduler_jobs", 0),
+        "jobs_after": after.get("scalefold_scheduler_jobs", 0),
+    }
+
+
+def throughput(
+    base: Settings, codec: Codec, events: int, jobs: int
+) -> dict[str, tuple[float, float]]:
+    """One repeat: a fresh topic with the workload; the service and the ceilings on it.
+    Each mode's (events/s, CPU microseconds per event)."""
+    settings = fresh(base)
+    produce_all(settings, codec, workload(jobs, events))
+    return {
+        "service": service_rate(settings, events),
+        "ceiling-faust": faust_rate(settings, events),
+        "ceiling-faust-stock": faust_rate(settings, events, stock=True),
+        "ceiling-confluent": confluent_rate(settings, codec, events),
+    }
 
 
 def latency(base: Settings, codec: Codec, rate: int, seconds: int) -> list[float]:
@@ -156,34 +310,143 @@ def latency(base: Settings, codec: Codec, rate: int, seconds: int) -> list[float
     return latencies
 
 
+def row(
+    mode: str,
+    jobs: int,
+    events: int,
+    runs: list[dict[str, tuple[float, float]]],
+    ceiling: str | None,
+) -> dict[str, object]:
+    """A throughput row: medians over the runs, and the ratio to `ceiling`'s rate
+    (the median of the per-run ratios: each run's modes read the same topic)."""
+    rates = [run[mode][0] for run in runs]
+    result: dict[str, object] = {
+        "stage": "scheduler-service",
+        "mode": mode,
+        "jobs": jobs,
+        "events": events,
+        "repeats": len(runs),
+        "per_s_median": round(statistics.median(rates), 1),
+        "per_s_min": round(min(rates), 1),
+        "per_s_max": round(max(rates), 1),
+        "cpu_us_per_event_median": round(statistics.median(run[mode][1] for run in runs), 1),
+        "ceiling": ceiling,
+        "ceiling_per_s": None,
+        "ratio_to_ceiling": None,
+    }
+    if ceiling is not None:
+        result["ceiling_per_s"] = round(statistics.median(run[ceiling][0] for run in runs), 1)
+        result["ratio_to_ceiling"] = round(
+            statistics.median(run[mode][0] / run[ceiling][0] for run in runs), 3
+        )
+        result["cpu_ratio_to_ceiling"] = round(
+            statistics.median(run[ceiling][1] / run[mode][1] for run in runs), 3
+        )
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--events", type=int, default=50_000)
+    parser.add_argument("--events", type=int, default=20_000)
     parser.add_argument("--jobs", type=int, default=1_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--rate", type=int, default=200, help="events/s for the latency run")
-    parser.add_argument("--seconds", type=int, default=20)
+    parser.add_argument("--seconds", type=int, default=10)
+    parser.add_argument("--no-latency", action="store_true", help="skip the latency run")
+    parser.add_argument("--json", action="store_true", help="one JSON object per measured row")
+    parser.add_argument(
+        "--restart",
+        action="append",
+        metavar="STORE",
+        choices=("memory://", "rocksdb://"),
+        help="only measure kill -9 -> ready again with this table store (repeatable)",
+    )
     args = parser.parse_args()
     base = Settings(bootstrap_servers=os.environ["SCALEFOLD_BOOTSTRAP_SERVERS"])
     codec = Codec(SchemaRegistry.load())
+    if args.restart:
+        for store in args.restart:
+            times = [
+                restart(base, codec, args.events, args.jobs, store) for _ in range(args.repeat)
+            ]
+            result = {
+                "stage": "scheduler-service",
+                "mode": "restart",
+                "store": store,
+                "jobs": args.jobs,
+                "events": args.events,
+                "repeats": len(times),
+                "restart_s_median": round(statistics.median(t["seconds"] for t in times), 1),
+                "restart_s_all": [round(t["seconds"], 1) for t in times],
+                "jobs_before": [t["jobs_before"] for t in times],
+                "jobs_after": [t["jobs_after"] for t in times],
+                "per_s_median": None,
+                "ceiling_per_s": None,
+                "ratio_to_ceiling": None,
+            }
+            print(json.dumps(result), flush=True)
+        return
 
-    rates = []
+    runs: list[dict[str, tuple[float, float]]] = []
     for run in range(args.repeat):
-        rates.append(throughput(base, codec, args.events, args.jobs))
-        print(f"  throughput run {run + 1}: {rates[-1]:,.0f} events/s", flush=True)
-    lat = sorted(latency(base, codec, args.rate, args.seconds))
-    p50 = statistics.median(lat)
-    p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
-    print("\n| measure | value |\n|---|---|")
+        runs.append(throughput(base, codec, args.events, args.jobs))
+        shown = ", ".join(
+            f"{mode} {rate:,.0f}/s ({cpu:,.0f} us CPU/event)"
+            for mode, (rate, cpu) in runs[-1].items()
+        )
+        print(f"  run {run + 1}: {shown}", file=sys.stderr if args.json else sys.stdout, flush=True)
+    rows = [
+        row("service", args.jobs, args.events, runs, "ceiling-faust"),
+        row("service", args.jobs, args.events, runs, "ceiling-faust-stock"),
+        row("service", args.jobs, args.events, runs, "ceiling-confluent"),
+        row("ceiling-faust", args.jobs, args.events, runs, "ceiling-confluent"),
+        row("ceiling-faust-stock", args.jobs, args.events, runs, "ceiling-faust"),
+        row("ceiling-confluent", args.jobs, args.events, runs, None),
+    ]
+    if not args.no_latency:
+        lat = sorted(latency(base, codec, args.rate, args.seconds))
+        p50 = statistics.median(lat)
+        p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
+        rows.append(
+            {
+                "stage": "scheduler-service",
+                "mode": "latency",
+                "jobs": 50,
+                "events": len(lat),
+                "offered_per_s": args.rate,
+                "per_s_median": None,
+                "p50_ms": round(p50, 1),
+                "p99_ms": round(p99, 1),
+                "ceiling_per_s": None,
+                "ratio_to_ceiling": None,
+            }
+        )
+    if args.json:
+        for each in rows:
+            print(json.dumps(each), flush=True)
+        return
     print(
-        f"| input events/s, one worker, {args.events:,} events over {args.jobs:,} jobs (median of {args.repeat}) | {statistics.median(rates):,.0f} (min {min(rates):,.0f}, max {max(rates):,.0f}) |"
+        f"\n{args.events:,} events over {args.jobs:,} jobs, {args.repeat} runs (medians)\n"
+        "\n| mode | events/s | min | max | CPU us/event | ceiling | ratio to ceiling "
+        "(rate) | (CPU) |\n|---|---:|---:|---:|---:|---|---:|---:|"
     )
-    print(
-        f"| produce -> rescale record consumable, {args.rate} events/s, zero timeouts: p50 | {p50:,.1f} ms |"
-    )
-    print(f"| same, p99 ({len(lat):,} records) | {p99:,.1f} ms |")
+    for each in rows:
+        if each["mode"] == "latency":
+            print(
+                f"| produce -> rescale consumable at {args.rate}/s, zero timeouts, "
+                f"{each['events']:,} records | p50 {each['p50_ms']} ms | | p99 {each['p99_ms']} ms "
+                "| | | | |"
+            )
+            continue
+        ratio, cpu = each["ratio_to_ceiling"], each.get("cpu_ratio_to_ceiling")
+        print(
+            f"| {each['mode']} | {each['per_s_median']:,.0f} | {each['per_s_min']:,.0f} "
+            f"| {each['per_s_max']:,.0f} | {each['cpu_us_per_event_median']:,.0f} "
+            f"| {each['ceiling'] or ''} | {'' if ratio is None else f'{ratio:.0%}'} "
+            f"| {'' if cpu is None else f'{cpu:.0%}'} |"
+        )
 
 
 if __name__ == "__main__":

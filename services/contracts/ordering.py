@@ -9,10 +9,13 @@ state all list them the way a person counts.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 _DIGITS = re.compile(r"(\d+)")
 
 
+# Cached: the scheduler sorts the same few slot ids on every allocation.
+@lru_cache(maxsize=1 << 16)
 def natural_key(text: str) -> tuple[tuple[str | int, ...], str]:
     """A sort key comparing the digit runs of `text` as numbers.
 

@@ -105,6 +105,13 @@ def register_service(commands: argparse._SubParsersAction[argparse.ArgumentParse
         default=1,
         help="replication of the topics Faust creates (its table changelog)",
     )
+    scheduler.add_argument(
+        "--store",
+        choices=("memory://", "rocksdb://"),
+        default="memory://",
+        help="where Faust keeps the tables: memory (replayed from the changelog at every "
+        "start) or RocksDB under --data-dir (replays only the changelog's tail)",
+    )
     scheduler.set_defaults(handler=_scheduler)
 
 
@@ -130,6 +137,7 @@ def _scheduler(args: argparse.Namespace, context: Context) -> int:
         batch_size=args.batch_size,
         session_timeout_s=args.session_timeout,
         replication_factor=args.replication_factor,
+        store=args.store,
     )
     return run_service(settings, args.log_level.lower())
 

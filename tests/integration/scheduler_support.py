@@ -137,12 +137,15 @@ def latest_by_uuid(records: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any
 def consume_records(
     codec: Codec, settings: Settings, until: Any, timeout: float = 90
 ) -> list[dict[str, Any]]:
-    received = consume(
-        settings,
-        settings.topics.rescales,
-        lambda got: until([codec.decode(m.value).record for m in got]),
-        timeout,
-    )
+    decoded: list[dict[str, Any]] = []
+
+    def done(got: list[Received]) -> bool:
+        # decode each message once: decoding all of them at every poll is quadratic,
+        # and on a loaded machine took longer than the deadline
+        decoded.extend(codec.decode(m.value).record for m in got[len(decoded) :])
+        return bool(until(decoded))
+
+    received = consume(settings, settings.topics.rescales, done, timeout)
     return [codec.decode(m.value).record for m in received]
 
 

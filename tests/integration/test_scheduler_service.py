@@ -159,8 +159,9 @@ def produce_mixed(  # noqa: PLR0917
     return injected
 
 
+@pytest.mark.parametrize("store", ["memory://", "rocksdb://"])
 def test_kill_minus_nine_loses_and_invents_nothing(
-    kafka: Settings, codec: Codec, scheduler
+    kafka: Settings, codec: Codec, scheduler, store: str
 ) -> None:  # type: ignore[no-untyped-def]
     rng = random.Random(7)
     events = workload(jobs=20, per_job=200, seed=100)  # 4,000 events
@@ -169,7 +170,7 @@ def test_kill_minus_nine_loses_and_invents_nothing(
     injected = produce_mixed(
         kafka, kafka.topics.job_events, encode_events(codec, events), bad, rng, after=20
     )
-    worker = scheduler("--batch-size", "20")
+    worker = scheduler("--batch-size", "20", "--store", store)
     deadline = time.monotonic() + 60
     while (
         worker.metrics().get("scalefold_scheduler_events_in_total", 0) < 1_000
@@ -181,7 +182,7 @@ def test_kill_minus_nine_loses_and_invents_nothing(
     assert processed_at_kill < len(events) + len(bad), (
         "the worker finished before the kill: raise the load"
     )
-    scheduler("--batch-size", "20")
+    scheduler("--batch-size", "20", "--store", store)
 
     def converged(records: list[dict[str, Any]]) -> bool:
         return latest_by_uuid(records) == expected

@@ -10,24 +10,23 @@ slot-sharing-group id (ascending), so the same inputs always give the same plan.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from functools import lru_cache
+
+import msgspec
 
 from services.contracts.events import Profile
 from services.contracts.ordering import natural_key
 from services.scheduler.core.jobgraph import JobInformation
 
 
-@dataclass(frozen=True)
-class Slot:
+class Slot(msgspec.Struct, frozen=True, array_like=True, gc=False):
     id: str
     task_manager_id: str
     index: int
     profile: Profile | None
 
 
-@dataclass(frozen=True)
-class SsgMeta:
+class SsgMeta(msgspec.Struct, frozen=True, array_like=True, gc=False):
     id: str
     name: str
     max_lower: int
@@ -38,8 +37,7 @@ class SsgMeta:
         return self.max_upper - self.max_lower
 
 
-@dataclass(frozen=True)
-class Plan:
+class Plan(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """A vertex parallelism (index-aligned with the job's vertices) and SSG slot counts."""
 
     parallelism: tuple[int, ...]
@@ -50,8 +48,7 @@ class Plan:
         return sum(count for _, count in self.group_slots)
 
 
-@dataclass(frozen=True)
-class Assignment:
+class Assignment(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """Which slots each slot-sharing group got, in execution-group order."""
 
     groups: tuple[tuple[str, tuple[str, ...]], ...]  # (ssg id, slot ids)

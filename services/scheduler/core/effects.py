@@ -8,9 +8,10 @@ number, which orders a job's effects totally.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
+
+import msgspec
 
 from services.scheduler.core.model import JobStatus
 
@@ -51,8 +52,7 @@ class RejectionKind(StrEnum):
     INVALID_EVENT = "InvalidEvent"
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(msgspec.Struct, frozen=True):
     """A scheduler decision and why: transitions, and why a change did or did not rescale.
 
     A state transition carries the job's new JobStatus (Flink's job status listeners
@@ -70,8 +70,7 @@ class Decision:
     job_status: JobStatus | None = None
 
 
-@dataclass(frozen=True)
-class RuntimeRequest:
+class RuntimeRequest(msgspec.Struct, frozen=True):
     job_id: str
     at: int
     sequence: int
@@ -81,8 +80,7 @@ class RuntimeRequest:
     details: tuple[tuple[str, str], ...] = ()
 
 
-@dataclass(frozen=True)
-class RescaleUpdated:
+class RescaleUpdated(msgspec.Struct, frozen=True):
     """One revision of a rescale record, ready for the Avro rescale schema."""
 
     job_id: str
@@ -93,8 +91,7 @@ class RescaleUpdated:
     record: dict[str, Any]
 
 
-@dataclass(frozen=True)
-class Rejected:
+class Rejected(msgspec.Struct, frozen=True):
     """An input the scheduler cannot use at all: it belongs on the dead-letter topic."""
 
     job_id: str

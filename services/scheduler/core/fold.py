@@ -20,6 +20,8 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
+from msgspec.structs import replace
+
 from services.scheduler.core import timeline as tl
 from services.scheduler.core.config import SchedulerConfig, resolve
 from services.scheduler.core.effects import (
@@ -34,7 +36,6 @@ from services.scheduler.core.effects import (
 )
 from services.scheduler.core.model import JobState, JobStatus, SchedulerState, StateName, Timer
 from services.scheduler.core.recording import build_record
-from services.scheduler.core.values import evolve
 
 MAX_TIMERS_PER_STEP = 10_000
 
@@ -86,10 +87,10 @@ class Fold:
     # -- writing -----------------------------------------------------------
 
     def set(self, **changes: Any) -> None:
-        self.job = evolve(self.job, **changes)
+        self.job = replace(self.job, **changes)
 
     def set_state(self, **changes: Any) -> None:
-        self.job = evolve(self.job, state=evolve(self.job.state, **changes))
+        self.job = replace(self.job, state=replace(self.job.state, **changes))
 
     def next_epoch(self) -> int:
         self.epochs += 1
@@ -98,7 +99,7 @@ class Fold:
     def finish(self) -> JobState:
         """The job after this step, with the step's counters written back."""
         self.flush_rescales()
-        self.job = evolve(
+        self.job = replace(
             self.job, sequence=self.sequence, epochs=self.epochs, timer_seq=self.timer_seq
         )
         return self.job
@@ -140,7 +141,7 @@ class Fold:
             raise InvariantError(f"more than {MAX_TIMERS_PER_STEP} timers in one step")
         if until > self.now:
             self.flush_rescales()
-        self.set(now=max(self.now, until))
+            self.set(now=until)
 
     def _current(self, timer: Timer) -> bool:
         if timer.state_epoch != self.state.epoch:
@@ -234,13 +235,15 @@ class Fold:
 
     def flush_rescales(self) -> None:
         """Emit one new revision of every rescale changed since the last flush."""
+        if not self._touched:
+            return
         for rescale in self._touched.values():
-            revised = evolve(rescale, revision=rescale.revision + 1)
+            revised = replace(rescale, revision=rescale.revision + 1)
             current = self.job.timeline.current
             if current is not None and current.uuid == rescale.uuid:
                 self.set(
-                    timeline=evolve(
-                        self.job.timeline, current=evolve(current, revision=revised.revision)
+                    timeline=replace(
+                        self.job.timeline, current=replace(current, revision=revised.revision)
                     )
                 )
             self.effects.append(

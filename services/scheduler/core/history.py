@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from msgspec.structs import replace
+
 from services.scheduler.core import timeline as tl
 from services.scheduler.core.allocator import Assignment, Plan
 from services.scheduler.core.fold import Fold
 from services.scheduler.core.timeline import TerminatedReason, TriggerCause
-from services.scheduler.core.values import evolve
 
 
 def _opened(
@@ -32,7 +33,7 @@ def _opened(
     latest = fold.job.timeline.latest_completed
 
     def fill(rescale: tl.Rescale) -> tl.Rescale:
-        rescale = tl.set_requirements(evolve(rescale, trigger=trigger, start=start), info)
+        rescale = tl.set_requirements(replace(rescale, trigger=trigger, start=start), info)
         return tl.set_pre_rescale(rescale, info, latest) if with_pre else rescale
 
     return fill
@@ -95,7 +96,7 @@ def restarting_for_failover(fold: Fold) -> None:
     failure shows in the decisions and the statusMessage, not in a span.
     """
     if fold.job.timeline.in_progress() is not None:
-        fold.update_rescale(lambda r: evolve(r, spans=(), phases=()))
+        fold.update_rescale(lambda r: replace(r, spans=(), phases=()))
     else:
         fold.open_rescale(False, lambda r: r)
     fold.update_rescale(_opened(fold, TriggerCause.RECOVERABLE_FAILOVER, fold.now, True))
@@ -142,7 +143,7 @@ def job_ending(fold: Fold, reason: TerminatedReason, exception: str | None = Non
 
 def set_status(fold: Fold, message: str) -> None:
     """scalefold: the in-progress rescale's statusMessage, the latest explanation."""
-    fold.update_rescale(lambda r: r if r.status == message else evolve(r, status=message))
+    fold.update_rescale(lambda r: r if r.status == message else replace(r, status=message))
 
 
 def track_phase(fold: Fold) -> None:
@@ -162,7 +163,7 @@ def track_phase(fold: Fold) -> None:
         ):
             return rescale
         closed = tl.close_phases(rescale, fold.now)
-        return evolve(
+        return replace(
             closed, phases=(*closed.phases, tl.PhaseSpan(str(stm.phase), state, fold.now))
         )
 

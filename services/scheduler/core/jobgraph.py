@@ -8,7 +8,8 @@ at submission and never changes (`testConsistentMaxParallelism`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from services.contracts.events import Requirement, VertexSpec
 
@@ -20,8 +21,7 @@ PARALLELISM_DEFAULT = -1  # ExecutionConfig's "not set": normalized to 1
 PARALLELISM_AUTO_MAX = 2**31 - 1  # Integer.MAX_VALUE: the largest max parallelism, 32768
 
 
-@dataclass(frozen=True)
-class Vertex:
+class Vertex(msgspec.Struct, frozen=True, array_like=True, gc=False):
     id: str
     name: str
     ssg_id: str
@@ -29,14 +29,12 @@ class Vertex:
     max_parallelism: int
 
 
-@dataclass(frozen=True)
-class Bounds:
+class Bounds(msgspec.Struct, frozen=True, array_like=True, gc=False):
     lower: int
     upper: int
 
 
-@dataclass(frozen=True)
-class JobInformation:
+class JobInformation(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """The vertices (in topological order) and their current bounds, index-aligned."""
 
     vertices: tuple[Vertex, ...]

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from enum import StrEnum
+
+import msgspec
 
 from services.contracts.events import Profile
 from services.scheduler.core.allocator import Assignment, Slot
@@ -74,8 +75,7 @@ STATE_JOB_STATUS = {
 }
 
 
-@dataclass(frozen=True)
-class TransitionManager:
+class TransitionManager(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """A DefaultStateTransitionManager; `epoch` is the identity of its current phase."""
 
     epoch: int
@@ -90,8 +90,7 @@ class TransitionManager:
     evaluation_scheduled: bool = False
 
 
-@dataclass(frozen=True)
-class ExecutionGraph:
+class ExecutionGraph(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """The running (or planned) job: its parallelism, the slots it holds, and what its
     CheckpointCoordinator knows (each graph has its own, as in Flink)."""
 
@@ -102,8 +101,7 @@ class ExecutionGraph:
     checkpoint_pending: bool = False  # a checkpoint this scheduler triggered has not ended
 
 
-@dataclass(frozen=True)
-class SchedulerState:
+class SchedulerState(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """The current scheduler state; `epoch` is its identity for runIfState guards."""
 
     name: StateName
@@ -124,8 +122,7 @@ class SchedulerState:
     cause: str | None = None
 
 
-@dataclass(frozen=True)
-class Timer:
+class Timer(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """A delayed action guarded by the identity of the state (and phase) that set it."""
 
     due: int
@@ -135,8 +132,7 @@ class Timer:
     phase_epoch: int | None = None
 
 
-@dataclass(frozen=True)
-class TaskManager:
+class TaskManager(msgspec.Struct, frozen=True, array_like=True, gc=False):
     id: str
     slots: int
     profile: Profile | None
@@ -145,8 +141,7 @@ class TaskManager:
         return tuple(Slot(f"{self.id}#{i}", self.id, i, self.profile) for i in range(self.slots))
 
 
-@dataclass(frozen=True)
-class JobState:
+class JobState(msgspec.Struct, frozen=True, array_like=True, gc=False):
     job_id: str
     job_name: str
     now: int
@@ -160,7 +155,7 @@ class JobState:
     epochs: int = 0
     timer_seq: int = 0
     graphs: int = 0
-    restart: RestartState = field(default_factory=RestartState)
+    restart: RestartState = msgspec.field(default_factory=RestartState)
     num_restarts: int = 0
     num_rescales: int = 0
     sequence: int = 0

@@ -7,15 +7,15 @@ id and the failure count, so a replay restarts at the same moments.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+
+import msgspec
+from msgspec.structs import replace
 
 from services.contracts.jobconfig import RestartStrategyType
 from services.scheduler.core.config import RestartConfig
-from services.scheduler.core.values import evolve
 
 
-@dataclass(frozen=True)
-class RestartState:
+class RestartState(msgspec.Struct, frozen=True, array_like=True, gc=False):
     failures: int = 0
     attempts: int = 0  # since the last backoff reset (exponential delay)
     backoff_ms: int = 0
@@ -23,8 +23,7 @@ class RestartState:
     recent_failures: tuple[int, ...] = ()  # failure-rate window
 
 
-@dataclass(frozen=True)
-class RestartDecision:
+class RestartDecision(msgspec.Struct, frozen=True, array_like=True, gc=False):
     can_restart: bool
     backoff_ms: int
     explanation: str
@@ -38,11 +37,11 @@ def on_failure(
     kind = config.type
     if kind is RestartStrategyType.NONE:
         decision = RestartDecision(False, 0, "restart strategy none: failures are not restarted")
-        return evolve(state, failures=failures, last_failure_at=now), decision
+        return replace(state, failures=failures, last_failure_at=now), decision
     if kind is RestartStrategyType.FIXED_DELAY:
         ok = failures <= config.fixed_attempts
         why = f"fixed-delay attempt {failures} of {config.fixed_attempts}"
-        new = evolve(state, failures=failures, last_failure_at=now)
+        new = replace(state, failures=failures, last_failure_at=now)
         return new, RestartDecision(ok, config.fixed_delay_ms, why)
     if kind is RestartStrategyType.FAILURE_RATE:
         window = tuple(t for t in state.recent_failures if now - t < config.rate_interval_ms)
@@ -52,7 +51,7 @@ def on_failure(
             f"{len(window)} failures within {config.rate_interval_ms} ms "
             f"(max {config.rate_max_failures})"
         )
-        new = evolve(state, failures=failures, last_failure_at=now, recent_failures=window)
+        new = replace(state, failures=failures, last_failure_at=now, recent_failures=window)
         return new, RestartDecision(ok, config.rate_delay_ms, why)
     return _exponential(config, state, now, job_id, failures)
 

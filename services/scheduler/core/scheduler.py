@@ -10,7 +10,7 @@ clock never goes backwards. `advance` runs timers up to a time without an event
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from services.contracts.events import (
     ConfigurationUpdated,
@@ -55,8 +55,7 @@ from services.scheduler.core.transitions import go_to_waiting_for_resources
 RUNNING_GRAPH = (StateName.EXECUTING, StateName.STOP_WITH_SAVEPOINT)
 
 
-@dataclass(frozen=True)
-class Step:
+class Step(msgspec.Struct, frozen=True):
     """The job after one event (None if it was never created) and what the event caused."""
 
     job: JobState | None

@@ -22,6 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from msgspec.structs import replace
+
 from services.scheduler.core.effects import DecisionKind
 from services.scheduler.core.fold import Fold, InvariantError
 from services.scheduler.core.history import (
@@ -30,7 +32,6 @@ from services.scheduler.core.history import (
     track_phase,
 )
 from services.scheduler.core.model import Phase, TransitionManager
-from services.scheduler.core.values import evolve
 
 COOLDOWN_END = "stm.cooldown-end"
 STABILIZED = "stm.stabilized"
@@ -89,7 +90,7 @@ def on_change(fold: Fold, owner: TransitionContext, new_resource_driven: bool) -
         else:
             fold.decide(DecisionKind.CHANGE_IGNORED, f"idling: {assessment.message}")
     elif stm.phase is Phase.STABILIZING:
-        fold.set_state(stm=evolve(stm, last_change=fold.now))
+        fold.set_state(stm=replace(stm, last_change=fold.now))
         _schedule_evaluation(fold)
         owner.request_active_checkpoint(fold)
         until = (stm.first_change or fold.now) + stm.stabilization_ms
@@ -129,7 +130,7 @@ def on_timer(fold: Fold, owner: TransitionContext, action: str) -> None:
     elif action == STABILIZED:
         _to_stabilized(fold, owner, stm.first_change if stm.first_change is not None else fold.now)
     elif action == EVALUATE:
-        fold.set_state(stm=evolve(stm, evaluation_scheduled=False))
+        fold.set_state(stm=replace(stm, evaluation_scheduled=False))
         _transition_if_desired(fold, owner, "max-trigger-delay evaluation")
     elif action == STABILIZED_TRIGGER:
         on_trigger(fold, owner)
@@ -150,7 +151,7 @@ def _change_in_cooldown(
     if not assessment.sufficient:
         fold.decide(DecisionKind.CHANGE_IGNORED, f"in cooldown until {until}: {assessment.message}")
         return
-    fold.set_state(stm=evolve(stm, first_change=fold.now))
+    fold.set_state(stm=replace(stm, first_change=fold.now))
     _record_new_resources(fold, owner, new_resource_driven)
     fold.decide(
         DecisionKind.CHANGE_RECORDED,
@@ -182,7 +183,7 @@ def _progress(fold: Fold, phase: Phase, **changes: Any) -> TransitionManager:
     stm = _stm(fold)
     if stm.phase is Phase.TRANSITIONING:
         raise InvariantError("the state transition has already been triggered")
-    new = evolve(stm, epoch=fold.next_epoch(), phase=phase, phase_entered_at=fold.now, **changes)
+    new = replace(stm, epoch=fold.next_epoch(), phase=phase, phase_entered_at=fold.now, **changes)
     fold.set_state(stm=new)
     fold.decide(
         DecisionKind.PHASE_TRANSITION, f"{stm.phase} -> {phase}", source=stm.phase, target=phase
@@ -225,7 +226,7 @@ def _schedule_evaluation(fold: Fold) -> None:
     stm = _stm(fold)
     if stm.evaluation_scheduled:
         return
-    fold.set_state(stm=evolve(stm, evaluation_scheduled=True))
+    fold.set_state(stm=replace(stm, evaluation_scheduled=True))
     anchor = stm.last_change if stm.last_change is not None else fold.now
     _schedule_relatively(fold, EVALUATE, anchor, stm.max_delay_ms)
 

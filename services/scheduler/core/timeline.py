@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import TypeVar
+
+import msgspec
+from msgspec.structs import replace
 
 from services.contracts.events import Profile
 from services.scheduler.core.allocator import Assignment, Plan, Slot, ssg_metas
 from services.scheduler.core.jobgraph import JobInformation
-from services.scheduler.core.values import evolve
 
 _T = TypeVar("_T")
 NAMESPACE = uuid.UUID("6b1f3c2e-8d4a-5e7b-9c0d-1a2b3c4d5e6f")
@@ -60,24 +61,21 @@ class TerminatedReason(StrEnum):
         return TerminalState.IGNORED
 
 
-@dataclass(frozen=True)
-class StateSpan:
+class StateSpan(msgspec.Struct, frozen=True, array_like=True, gc=False):
     state: str
     enter: int
     leave: int | None
     exception: str | None = None
 
 
-@dataclass(frozen=True)
-class PhaseSpan:
+class PhaseSpan(msgspec.Struct, frozen=True, array_like=True, gc=False):
     phase: str
     state: str
     enter: int
     leave: int | None = None
 
 
-@dataclass(frozen=True)
-class VertexRescale:
+class VertexRescale(msgspec.Struct, frozen=True, array_like=True, gc=False):
     vertex_id: str
     name: str
     ssg_id: str
@@ -88,8 +86,7 @@ class VertexRescale:
     post: int | None = None
 
 
-@dataclass(frozen=True)
-class SlotRescale:
+class SlotRescale(msgspec.Struct, frozen=True, array_like=True, gc=False):
     ssg_id: str
     ssg_name: str
     desired: int | None = None
@@ -99,8 +96,7 @@ class SlotRescale:
     acquired_profile: Profile | None = None
 
 
-@dataclass(frozen=True)
-class Rescale:
+class Rescale(msgspec.Struct, frozen=True, array_like=True, gc=False):
     uuid: str
     requirements_uuid: str
     attempt: int
@@ -124,16 +120,14 @@ class Rescale:
         return None if self.reason is None else self.reason.terminal_state
 
 
-@dataclass(frozen=True)
-class Completed:
+class Completed(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """What a later rescale takes from the latest COMPLETED one: its post values."""
 
     vertex_post: tuple[tuple[str, int | None], ...]
     slot_post: tuple[tuple[str, int | None], ...]
 
 
-@dataclass(frozen=True)
-class Timeline:
+class Timeline(msgspec.Struct, frozen=True, array_like=True, gc=False):
     size: int
     current: Rescale | None = None
     recent: tuple[str, ...] = ()  # ids of the last `size` rescales, oldest first
@@ -174,7 +168,7 @@ def new_rescale(timeline: Timeline, job_id: str, new_epoch: bool) -> Timeline:
     created = timeline.created + 1
     rescale = Rescale(derive_uuid(job_id, "rescale", created), requirements, attempt)
     recent = (*timeline.recent, rescale.uuid)[-timeline.size :]
-    return evolve(
+    return replace(
         timeline,
         current=rescale,
         recent=recent,
@@ -192,8 +186,8 @@ def update(timeline: Timeline, change: Callable[[Rescale], Rescale]) -> Timeline
         return timeline
     changed = change(current)
     if not changed.terminated:
-        return evolve(timeline, current=changed)
-    return _terminated(evolve(timeline, current=changed), changed)
+        return replace(timeline, current=changed)
+    return _terminated(replace(timeline, current=changed), changed)
 
 
 def _terminated(timeline: Timeline, rescale: Rescale) -> Timeline:
@@ -203,10 +197,10 @@ def _terminated(timeline: Timeline, rescale: Rescale) -> Timeline:
             tuple((v.vertex_id, v.post) for v in rescale.vertices),
             tuple((s.ssg_id, s.post) for s in rescale.slots),
         )
-        return evolve(timeline, completed=timeline.completed + 1, latest_completed=done)
+        return replace(timeline, completed=timeline.completed + 1, latest_completed=done)
     if state is TerminalState.FAILED:
-        return evolve(timeline, failed=timeline.failed + 1)
-    return evolve(timeline, ignored=timeline.ignored + 1)
+        return replace(timeline, failed=timeline.failed + 1)
+    return replace(timeline, ignored=timeline.ignored + 1)
 
 
 # Rescale setters: each returns a new Rescale (Flink's fluent setters, immutable).
@@ -221,20 +215,20 @@ def add_state_span(rescale: Rescale, span: StateSpan) -> Rescale:
     """
     if rescale.terminated:
         return rescale
-    return evolve(rescale, spans=(*rescale.spans, span))
+    return replace(rescale, spans=(*rescale.spans, span))
 
 
 def terminate(rescale: Rescale, reason: TerminatedReason, end: int) -> Rescale:
     """setTerminatedReason + setEndTimestamp; the open transition phase ends with it."""
-    return evolve(close_phases(rescale, end), reason=reason, end=end)
+    return replace(close_phases(rescale, end), reason=reason, end=end)
 
 
 def close_phases(rescale: Rescale, at: int) -> Rescale:
     """End the open transition-phase span, if any, at `at`."""
     if not rescale.phases or rescale.phases[-1].leave is not None:
         return rescale
-    last = evolve(rescale.phases[-1], leave=at)
-    return evolve(rescale, phases=(*rescale.phases[:-1], last))
+    last = replace(rescale.phases[-1], leave=at)
+    return replace(rescale, phases=(*rescale.phases[:-1], last))
 
 
 def set_requirements(rescale: Rescale, info: JobInformation) -> Rescale:
@@ -244,12 +238,12 @@ def set_requirements(rescale: Rescale, info: JobInformation) -> Rescale:
         known = vertices.get(vertex.id) or VertexRescale(
             vertex.id, vertex.name, vertex.ssg_id, vertex.ssg_name
         )
-        vertices[vertex.id] = evolve(known, desired=bounds.upper, sufficient=bounds.lower)
+        vertices[vertex.id] = replace(known, desired=bounds.upper, sufficient=bounds.lower)
     slots = {s.ssg_id: s for s in rescale.slots}
     for meta in ssg_metas(info):
         group = slots.get(meta.id) or SlotRescale(meta.id, meta.name)
-        slots[meta.id] = evolve(group, desired=meta.max_upper, minimal=meta.max_lower)
-    return evolve(rescale, vertices=_sorted(vertices), slots=_sorted(slots))
+        slots[meta.id] = replace(group, desired=meta.max_upper, minimal=meta.max_lower)
+    return replace(rescale, vertices=_sorted(vertices), slots=_sorted(slots))
 
 
 def set_pre_rescale(rescale: Rescale, info: JobInformation, latest: Completed | None) -> Rescale:
@@ -259,9 +253,9 @@ def set_pre_rescale(rescale: Rescale, info: JobInformation, latest: Completed | 
     vertex_post = dict(latest.vertex_post)
     slot_post = dict(latest.slot_post)
     rescale = set_requirements(rescale, info) if not rescale.vertices else rescale
-    vertices = tuple(evolve(v, pre=vertex_post.get(v.vertex_id)) for v in rescale.vertices)
-    slots = tuple(evolve(s, pre=slot_post.get(s.ssg_id)) for s in rescale.slots)
-    return evolve(rescale, vertices=vertices, slots=slots)
+    vertices = tuple(replace(v, pre=vertex_post.get(v.vertex_id)) for v in rescale.vertices)
+    slots = tuple(replace(s, pre=slot_post.get(s.ssg_id)) for s in rescale.slots)
+    return replace(rescale, vertices=vertices, slots=slots)
 
 
 def set_post_rescale(
@@ -274,10 +268,10 @@ def set_post_rescale(
     """setPostRescaleVertexParallelism + setPostRescaleSlots."""
     rescale = set_requirements(rescale, info) if not rescale.vertices else rescale
     post = {v.id: p for v, p in zip(info.vertices, plan.parallelism, strict=True)}
-    vertices = tuple(evolve(v, post=post.get(v.vertex_id)) for v in rescale.vertices)
+    vertices = tuple(replace(v, post=post.get(v.vertex_id)) for v in rescale.vertices)
     assigned = dict(assignment.groups)
     slots = tuple(
-        evolve(
+        replace(
             s,
             post=len(assigned.get(s.ssg_id, ())),
             acquired_profile=pool[assigned[s.ssg_id][0]].profile
@@ -286,7 +280,7 @@ def set_post_rescale(
         )
         for s in rescale.slots
     )
-    return evolve(rescale, vertices=vertices, slots=slots)
+    return replace(rescale, vertices=vertices, slots=slots)
 
 
 def _sorted(items: dict[str, _T]) -> tuple[_T, ...]:

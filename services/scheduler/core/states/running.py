@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from msgspec.structs import replace
+
 from services.contracts.events import JobEventKind, JobLifecycle
 from services.contracts.jobconfig import MIN_PAUSE, RuntimeMode, StabilizationPlacement
 from services.scheduler.core import history, stm
@@ -22,7 +24,6 @@ from services.scheduler.core.transitions import (
     restart_or_fail,
     transition_to,
 )
-from services.scheduler.core.values import evolve
 
 SAVEPOINT_NOT_FINISHED = (
     "org.apache.flink.util.FlinkException: "
@@ -203,7 +204,7 @@ class Executing(WithGraph):
                 f"dropped: a checkpoint completed at {graph.last_checkpoint_at} while it waited",
             )
             return
-        fold.set_state(graph=evolve(graph, checkpoint_pending=True))
+        fold.set_state(graph=replace(graph, checkpoint_pending=True))
         fold.request(RequestKind.TRIGGER_CHECKPOINT, graph.id, reason="rescale evaluation")
 
 
@@ -212,7 +213,7 @@ def checkpoint_ended(fold: Fold, completed: bool) -> None:
     any more (it runs one checkpoint at a time), and a completion starts the min pause."""
     graph = graph_of(fold)
     last = fold.now if completed else graph.last_checkpoint_at
-    fold.set_state(graph=evolve(graph, checkpoint_pending=False, last_checkpoint_at=last))
+    fold.set_state(graph=replace(graph, checkpoint_pending=False, last_checkpoint_at=last))
 
 
 def _min_pause_left(fold: Fold, graph: ExecutionGraph) -> int:
