@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 # The scheduler core must keep >= 95% branch coverage (pyproject: [tool.coverage.report]).
 PYTEST_ARGS ?= --cov=services/scheduler/core --cov-report=term:skip-covered
 
-.PHONY: demo test compose-test up down status lint format fetch venv bench clean
+.PHONY: demo test compose-test up down status lint format fetch browser venv bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,9 +28,13 @@ demo: fetch
 
 ## test: lint, then the whole suite against a real broker started (and stopped) for it,
 ## then the docker-compose stack's tests (compose-test)
-test: lint fetch
+test: lint fetch browser
 	$(BIN)/scalefold local run -- $(BIN)/pytest $(PYTEST_ARGS) --ignore=tests/docker
 	$(MAKE) compose-test
+
+## browser: Debian's chromium for the HTML timeline's test (as root: apt-get, ~80 s once)
+browser:
+	deploy/browser/chromium.sh
 
 ## compose-test: provision Docker (as root), build the images, run tests/docker (docs/docker-compose.md)
 compose-test: $(STAMP)

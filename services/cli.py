@@ -94,14 +94,20 @@ def _split_compare(argv: list[str]) -> tuple[list[str], list[str] | None]:
     return argv[:cut], argv[cut:]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    head, compare = _split_compare(list(sys.argv[1:] if argv is None else argv))
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    """The command line as `main` reads it (argparse exits on an error, as usual)."""
+    head, compare = _split_compare(list(argv))
     args, extra = build_parser().parse_known_args(head)
     if extra and not getattr(args, "takes_extra", False):
         build_parser().error(f"unrecognized arguments: {' '.join(extra)}")
     args.extra = extra
     if compare is not None:
         args.compare = compare
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.verbose:
         args.log_level = "DEBUG"
     logging.basicConfig(

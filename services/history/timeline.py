@@ -206,13 +206,30 @@ def _svg_bars(rows: Sequence[TimelineRow], scale: _Scale, relative: bool) -> lis
                 f"{'(open) ' if bar.open else ''}{_iso(bar.end_ms)}, "
                 f"{(bar.end_ms - bar.start_ms) / 1000:g} s"
             )
+            fill = f"url(#{_hatch_id(bar.state)})" if bar.open else colour(bar.state)
             css = ' class="open"' if bar.open else ""
             parts.append(
                 f'<rect x="{left:.1f}" y="{top + 3}" width="{max(right - left, 1.5):.1f}" '
-                f'height="{ROW_HEIGHT - 6}" fill="{colour(bar.state)}"{css}>'
+                f'height="{ROW_HEIGHT - 6}" fill="{fill}"{css}>'
                 f"<title>{html.escape(tip)}</title></rect>"
             )
     return parts
+
+
+def _hatch_id(state: str) -> str:
+    return "open-" + "".join(c if c.isalnum() else "_" for c in state)
+
+
+def _svg_hatches(rows: Sequence[TimelineRow]) -> list[str]:
+    """An open span is hatched, as in the PNG: its state's colour crossed by dark diagonals."""
+    open_states = dict.fromkeys(bar.state for row in rows for bar in row.bars if bar.open)
+    return [
+        f'<pattern id="{_hatch_id(state)}" patternUnits="userSpaceOnUse" width="8" height="8" '
+        'patternTransform="rotate(45)">'
+        f'<path d="M0 0h8v8h-8z" fill="{colour(state)}"/>'
+        '<line x1="0" y1="0" x2="0" y2="8" stroke="#000" stroke-width="3"/></pattern>'
+        for state in open_states
+    ]
 
 
 def _svg_ticks(scale: _Scale, bottom: int, relative: bool) -> list[str]:
@@ -242,6 +259,7 @@ def render_html(rows: Sequence[TimelineRow], title: str, relative: bool) -> str:
         legend=legend,
         width=round(scale.left + PLOT_WIDTH + 40),
         height=height,
+        defs="".join(_svg_hatches(rows)),
         body="\n".join([*_svg_bars(rows, scale, relative), *_svg_ticks(scale, bottom, relative)]),
         axis="seconds since the rescale started" if relative else "time (UTC)",
         axis_x=scale.left + PLOT_WIDTH / 2,
@@ -264,10 +282,13 @@ rect.open {{ stroke: #000; stroke-dasharray: 3 2; }}
 .key {{ margin-right: 14px; white-space: nowrap; }}
 .key i {{ display: inline-block; width: 12px; height: 12px; margin-right: 4px;
           vertical-align: -1px; }}
+.key i.hatch {{ border: 1px dashed #000;
+  background: repeating-linear-gradient(45deg, #000 0 2px, #fff 2px 5px); }}
 </style></head>
 <body><h1>{title}</h1>
-<p>{legend}<span class="key"><i style="border:1px dashed #000"></i>open span</span></p>
+<p>{legend}<span class="key"><i class="hatch"></i>open span</span></p>
 <svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}">
+<defs>{defs}</defs>
 {body}
 <text x="{axis_x}" y="{axis_y}" class="tick">{axis}</text>
 </svg>

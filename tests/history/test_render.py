@@ -111,6 +111,7 @@ def test_open_spans_reach_the_latest_revision_and_html_is_self_contained() -> No
     assert rows[1].bars[0].end_ms == 60_000 and rows[1].bars[0].open
     assert rows[0].label == "r-1 UPDATE_REQUIREMENT -> SUCCEEDED"
     page = render_html(rows, "Rescales of job <j>", relative=False)
-    assert page.count("<rect") == 3
+    assert page.count("<rect") == 3  # one per span
+    assert page.count('fill="url(#open-WaitingForResources)"') == 1  # the open one hatched
     assert "Rescales of job &lt;j&gt;" in page
     assert "http" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")

@@ -1,0 +1,176 @@
+"""Every example command in README.md works as written.
+
+Each ```sh block of the README is preceded by a marker comment saying how it is checked:
+
+- `<!-- example: run (...) -->`: cheap and self-contained (no stack); every command runs for real
+  from the project root, as written, and must exit 0 with some output.
+- `<!-- example: parse (...) -->`: needs the running stack (or is a `make` target); every
+  `scalefold` command must parse with the CLI's real parser (and its subcommand's `--help`
+  must work), `produce` commands must build valid events (`--dry-run`), `make` targets must
+  exist in the Makefile, `python -m` modules must exist, and every file named must exist.
+
+A README block without a marker fails the check, so the rule stays visible where examples are
+written. Pages in docs/ opt in: their marked blocks are checked the same way (e.g. the quick
+benchmark runs of docs/benchmarks.md, parse-checked).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import re
+import shlex
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from services.cli import parse_args
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+SCALEFOLD = ".venv/bin/scalefold"
+PYTHON = ".venv/bin/python"
+BLOCK = re.compile(r"(?:<!--\s*example:\s*(\w+)[^>]*-->\s*\n)?```(\w*)\n(.*?)^```", re.M | re.S)
+INPUT_FILE = re.compile(r"^(examples|deploy|docs|bench|schemas|services)/\S+$|\.jsonl$")
+
+
+@dataclass(frozen=True)
+class Block:
+    mode: str | None
+    line: int
+    commands: tuple[str, ...]
+    page: str = "README.md"
+
+
+def blocks(text: str, page: str = "README.md") -> list[Block]:
+    found = []
+    for match in BLOCK.finditer(text):
+        mode, language, body = match.groups()
+        if language not in ("sh", "shell", "bash", "console"):
+            continue
+        joined = re.sub(r"\\\n\s*", " ", body)
+        commands = tuple(c for c in (ln.strip() for ln in joined.splitlines()) if c)
+        found.append(Block(mode, text.count("\n", 0, match.start()) + 1, commands, page))
+    return found
+
+
+README_BLOCKS = blocks(README.read_text(encoding="utf-8"))
+DOC_BLOCKS = [
+    block
+    for page in sorted((ROOT / "docs").glob("*.md"))
+    for block in blocks(page.read_text(encoding="utf-8"), f"docs/{page.name}")
+    if block.mode is not None
+]
+MAKE_TARGETS = set(re.findall(r"^([\w-]+):", (ROOT / "Makefile").read_text(), re.M))
+
+
+def argv(command: str) -> list[str]:
+    return shlex.split(command, comments=True)
+
+
+def _ids(block: Block) -> str:
+    return f"{block.page}:{block.line}"
+
+
+def test_every_shell_block_says_how_it_is_checked() -> None:
+    assert README_BLOCKS, "no ```sh blocks found in README.md"
+    unmarked = [_ids(b) for b in README_BLOCKS + DOC_BLOCKS if b.mode not in ("run", "parse")]
+    assert unmarked == [], "precede each with <!-- example: run --> or <!-- example: parse -->"
+    assert any(b.mode == "run" for b in README_BLOCKS)
+
+
+def parses(words: list[str]) -> str | None:
+    """None if the real `scalefold` parser takes `words`, else argparse's complaint."""
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            parse_args(words)
+    except SystemExit as stop:
+        if stop.code not in (0, None):
+            return err.getvalue().strip() or f"exit {stop.code}"
+    return None
+
+
+def _subcommand(words: list[str]) -> list[str]:
+    """The command path (`cluster state`, `history sql`, ...) before the first option."""
+    path = []
+    for word in words:
+        if word.startswith("-") or len(path) == 2:
+            break
+        path.append(word)
+    return path
+
+
+def check_statically(command: str) -> list[str]:
+    words = argv(command)
+    problems = [
+        f"{command!r}: no such file {word}"
+        for word in words
+        if INPUT_FILE.search(word) and not (ROOT / word).exists()
+    ]
+    if words[0] == "make":
+        problems += [f"{command!r}: no make target {t}" for t in words[1:] if t not in MAKE_TARGETS]
+    elif words[0] == SCALEFOLD:
+        rest = words[1:]
+        complaint = parses(rest)
+        if complaint:
+            problems.append(f"{command!r}: {complaint}")
+        path = _subcommand(rest)
+        while path and parses([*path, "--help"]) is not None:
+            path = path[:-1]  # `history sql QUERY`: QUERY is a positional, not a verb
+        if not path:
+            problems.append(f"{command!r}: `scalefold {rest[0]} --help` fails")
+        if rest[:1] == ["produce"] and "--dry-run" not in rest:
+            done = subprocess.run(
+                [str(ROOT / SCALEFOLD), *rest, "--dry-run"],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+            if done.returncode != 0 or not done.stdout.strip():
+                problems.append(f"{command!r} --dry-run: {done.stderr.strip()[-500:]}")
+    elif words[0] != PYTHON:
+        problems.append(f"{command!r}: not a make, {SCALEFOLD} or {PYTHON} command")
+    if PYTHON in words:  # also `scalefold local run -- .venv/bin/python -m bench...`
+        module = words[words.index(PYTHON) + 1 :][:2]
+        if module[:1] == ["-m"] and importlib.util.find_spec(module[1]) is None:
+            problems.append(f"{command!r}: no module {module[1]}")
+    return problems
+
+
+@pytest.mark.parametrize("block", README_BLOCKS + DOC_BLOCKS, ids=_ids)
+def test_each_command_names_real_commands_flags_and_files(block: Block) -> None:
+    assert [p for command in block.commands for p in check_statically(command)] == []
+
+
+RUN_BLOCKS = [b for b in README_BLOCKS + DOC_BLOCKS if b.mode == "run"]
+
+
+@pytest.mark.parametrize("block", RUN_BLOCKS, ids=_ids)
+def test_runnable_examples_run_as_written(block: Block) -> None:
+    for command in block.commands:
+        done = subprocess.run(
+            ["bash", "-o", "pipefail", "-c", command],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert done.returncode == 0, f"{command}\n{done.stderr[-2000:]}"
+        assert done.stdout.strip(), f"{command}: printed nothing"
+
+
+def test_the_check_finds_a_wrong_flag_a_missing_file_and_an_unmarked_block() -> None:
+    assert check_statically(f"{SCALEFOLD} replay examples/no-such.jsonl --summary")
+    assert check_statically(f"{SCALEFOLD} cluster state --no-such-flag")
+    assert check_statically("make no-such-target")
+    assert check_statically(f"{PYTHON} -m bench.no_such_bench")
+    assert check_statically(f"{SCALEFOLD} history summary --job clicks") == []
+    text = "```sh\nmake test\n```\n<!-- example: run -->\n```sh\nmake demo\n```\n"
+    assert [b.mode for b in blocks(text)] == [None, "run"]
