@@ -270,16 +270,27 @@ def history_revisions(data_dir: Path) -> dict[str, int]:
 
 
 def wait_history_holds(
-    data_dir: Path, expected: dict[str, int], timeout: float, alive: Callable[[], None]
-) -> dict[str, int]:
-    """Poll the history's table until it holds exactly `expected` (or the deadline)."""
+    settings: Settings, codec: Codec, data_dir: Path, timeout: float, alive: Callable[[], None]
+) -> tuple[dict[str, int], dict[str, int]]:
+    """Poll until the history's table holds exactly the rescales topic's latest revision of
+    every rescale (or the deadline); return (what it holds, what the topic says).
+
+    The topic is read again at every look: the loop does not stop when the scheduler has
+    folded its log (the actuator still registers TaskManagers it was asked for, the
+    history's planner still asks), so the scheduler's later revisions count too."""
     deadline = time.monotonic() + timeout
-    found = history_revisions(data_dir)
-    while found != expected and time.monotonic() < deadline:
+    while True:
         alive()
-        time.sleep(1)
+        wanted = {
+            rescale: record["revision"]
+            for rescale, record in latest_rescales(
+                codec, read_topic(settings, settings.topics.rescales)
+            ).items()
+        }
         found = history_revisions(data_dir)
-    return found
+        if found == wanted or time.monotonic() > deadline:
+            return found, wanted
+        time.sleep(1)
 
 
 def command_ledger(codec: Codec, settings: Settings) -> tuple[list[str], dict[str, list[Any]]]:
