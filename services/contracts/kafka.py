@@ -305,7 +305,7 @@ def ensure_topics(
     existing = retry_transient(
         lambda: admin.list_topics(timeout=min(timeout, 10.0)).topics,
         "the broker's topics",
-        timeout=max(timeout, 120.0),
+        timeout=connect_timeout,  # one bound for waiting out the broker, connected or not
     )
     for name, spec in specs.items():
         if name in existing and len(existing[name].partitions) != spec.partitions:
