@@ -35,6 +35,7 @@ from services.history.decode import RescaleSchemas
 from services.history.job import RunOptions, start_queries
 from services.history.spark import history_session
 from services.history.tables import PARTITION_COLUMN
+from services.history.upsert import write_tables
 from services.history.views import Layout, build_views, table_schemas
 from services.localstack.jars import spark_connector_jars
 from services.localstack.layout import cache_dir
@@ -133,9 +134,11 @@ def synthetic_tables(spark: SparkSession, rows: int, layout: Layout) -> None:
     ).withColumn("enter_timestamp_ms", F.col("start_timestamp_ms") + F.col("span_index") * 5_000)
     states = states.withColumn("leave_timestamp_ms", F.col("enter_timestamp_ms") + 5_000)
     states = states.withColumn("duration_ms", F.lit(5_000).cast("long"))
-    for name, frame in (("rescales", base), ("rescale_states", states)):
-        path = str(layout.table(name))
-        _fill(frame, schemas[name]).write.partitionBy(PARTITION_COLUMN).parquet(path)
+    frames = {
+        name: _fill(frame, schemas[name])
+        for name, frame in (("rescales", base), ("rescale_states", states))
+    }
+    write_tables(frames, layout.table)
 
 
 def query(spark: SparkSession, layout: Layout, runs: int) -> list[float]:

@@ -126,10 +126,10 @@ def _add_run(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     run = _verb(
         verbs,
         "run",
-        "the streaming job: rescales topic -> Parquet tables, dead letters, scaling commands",
+        "the streaming job: rescales topic -> Delta tables, dead letters, scaling commands",
         """\
 Read the rescales topic from its beginning (resuming from the checkpoints in
-DATA_DIR/checkpoints), write the Parquet tables to DATA_DIR/tables, send
+DATA_DIR/checkpoints), write the Delta tables (Parquet files) to DATA_DIR/tables, send
 undecodable records to the dead-letter topic, and every --plan-interval seconds
 plan scaling commands from the tables and send the ones not sent before.
 While it runs, its Spark session serves the views over Spark Connect (as
@@ -155,6 +155,20 @@ Stop with Ctrl-C or SIGTERM; a restart resumes where the job stopped.""",
         help="plan on rescales that started at most this long ago (whole UTC days)",
     )
     run.add_argument("--no-commands", action="store_true", help="do not plan or send commands")
+    run.add_argument(
+        "--optimize-minutes",
+        type=float,
+        default=10.0,
+        metavar="N",
+        help="compact each table's small files (Delta OPTIMIZE) every N minutes; 0: never",
+    )
+    run.add_argument(
+        "--retention-hours",
+        type=float,
+        default=24.0,
+        metavar="HOURS",
+        help="after compacting, delete replaced files older than this (Delta VACUUM)",
+    )
     run.add_argument(
         "--sql-port",
         type=int,

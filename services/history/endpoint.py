@@ -6,9 +6,9 @@ of `views.build_views` registered as a global temporary view: a Connect client
 gets a session of its own on the service's SparkContext, and global temporary
 views (`global_temp.<view>`) are what every session of one context sees.
 
-A view built from a DataFrame keeps the list of files its Parquet sink's
-`_spark_metadata` log named when it was built, so the service registers the
-views again whenever a table commits a batch (`ViewPublisher.refresh`).
+A view built from a DataFrame keeps the Delta snapshot (the file list) its
+table had when it was built, so the service registers the views again whenever
+a table commits a version (`ViewPublisher.refresh`).
 
 The address is written to `DATA_DIR/sql.url` while the service runs, which is
 how `history sql` (and `local status`) find it; a file left by a killed service
@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from services.history.tables import TABLES
+from services.history.sinklog import latest_version
+from services.history.tables import LATEST_TABLE, TABLES
 from services.history.views import Layout, build_views, table_schemas, view_names
 
 if TYPE_CHECKING:
@@ -111,17 +112,9 @@ def reachable(url: str, timeout: float = 0.5) -> bool:
 
 
 def commit_marks(layout: Layout) -> tuple[tuple[str, int], ...]:
-    """Per table, the newest batch its file sink committed (-1 before any): what the
+    """Per table, the newest version its Delta log committed (-1 before any): what the
     published views must be rebuilt after."""
-    marks = []
-    for table in TABLES:
-        try:
-            names = os.listdir(layout.table(table) / "_spark_metadata")
-        except OSError:
-            names = []
-        batches = [int(n.removesuffix(".compact")) for n in names if n.split(".")[0].isdigit()]
-        marks.append((table, max(batches, default=-1)))
-    return tuple(marks)
+    return tuple((table, latest_version(layout.table(table))) for table in (*TABLES, LATEST_TABLE))
 
 
 class ViewPublisher:

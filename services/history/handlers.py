@@ -74,6 +74,7 @@ def _layout(args: argparse.Namespace) -> Layout:
 def _run_options(args: argparse.Namespace) -> RunOptions:
     from services.history.job import RunOptions
     from services.history.planner import PlannerConfig
+    from services.history.upsert import UpkeepConfig
 
     return RunOptions(
         layout=_layout(args),
@@ -83,6 +84,7 @@ def _run_options(args: argparse.Namespace) -> RunOptions:
         plan_lookback_hours=args.plan_lookback,
         plan_commands=not args.no_commands,
         health_file=args.health_file,
+        upkeep=UpkeepConfig(args.optimize_minutes, args.retention_hours),
         sql_url=_endpoint(args).url if _serves_sql(args) else None,
         planner=PlannerConfig(
             provision_grace_ms=round(args.provision_grace * 1000),

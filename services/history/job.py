@@ -1,7 +1,7 @@
 """The history service's imperative shell: streaming queries and the planner timer.
 
-One Structured Streaming query per table (exactly-once Parquet file sink, its
-own checkpoint), plus one query that writes rejected records to the
+One Structured Streaming query per table (exactly-once Delta Lake sink, its
+own checkpoint; the `rescales` query also upserts `rescales_latest`: upsert.py), plus one query that writes rejected records to the
 dead-letter topic (`letters.DeadLetterWriter`; at-least-once: after a crash a
 dead letter may appear twice). Every query reads the rescales topic itself:
 that is the price of one checkpoint per table, and it keeps the tables
@@ -12,7 +12,8 @@ say) is started again from its checkpoint, with a growing pause, while the
 others go on: the service resumes by itself and loses or repeats nothing.
 
 Next to the queries, the planner runs every `plan_interval_seconds` on the
-committed tables, with the wall clock passed in as data.
+committed tables, with the wall clock passed in as data, and the tables' small
+files are compacted and old ones vacuumed on a schedule (upsert.Upkeep).
 """
 
 from __future__ import annotations
@@ -39,8 +40,9 @@ from services.history.endpoint import ViewPublisher, publish_url, withdraw_url
 from services.history.letters import DeadLetterWriter
 from services.history.planner import PlannerConfig, plan
 from services.history.sinklog import remove_uncommitted
-from services.history.tables import PARTITION_COLUMN, TABLES
-from services.history.views import Layout, latest_revisions, read_table, table_schemas
+from services.history.tables import LATEST_TABLE, PARTITION_COLUMN, TABLES
+from services.history.upsert import RescalesWriter, Upkeep, UpkeepConfig
+from services.history.views import Layout, read_table, table_schemas
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -70,6 +72,8 @@ class RunOptions:
     plan_commands: bool = True
     health_file: Path | None = None
     """Touched every second while the queries run; removed when they stop."""
+    upkeep: UpkeepConfig = field(default_factory=UpkeepConfig)
+    """How often the tables are compacted, how long replaced files are kept."""
     sql_url: str | None = None
     """The Spark Connect address the session serves (endpoint.py): the views are kept
     registered for it and the address published in DATA_DIR/sql.url while the job runs."""
@@ -124,23 +128,35 @@ def query_starters(
     schemas: RescaleSchemas,
     options: RunOptions,
     secrets: Path | None = None,
+    *,
+    upkeep: Upkeep | None = None,
 ) -> dict[str, Callable[[], StreamingQuery]]:
-    """Per query name, what starts it (again, from its checkpoint)."""
+    """Per query name, what starts it (again, from its checkpoint). `upkeep`: what
+    compacts `rescales_latest` between the `rescales` query's batches."""
     layout, trigger = options.layout, _trigger(options)
     # One decoded frame for every query: Spark analyses the large Avro expressions once;
     # each started query still gets its own Kafka source and checkpointed offsets.
     decoded = decode(kafka_source(spark, settings, secrets), schemas)
     starters: dict[str, Callable[[], StreamingQuery]] = {}
-    for table, transform in TABLES.items():
+    for table in [*TABLES, LATEST_TABLE]:
         removed = remove_uncommitted(layout.table(table))
         if removed:
             log.warning("removed %d uncommitted files of %s (a crashed batch)", len(removed), table)
+    for table, transform in TABLES.items():
+        stream = transform(valid(decoded)).writeStream
+        if table == "rescales":
+            latest = RescalesWriter(
+                layout.table(table), layout.table(LATEST_TABLE), layout.checkpoint(table), upkeep
+            )
+            stream = stream.foreachBatch(latest)
+        else:  # Delta's sink commits each batch once (its own idempotent-write ids)
+            stream = (
+                stream.format("delta")
+                .option("path", str(layout.table(table)))
+                .partitionBy(PARTITION_COLUMN)
+            )
         writer = (
-            transform(valid(decoded))
-            .writeStream.format("parquet")
-            .option("path", str(layout.table(table)))
-            .option("checkpointLocation", str(layout.checkpoint(table)))
-            .partitionBy(PARTITION_COLUMN)
+            stream.option("checkpointLocation", str(layout.checkpoint(table)))
             .queryName(f"history_{table}")
             .trigger(**trigger)
         )
@@ -160,7 +176,7 @@ def query_starters(
 
 
 class PlannerLoop:
-    """Reads the committed `rescales` table, plans, sends what is new."""
+    """Reads the committed `rescales_latest` table, plans, sends what is new."""
 
     def __init__(
         self,
@@ -171,7 +187,7 @@ class PlannerLoop:
     ) -> None:
         codec = Codec(registry)
         self._spark = spark
-        self._path = options.layout.table("rescales")
+        self._path = options.layout.table(LATEST_TABLE)
         self._schema: StructType = table_schemas(spark, RescaleSchemas.of(registry))["rescales"]
         self._config = options.planner
         self._lookback_ms = options.plan_lookback_hours * 3_600_000
@@ -184,8 +200,8 @@ class PlannerLoop:
         # Only recent partitions: a tick must stay cheap however long the history grows.
         # A rescale's revisions share its start date, so pruning never splits them.
         since = datetime.fromtimestamp((now_ms - self._lookback_ms) / 1000, tz=UTC).date()
-        raw = read_table(self._spark, self._path, self._schema)
-        latest = latest_revisions(raw.where(F.col(PARTITION_COLUMN) >= F.lit(since)))
+        latest = read_table(self._spark, self._path, self._schema)
+        latest = latest.where(F.col(PARTITION_COLUMN) >= F.lit(since))
         rows = aggregates.planner_input(latest, self._config.flap_window_ms).collect()
         commands = plan((row.asDict() for row in rows), now_ms, self._config)
         sent = self.sender.send(commands)
@@ -280,7 +296,10 @@ def _run(
     beat = _heartbeat(options.health_file)
     if options.sql_url is not None:  # the batches, started next, inherit it (endpoint.py)
         spark.sparkContext.setLocalProperty("spark.scheduler.pool", STREAMING_POOL)
-    starters = query_starters(spark, settings, RescaleSchemas.of(registry), options, secrets)
+    upkeep = Upkeep(spark, options.upkeep)
+    starters = query_starters(
+        spark, settings, RescaleSchemas.of(registry), options, secrets, upkeep=upkeep
+    )
     queries = {name: start() for name, start in starters.items()}
     try:
         # After the queries: the ingest does not wait for the views' analysis.
@@ -304,6 +323,7 @@ def _run(
             stop,
             beat=beat,
             refresh=refresh,
+            upkeep=lambda: upkeep.run_due([options.layout.table(t) for t in TABLES]),
         )
         progress("stopping the streaming queries")
         return 0
@@ -399,9 +419,10 @@ def _loop(
     *,
     beat: Callable[[], None] = lambda: None,
     refresh: Callable[[], None] = lambda: None,
+    upkeep: Callable[[], None] = lambda: None,
 ) -> None:
     """Watch the queries every second (restarting failed ones), refresh the served views,
-    and run the planner every `interval` s, until `stop`."""
+    compact the tables that are due, and run the planner every `interval` s, until `stop`."""
     next_tick = time.monotonic() + interval
     while not stop.is_set():
         try:
@@ -413,6 +434,7 @@ def _loop(
             queries.revive(time.monotonic())
         beat()
         refresh()
+        upkeep()
         if planner is None or time.monotonic() < next_tick:
             continue
         next_tick = time.monotonic() + interval

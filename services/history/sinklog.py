@@ -1,15 +1,20 @@
-"""The file sink's `_spark_metadata` log: which Parquet files a table really holds.
+"""The Delta log of a history table: which Parquet files a table really holds.
 
-Spark's file sink writes a batch's files straight into the table directory and
-then commits their names to `_spark_metadata/<batch>` (compacted every few
-batches into `<batch>.compact`). Spark readers list only committed files; other
-readers (pyarrow, DuckDB) list the directory and would also see the files of a
-batch that a crash interrupted. `committed_files` gives such readers the
-committed list, and `history run` deletes uncommitted files before its queries
-start (no query of this table runs then, so none can be half written).
+Every table of the history is a Delta Lake table: Parquet data files plus the
+transaction log `_delta_log/` (one JSON file per committed version, a Parquet
+checkpoint every ten). A writer writes its files first and commits them by
+writing the next version's JSON file atomically; readers that follow the log
+(Spark, `deltalake`, DuckDB's delta extension) never see a file of a version
+that was not committed. Readers that list the directory (plain pyarrow, DuckDB's
+`read_parquet`) would: `committed_files` gives them the committed list, and
+`history run` deletes the files no commit ever named before its queries start
+(no query of the table runs then, so none can be half written). Files that
+compaction replaced stay named by the log's `remove` actions until VACUUM
+deletes them after the retention.
 
-Log format: a first line `v1`, then one JSON object per file,
-`{"path": "file:/...", "action": "add" | "delete", ...}`.
+`committed_files` asks `deltalake` (delta-rs), which reads the log, checkpoints
+included, as the protocol says; `uncommitted_files` adds the paths of the log's
+`remove` actions, read from the same JSON commits and checkpoints.
 """
 
 from __future__ import annotations
@@ -18,42 +23,63 @@ import json
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-METADATA = "_spark_metadata"
+DELTA_LOG = "_delta_log"
 
 
-def _entries(log_file: Path) -> list[dict[str, object]]:
-    lines = log_file.read_text(encoding="utf-8").splitlines()
-    if not lines or not lines[0].startswith("v"):
-        raise ValueError(f"{log_file} is not a file sink log (no version line)")
-    return [json.loads(line) for line in lines[1:] if line.strip()]
+def is_delta(table_dir: Path) -> bool:
+    """Whether a Delta table was committed at `table_dir` (its log holds a version)."""
+    return latest_version(table_dir) >= 0
 
 
-def _batch_number(log_file: Path) -> int:
-    return int(log_file.name.split(".", 1)[0])
+def latest_version(table_dir: Path) -> int:
+    """The newest committed version of the table; -1 before the first commit."""
+    try:
+        names = [p.name for p in (table_dir / DELTA_LOG).iterdir()]
+    except OSError:
+        return -1
+    versions = [int(n.split(".", 1)[0]) for n in names if n.endswith(".json") and n[0].isdigit()]
+    return max(versions, default=-1)
 
 
 def committed_files(table_dir: Path) -> list[Path]:
-    """The Parquet files of every committed batch, sorted; empty before the first commit."""
-    log_dir = table_dir / METADATA
-    if not log_dir.is_dir():
+    """The Parquet files of the table's newest version, sorted; empty before the first commit."""
+    if not is_delta(table_dir):
         return []
-    logs = [p for p in log_dir.iterdir() if p.name.split(".", 1)[0].isdigit()]
-    files: set[Path] = set()
-    for log_file in sorted(logs, key=lambda p: (_batch_number(p), p.suffix != ".compact")):
-        for entry in _entries(log_file):
-            path = Path(unquote(urlparse(str(entry["path"])).path))
-            if entry.get("action") == "delete":
-                files.discard(path)
-            else:
-                files.add(path)
-    return sorted(files)
+    from deltalake import DeltaTable
+
+    uris = DeltaTable(str(table_dir)).file_uris()  # absolute, as paths or file: URIs
+    return sorted(Path(unquote(urlparse(uri).path)) for uri in uris)
+
+
+def _named_in_log(table_dir: Path) -> set[str]:
+    """Every data file path a retained log entry adds or removes (relative, unquoted)."""
+    import pyarrow.parquet as pq
+
+    log_dir = table_dir / DELTA_LOG
+    names: set[str] = set()
+    for entry in sorted(log_dir.iterdir()):
+        if entry.name.endswith(".json") and entry.name[0].isdigit():
+            for line in entry.read_text(encoding="utf-8").splitlines():
+                action = json.loads(line) if line.strip() else {}
+                for kind in ("add", "remove"):
+                    if kind in action:
+                        names.add(unquote(action[kind]["path"]))
+        elif ".checkpoint." in entry.name and entry.name.endswith(".parquet"):
+            checkpoint = pq.read_table(entry, columns=["add", "remove"])
+            for kind in ("add", "remove"):
+                for item in checkpoint.column(kind).to_pylist():
+                    if item is not None:
+                        names.add(unquote(item["path"]))
+    return names
 
 
 def uncommitted_files(table_dir: Path) -> list[Path]:
-    """Parquet files in the table that no committed batch lists (left by a crash)."""
-    committed = {p.resolve() for p in committed_files(table_dir)}
-    found = (p for p in table_dir.rglob("*.parquet") if METADATA not in p.parts)
-    return sorted(p for p in found if p.resolve() not in committed)
+    """Parquet files in the table that no committed version names (left by a crash)."""
+    if not table_dir.is_dir():
+        return []
+    named = _named_in_log(table_dir) if (table_dir / DELTA_LOG).is_dir() else set()
+    found = (p for p in table_dir.rglob("*.parquet") if DELTA_LOG not in p.parts)
+    return sorted(p for p in found if str(p.relative_to(table_dir)) not in named)
 
 
 def remove_uncommitted(table_dir: Path) -> list[Path]:

@@ -83,6 +83,13 @@ def build_session(
 
 
 HISTORY_CONF = {
+    # The history's tables are Delta Lake tables (docs/history.md): its SQL (MERGE,
+    # OPTIMIZE, VACUUM, delta.`path`) in every session, Connect clients' included.
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    # VACUUM keeps what `history run --retention-hours` says; Delta's check refuses any
+    # retention below its 7-day default, for writers the service does not know of.
+    "spark.databricks.delta.retentionDurationCheck.enabled": "false",
     # Parquet's standard timestamp type; Spark's default (INT96) is deprecated in Parquet.
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     # The CLI prints its own progress; Spark's bar garbles logs of a long-running job.
@@ -108,7 +115,8 @@ def history_session(
     conf: Mapping[str, str] | None = None,
     jvm_output: JvmOutput = None,
 ) -> SparkSession:
-    """The session of the history service: `build_session` plus its Parquet and log settings."""
+    """The session of the history service: `build_session` plus its Delta, Parquet and log
+    settings."""
     session = build_session(
         jars,
         master,

@@ -1,4 +1,4 @@
-"""Decoded rescale records into the flat Parquet tables: pure DataFrame transforms.
+"""Decoded rescale records into the flat tables (Delta Lake, Parquet data files): pure DataFrame transforms.
 
 Every table has one row per *received revision* (or per element of one), plus
 the Kafka partition and offset it came from: the sinks keep everything, the
@@ -217,6 +217,8 @@ TABLES: dict[str, Callable[[DataFrame], DataFrame]] = {
     "rescale_states": rescale_states,
     "rescale_phases": rescale_phases,
 }
-"""Every Parquet table of the history, by name; one streaming query writes each."""
+"""Every raw table of the history, by name; one streaming query writes each."""
 
 CHILD_TABLES = tuple(name for name in TABLES if name != "rescales")
+LATEST_TABLE = "rescales_latest"
+"""The `rescales` rows of each rescale's latest revision, kept by MERGE (upsert.py)."""

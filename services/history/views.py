@@ -1,13 +1,15 @@
-"""The query layer: the Parquet sinks read back, one row per rescale, as Spark SQL views.
+"""The query layer: the Delta tables read back, one row per rescale, as Spark SQL views.
 
 A rescale is sent once per update (FLIP-495 records change while in progress),
 and a crashed scheduler may send a revision again byte for byte. The views show
 each rescaleUuid once, in its latest state: the highest `revision`, and among
 equal revisions (duplicates, or v1 records which all carry revision 0) the
-highest Kafka offset. Child tables keep the rows of that one message.
+highest Kafka offset. That row is kept up to date by MERGE in the table
+`rescales_latest` (upsert.py), so a query reads one row per rescale instead of
+ranking every revision. Child tables keep the rows of that one message.
 
-The sinks are read with `spark.read.parquet`, which follows the file sink's
-`_spark_metadata` log: files of a batch that was not committed stay invisible.
+The tables are read as Delta tables: Spark follows the Delta log, so files of a
+version that was not committed stay invisible.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from typing import TYPE_CHECKING
 
 from services.history import aggregates
 from services.history.decode import RescaleSchemas, decode, valid
-from services.history.tables import CHILD_TABLES, TABLES
+from services.history.sinklog import is_delta
+from services.history.tables import CHILD_TABLES, LATEST_TABLE, TABLES
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -54,16 +57,24 @@ def table_schemas(spark: SparkSession, schemas: RescaleSchemas) -> dict[str, Str
 
 
 def read_table(spark: SparkSession, path: Path, schema: StructType) -> DataFrame:
-    """A table's committed rows; empty (with the schema) before the sink exists.
+    """A table's committed rows, in `schema`'s columns; empty (with the schema) before
+    its first commit.
 
-    The file sink creates `_spark_metadata` before it writes its first file, and
-    Spark reads only the files that log lists; a directory without it holds
-    batch-written Parquet (the benchmark's synthetic tables) and is read as is.
-    The explicit schema keeps columns added later readable from older files (as null).
+    Delta reads a table in the schema of its log (a reader cannot impose one), so
+    columns added to `schema` later read as null from a table written before.
     """
-    if not path.is_dir():
+    from pyspark.sql import functions as F
+
+    if not is_delta(path):
         return spark.createDataFrame([], schema)
-    return spark.read.schema(schema).parquet(str(path))
+    frame = spark.read.format("delta").load(str(path))
+    present = set(frame.columns)
+    return frame.select(
+        *[
+            F.col(f.name) if f.name in present else F.lit(None).cast(f.dataType).alias(f.name)
+            for f in schema.fields
+        ]
+    )
 
 
 def latest_revisions(rescales: DataFrame) -> DataFrame:
@@ -106,7 +117,7 @@ def build_views(
     `found`: the tables' schemas (`table_schemas`), when known already."""
     found = found or table_schemas(spark, schemas)
     raw = {name: read_table(spark, layout.table(name), found[name]) for name in TABLES}
-    latest = latest_revisions(raw["rescales"])
+    latest = read_table(spark, layout.table(LATEST_TABLE), found["rescales"])
     views = {f"raw_{name}": frame for name, frame in raw.items()}
     views["rescales"] = latest
     for name in CHILD_TABLES:

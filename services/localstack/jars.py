@@ -7,6 +7,7 @@ its `.complete` marker exists; a second call is a directory listing.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shutil
 import subprocess
@@ -83,14 +84,20 @@ def kafka_jars(cache: Path, progress: Progress = print) -> list[Path]:
     return resolve(KAFKA_POM, cache / f"kafka-{version}", {}, progress)
 
 
+def pom_digest(pom: Path) -> str:
+    """The first 8 hex digits of the pom's SHA-256: a changed pom gets a cache of its own
+    (the Dockerfile names its cache the same way)."""
+    return hashlib.sha256(pom.read_bytes()).hexdigest()[:8]
+
+
 def spark_connector_jars(cache: Path, progress: Progress = print) -> list[Path]:
-    """Kafka and Avro connector jars matching the installed pyspark, minus what it ships."""
+    """Kafka and Avro connector and Delta Lake jars matching the installed pyspark,
+    minus what it ships."""
     import pyspark
 
     version = pyspark.__version__
-    jars = resolve(
-        SPARK_POM, cache / f"spark-connectors-{version}", {"spark.version": version}, progress
-    )
+    target = cache / f"spark-connectors-{version}-{pom_digest(SPARK_POM)}"
+    jars = resolve(SPARK_POM, target, {"spark.version": version}, progress)
     bundled = {_artifact(p.name) for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
     return [jar for jar in jars if _artifact(jar.name) not in bundled]
 

@@ -20,6 +20,7 @@ from services.contracts import records as r
 from services.history import aggregates, planner, synthetic
 from services.history.decode import RescaleSchemas, decode, valid
 from services.history.tables import PARTITION_COLUMN, TABLES
+from services.history.upsert import write_tables
 from services.history.views import KAFKA_SOURCE_SCHEMA, Layout, build_views
 
 pytestmark = pytest.mark.spark
@@ -102,8 +103,7 @@ def layout(spark: Any, codec: Codec, tmp_path_factory: pytest.TempPathFactory) -
     # Decoded once; the checkpoint cuts the Avro expressions out of the five table plans.
     decoded = valid(decode(raw, RescaleSchemas.of(codec.registry))).localCheckpoint()
     result = Layout(tmp_path_factory.mktemp("queries"))
-    for name, transform in TABLES.items():
-        transform(decoded).write.partitionBy(PARTITION_COLUMN).parquet(str(result.table(name)))
+    write_tables({name: transform(decoded) for name, transform in TABLES.items()}, result.table)
     yield result
 
 

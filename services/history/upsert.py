@@ -1,0 +1,153 @@
+"""Delta Lake writes of the history: the latest revision by MERGE, and table upkeep.
+
+The `rescales` query runs through `RescalesWriter` (a foreachBatch callback):
+each micro-batch is appended to the raw `rescales` table and upserted into
+`rescales_latest`, which holds one row per rescale, its latest revision (the
+highest `revision`, then the highest Kafka offset: views.LATEST_ORDER). The
+views read that table instead of ranking every revision on each query.
+
+A batch that Spark runs again after a crash (its offsets were not committed)
+writes nothing twice: the append carries Delta's idempotent-write options
+(`txnAppId` = the query's id from its checkpoint, `txnVersion` = the batch id),
+so Delta skips a version it has committed already; the MERGE only replaces a
+row with a strictly later one, so running it again changes nothing.
+
+`Upkeep` compacts small files (`OPTIMIZE`) and deletes files older than the
+retention that no version still needs (`VACUUM`) on a schedule. Compaction of
+a table only appended to never conflicts with the appends (Delta's isolation
+rules: a blind append reads nothing); `rescales_latest` is rewritten by MERGE,
+which does conflict with a concurrent OPTIMIZE, so its compaction runs in its
+own writer's batches, one after the other.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from services.history.sinklog import is_delta
+from services.history.tables import LATEST_TABLE, PARTITION_COLUMN
+from services.history.views import latest_revisions
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+_LATER = (
+    "s.revision > t.revision OR (s.revision = t.revision AND (s.kafka_offset > t.kafka_offset"
+    " OR (s.kafka_offset = t.kafka_offset AND s.kafka_partition > t.kafka_partition)))"
+)
+"""The MERGE's "strictly later" (views.LATEST_ORDER); equal rows are left alone."""
+
+
+def _quoted(path: Path) -> str:
+    return "delta.`" + str(path).replace("`", "``") + "`"
+
+
+def merge_latest(spark: SparkSession, batch: DataFrame, path: Path) -> None:
+    """Upsert the latest revision per rescale of `batch` (raw `rescales` rows) into `path`."""
+    newest = latest_revisions(batch)  # a MERGE takes at most one source row per target row
+    if not is_delta(path):
+        # The first batch creates the table. A crash before the commit leaves no version,
+        # so the batch run again comes here once more.
+        newest.write.format("delta").partitionBy(PARTITION_COLUMN).mode("append").save(str(path))
+        return
+    view = f"_history_latest_batch_{abs(hash(str(path)))}"
+    newest.createOrReplaceTempView(view)
+    spark.sql(
+        f"MERGE INTO {_quoted(path)} t USING {view} s "
+        f"ON t.rescale_uuid = s.rescale_uuid AND t.{PARTITION_COLUMN} = s.{PARTITION_COLUMN} "
+        f"WHEN MATCHED AND ({_LATER}) THEN UPDATE SET * "
+        "WHEN NOT MATCHED THEN INSERT *"
+    )
+
+
+def append(batch: DataFrame, path: Path, app_id: str | None = None, version: int = 0) -> None:
+    """Append `batch` to the table at `path`; with `app_id`, once per (app_id, version)."""
+    writer = batch.write.format("delta").partitionBy(PARTITION_COLUMN).mode("append")
+    if app_id is not None:
+        writer = writer.option("txnAppId", app_id).option("txnVersion", version)
+    writer.save(str(path))
+
+
+def query_id(checkpoint: Path) -> str:
+    """The streaming query's id, kept in its checkpoint's `metadata` across restarts."""
+    return str(json.loads((checkpoint / "metadata").read_text(encoding="utf-8"))["id"])
+
+
+@dataclass(frozen=True)
+class UpkeepConfig:
+    optimize_minutes: float = 10.0
+    """Minutes between compactions of each table (0: never)."""
+    retention_hours: float = 24.0
+    """VACUUM deletes files that no version of the last this many hours needs."""
+
+
+@dataclass
+class Upkeep:
+    """OPTIMIZE and VACUUM of tables, each at most every `optimize_minutes`."""
+
+    spark: SparkSession
+    config: UpkeepConfig
+    clock: Callable[[], float] = time.monotonic
+    _last: dict[Path, float] = field(default_factory=dict)
+
+    def due(self, path: Path) -> bool:
+        if self.config.optimize_minutes <= 0 or not is_delta(path):
+            return False
+        last = self._last.setdefault(path, self.clock())
+        return self.clock() - last >= self.config.optimize_minutes * 60
+
+    def run(self, path: Path) -> None:
+        """Compact `path`'s small files, then vacuum what the retention lets go."""
+        self._last[path] = self.clock()
+        self.spark.sql(f"OPTIMIZE {_quoted(path)}")
+        self.spark.sql(f"VACUUM {_quoted(path)} RETAIN {self.config.retention_hours} HOURS")
+
+    def run_due(self, paths: list[Path]) -> None:
+        """`run` every table that is due; a failure is logged and retried next time."""
+        for path in paths:
+            if not self.due(path):
+                continue
+            try:
+                self.run(path)
+            except Exception:  # compaction must never stop the ingest
+                self._last[path] = self.clock()
+                log.warning("could not compact %s; trying again later", path, exc_info=True)
+
+
+class RescalesWriter:
+    """foreachBatch of the `rescales` query: append raw, MERGE latest, compact latest."""
+
+    def __init__(
+        self, raw: Path, latest: Path, checkpoint: Path, upkeep: Upkeep | None = None
+    ) -> None:
+        self._raw, self._latest, self._checkpoint = raw, latest, checkpoint
+        self._upkeep = upkeep
+        self._app_id: str | None = None
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        if self._app_id is None:  # written before the first batch runs
+            self._app_id = f"history-rescales-{query_id(self._checkpoint)}"
+        batch = batch.persist()
+        try:
+            append(batch, self._raw, self._app_id, batch_id)
+            merge_latest(batch.sparkSession, batch, self._latest)
+        finally:
+            batch.unpersist()
+        if self._upkeep is not None:
+            self._upkeep.run_due([self._latest])
+
+
+def write_tables(frames: dict[str, DataFrame], tables: Callable[[str], Path]) -> None:
+    """Batch-write the raw tables and `rescales_latest` (tests, the benchmark's synthetic data)."""
+    for name, frame in frames.items():
+        append(frame, tables(name))
+    rescales = frames["rescales"]
+    merge_latest(rescales.sparkSession, rescales, tables(LATEST_TABLE))
