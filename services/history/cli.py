@@ -164,10 +164,11 @@ Stop with Ctrl-C or SIGTERM; a restart resumes where the job stopped.""",
     )
     run.add_argument(
         "--retention-hours",
-        type=float,
+        type=_retention_hours,
         default=24.0,
         metavar="HOURS",
-        help="after compacting, delete replaced files older than this (Delta VACUUM)",
+        help="after compacting, delete replaced files older than this (Delta VACUUM; "
+        "at least 1: a write in flight must never be older)",
     )
     run.add_argument(
         "--sql-port",
@@ -191,6 +192,15 @@ Stop with Ctrl-C or SIGTERM; a restart resumes where the job stopped.""",
     )
     _add_planner_rules(run.add_argument_group("planner rules (README.md, 'Scaling commands')"))
     run.set_defaults(handler=handlers.run)
+
+
+def _retention_hours(text: str) -> float:
+    """VACUUM runs beside the streaming writes: a file a batch has written but not yet
+    committed must never look old enough to delete."""
+    hours = float(text)
+    if hours < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 hour, not {text}")
+    return hours
 
 
 def _add_planner_rules(rules: argparse._ArgumentGroup) -> None:

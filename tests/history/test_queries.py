@@ -19,7 +19,7 @@ from services.contracts import Codec
 from services.contracts import records as r
 from services.history import aggregates, planner, synthetic
 from services.history.decode import RescaleSchemas, decode, valid
-from services.history.tables import PARTITION_COLUMN, TABLES
+from services.history.tables import TABLES
 from services.history.upsert import write_tables
 from services.history.views import KAFKA_SOURCE_SCHEMA, Layout, build_views
 

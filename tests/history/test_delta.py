@@ -1,0 +1,207 @@
+"""The history's Delta tables: read without Spark while the stream writes, the latest
+revision kept by MERGE, small files compacted and old ones vacuumed."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from services.contracts import Codec, Settings
+from services.history import synthetic
+from services.history.decode import RescaleSchemas, decode, valid
+from services.history.sinklog import committed_files, uncommitted_files
+from services.history.tables import LATEST_TABLE, TABLES
+from services.history.upsert import Upkeep, UpkeepConfig, append, merge_latest
+from services.history.views import KAFKA_SOURCE_SCHEMA, Layout
+from tests.history.support import HistoryProcess, encoded, wait_for
+from tests.kafka_support import produce
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+START = 1_700_000_000_000
+
+
+def _offsets(table: Any) -> dict[int, list[int]]:
+    """Per Kafka partition, the sorted distinct offsets a table's rows came from."""
+    found: dict[int, set[int]] = {}
+    partitions = table.column("kafka_partition").to_pylist()
+    for partition, offset in zip(partitions, table.column("kafka_offset").to_pylist(), strict=True):
+        found.setdefault(partition, set()).add(offset)
+    return {partition: sorted(offsets) for partition, offsets in found.items()}
+
+
+def _check_whole_batches(layout: Layout) -> int:
+    """Read the tables with deltalake (no Spark) and check what a reader sees is made of
+    whole committed batches; return how many raw `rescales` rows it saw."""
+    from deltalake import DeltaTable
+
+    seen = 0
+    for name in ("rescales", "rescale_states"):
+        path = layout.table(name)
+        if not (path / "_delta_log").is_dir():
+            continue
+        table = DeltaTable(str(path)).to_pyarrow_table(columns=["kafka_partition", "kafka_offset"])
+        # A batch is a range of offsets per partition, from the topic's start: whole batches
+        # leave no gap, and a row written twice would show as a repeated key.
+        for partition, offsets in _offsets(table).items():
+            assert offsets == list(range(len(offsets))), f"{name} partition {partition}: a gap"
+        if name == "rescales":
+            keys = set(zip(*(table.column(c).to_pylist() for c in table.column_names), strict=True))
+            assert len(keys) == table.num_rows, "raw rescales holds a message twice"
+            seen = table.num_rows
+    latest_path = layout.table(LATEST_TABLE)
+    if (latest_path / "_delta_log").is_dir():
+        latest = DeltaTable(str(latest_path)).to_pyarrow_table(columns=["rescale_uuid", "revision"])
+        uuids = latest.column("rescale_uuid").to_pylist()
+        assert len(uuids) == len(set(uuids)), "rescales_latest holds a rescale twice"
+    return seen
+
+
+def test_deltalake_reads_only_committed_batches_while_the_stream_writes(
+    kafka: Settings, codec: Codec, tmp_path: Path
+) -> None:
+    from deltalake import DeltaTable
+
+    records = list(synthetic.fleet(jobs=6, rescales_per_job=10, start_ms=START))
+    messages = encoded(codec, records)  # 60 rescales, 300 messages
+    topic = kafka.topics.rescales
+    produce(kafka, topic, messages[:50])
+    layout = Layout(tmp_path / "data")
+    job = HistoryProcess(
+        kafka,
+        layout.data_dir,
+        tmp_path / "run.log",
+        "--no-commands",
+        "--no-sql-endpoint",
+        "--trigger-seconds",
+        "1",
+        "--optimize-minutes",
+        "0.1",
+    )
+    done = threading.Event()
+
+    def feed() -> None:
+        for start in range(50, len(messages), 10):
+            produce(kafka, topic, messages[start : start + 10])
+            if done.wait(0.3):
+                return
+
+    feeder = threading.Thread(target=feed)
+    try:
+        wait_for(lambda: job.running() and _check_whole_batches(layout) > 0, 240, "a first batch")
+        feeder.start()
+        versions: set[int] = set()
+
+        def all_seen() -> bool:
+            seen = _check_whole_batches(layout)
+            versions.add(DeltaTable(str(layout.table("rescales"))).version())
+            return job.running() and seen == len(messages)
+
+        wait_for(all_seen, 300, "every message in the raw rescales table")
+        assert len(versions) > 1, "the reads did not overlap the stream's writes"
+        wait_for(
+            lambda: (
+                set(
+                    DeltaTable(str(layout.table(LATEST_TABLE)))
+                    .to_pyarrow_table(columns=["revision"])
+                    .column("revision")
+                    .to_pylist()
+                )
+                == {5}
+            ),
+            60,
+            "the latest revision of every rescale",
+        )
+        latest = DeltaTable(str(layout.table(LATEST_TABLE))).to_pyarrow_table()
+        assert latest.num_rows == 60
+        assert set(latest.column("terminal_state").to_pylist()) == {"COMPLETED"}
+
+        def compacted() -> bool:
+            operations = {
+                entry.get("operation")
+                for name in (*TABLES, LATEST_TABLE)
+                for entry in DeltaTable(str(layout.table(name))).history()
+            }
+            return job.running() and "OPTIMIZE" in operations
+
+        wait_for(compacted, 120, "a scheduled OPTIMIZE")
+    finally:
+        done.set()
+        if feeder.is_alive():
+            feeder.join()
+        job.kill()
+
+
+def _batch(spark: Any, codec: Codec, records: list[dict[str, Any]], first_offset: int) -> Any:
+    from datetime import UTC, datetime
+
+    from services.contracts import records as r
+    from services.history.tables import rescales
+
+    when = datetime(2024, 1, 1, tzinfo=UTC)
+    rows = [
+        (rec["jobId"].encode(), codec.encode(r.RESCALE, rec), "t", 0, first_offset + i, when, 0)
+        for i, rec in enumerate(records)
+    ]
+    raw = spark.createDataFrame(rows, KAFKA_SOURCE_SCHEMA)
+    return rescales(valid(decode(raw, RescaleSchemas.of(codec.registry)))).localCheckpoint()
+
+
+def test_merge_keeps_the_latest_revision_and_a_replayed_batch_changes_nothing(
+    spark: Any, codec: Codec, tmp_path: Path
+) -> None:
+    from deltalake import DeltaTable
+
+    records = list(synthetic.fleet(jobs=2, rescales_per_job=3, start_ms=START))
+    by_revision = sorted(records, key=lambda rec: rec["revision"])
+    path = tmp_path / LATEST_TABLE
+    newer = _batch(spark, codec, by_revision[len(records) // 2 :], 100)
+    older = _batch(spark, codec, by_revision[: len(records) // 2], 0)
+    merge_latest(spark, newer, path)
+    merge_latest(spark, older, path)  # older revisions arriving late do not win
+    merge_latest(spark, newer, path)  # a batch run again after a crash
+    merge_latest(spark, older, path)
+    table = DeltaTable(str(path)).to_pyarrow_table(columns=["rescale_uuid", "revision"])
+    expected: dict[str, int] = {}
+    for rec in records:
+        expected[rec["rescaleUuid"]] = max(expected.get(rec["rescaleUuid"], -1), rec["revision"])
+    got = dict(
+        zip(
+            table.column("rescale_uuid").to_pylist(),
+            table.column("revision").to_pylist(),
+            strict=True,
+        )
+    )
+    assert table.num_rows == len(expected)
+    assert got == expected
+
+
+def test_upkeep_compacts_small_files_and_vacuums_the_replaced_ones(
+    spark: Any, codec: Codec, tmp_path: Path
+) -> None:
+    from deltalake import DeltaTable
+
+    records = list(synthetic.fleet(jobs=2, rescales_per_job=3, start_ms=START))
+    path = tmp_path / "rescales"
+    for i, rec in enumerate(records):  # one small commit per record, as a trickle writes
+        append(_batch(spark, codec, [rec], i), path, "test-app", i)
+    append(_batch(spark, codec, [records[0]], 0), path, "test-app", 0)  # replayed: skipped
+    before = committed_files(path)
+    partitions = {p.parent for p in before}
+    assert len(before) >= len(records)
+
+    now = [0.0]
+    upkeep = Upkeep(spark, UpkeepConfig(optimize_minutes=1, retention_hours=0), lambda: now[0])
+    upkeep.run_due([path])
+    assert len(committed_files(path)) == len(before), "compacted before it was due"
+    now[0] = 61.0
+    upkeep.run_due([path])
+    after = committed_files(path)
+    assert len(after) == len(partitions)  # one file per date partition
+    on_disk = [p for p in path.rglob("*.parquet") if "_delta_log" not in p.parts]
+    assert sorted(on_disk) == after  # the replaced files are vacuumed
+    assert uncommitted_files(path) == []
+    assert DeltaTable(str(path)).to_pyarrow_table().num_rows == len(records)
