@@ -1,7 +1,8 @@
 """Benchmark of the history service (not a test): ingest rate and `job_summary` latency.
 
     .venv/bin/scalefold local run -- .venv/bin/python -m bench.history_bench \
-        [--records 20000] [--rows 1000000 10000000] [--runs 3]
+        [--records 20000] [--rows 1000000 10000000] [--runs 3] [--json] \
+        [--stream-minutes 10]
 
 1. Ingest: `--records` rescale revisions (synthetic, ~1.5 kB of Avro each) are
    produced once to a fresh topic; each run drains the topic into a fresh data
@@ -13,16 +14,32 @@
    1000 jobs) are written with Spark directly; each run collects `job_summary`
    (dedup, percentiles, downtime join, flapping windows) over them.
 
-Prints a markdown table of medians; machines here are shared, so repeat runs.
+Beside each, its ceiling in the same run: for the ingest, a bare batch read of the
+same topic with Spark's Kafka source, decoded with the job's own `decode` (from_avro
+and its checks) and aggregated over decoded fields; for the summary, a bare scan of
+the same `rescales` table aggregating the columns the summary reads.
+
+3. Files (`--stream-minutes N`): the job runs as a service (1 s trigger, OPTIMIZE
+   every `--optimize-minutes`) while a simulated day of rescales (20 jobs, one
+   rescale a minute each, about 140k revisions) trickles in over N minutes;
+   every 30 s it prints, per table, the data files of the current version
+   (what a query reads), the Parquet files on disk (the replaced ones until
+   VACUUM), and the Delta log's files.
+
+Prints a markdown table of medians, or with `--json` one JSON object per measured
+row (`stage`, `mode`, `jobs`, `events` or `rows`, `per_s_median`, `p99_ms`,
+`ceiling_per_s`, `ratio_to_ceiling`); machines here are shared, so repeat runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -32,10 +49,11 @@ from services.contracts import Codec, SchemaRegistry, Settings
 from services.contracts import records as r
 from services.history import synthetic
 from services.history.decode import RescaleSchemas
-from services.history.job import RunOptions, start_queries
+from services.history.job import RunOptions, run, start_queries
+from services.history.sinklog import DELTA_LOG, committed_files
 from services.history.spark import history_session
-from services.history.tables import PARTITION_COLUMN
-from services.history.upsert import write_tables
+from services.history.tables import LATEST_TABLE, PARTITION_COLUMN, TABLES
+from services.history.upsert import UpkeepConfig, write_tables
 from services.history.views import Layout, build_views, table_schemas
 from services.localstack.jars import spark_connector_jars
 from services.localstack.layout import cache_dir
@@ -49,32 +67,43 @@ T0 = 1_700_000_000_000
 
 def _timed(runs: int, action: Callable[[int], None]) -> list[float]:
     seconds = []
-    for run in range(runs):
+    for number in range(runs):
         started = time.perf_counter()
-        action(run)
+        action(number)
         seconds.append(time.perf_counter() - started)
     return seconds
+
+
+def _produce(settings: Settings, records: object, pace: Callable[[int], None] | None = None) -> int:
+    """Produce synthetic records to the rescales topic; `pace(count)` after each."""
+    from collections.abc import Iterable
+
+    from confluent_kafka import Producer
+
+    from services.contracts.kafka import ensure_topics, librdkafka_config
+
+    assert isinstance(records, Iterable)
+    codec = Codec(SchemaRegistry.load())
+    ensure_topics(settings, settings.topics.all())
+    producer = Producer(librdkafka_config(settings, **{"linger.ms": 20}))
+    produced = 0
+    for record in records:
+        producer.produce(settings.topics.rescales, codec.encode(r.RESCALE, record), record["jobId"])
+        producer.poll(0)
+        produced += 1
+        if pace is not None:
+            pace(produced)
+    assert producer.flush(60) == 0, "records not delivered"
+    return produced
 
 
 def ingest(
     spark: SparkSession, settings: Settings, records: int, runs: int, work: Path
 ) -> tuple[int, list[float]]:
     """Messages produced, and seconds per drain of them through the six streaming queries."""
-    from confluent_kafka import Producer
-
-    from services.contracts.kafka import ensure_topics, librdkafka_config
-
-    registry = SchemaRegistry.load()
-    codec, schemas = Codec(registry), RescaleSchemas.of(registry)
-    ensure_topics(settings, settings.topics.all())
-    producer = Producer(librdkafka_config(settings, **{"linger.ms": 20}))
+    schemas = RescaleSchemas.of(SchemaRegistry.load())
     per_job = max(1, records // (100 * len(synthetic.COMPLETED_PATH) + 100))
-    produced = 0
-    for record in synthetic.fleet(jobs=100, rescales_per_job=per_job, start_ms=T0):
-        producer.produce(settings.topics.rescales, codec.encode(r.RESCALE, record), record["jobId"])
-        producer.poll(0)
-        produced += 1
-    assert producer.flush(60) == 0, "records not delivered"
+    produced = _produce(settings, synthetic.fleet(jobs=100, rescales_per_job=per_job, start_ms=T0))
 
     def drain(run: int) -> None:
         layout = Layout(work / f"ingest-{run}")
@@ -84,6 +113,52 @@ def ingest(
             assert query.exception() is None, query.exception()
 
     return produced, _timed(runs, drain)
+
+
+def ingest_ceiling(spark: SparkSession, settings: Settings, runs: int) -> list[float]:
+    """Seconds per bare batch read of the rescales topic + decode + an aggregate over
+    decoded fields (so Catalyst cannot skip the decoding)."""
+    from pyspark.sql import functions as F
+
+    from services.contracts.kafka import spark_kafka_options
+    from services.history.decode import RECORD, decode, valid
+
+    schemas = RescaleSchemas.of(SchemaRegistry.load())
+
+    def read(_: int) -> None:
+        raw = (
+            spark.read.format("kafka")
+            .options(**spark_kafka_options(settings, None))
+            .option("subscribe", settings.topics.rescales)
+            .option("startingOffsets", "earliest")
+            .load()
+        )
+        row = (
+            valid(decode(raw, schemas))
+            .agg(
+                F.count("*").alias("n"),
+                F.countDistinct(F.col(f"{RECORD}.rescaleUuid")).alias("rescales"),
+                F.sum(F.size(F.col(f"{RECORD}.schedulerStates"))).alias("spans"),
+                F.max(F.col(f"{RECORD}.updatedAtMillis")).alias("newest"),
+            )
+            .collect()[0]
+        )
+        assert row["n"] > 0
+
+    return _timed(runs, read)
+
+
+def summary_ceiling(spark: SparkSession, layout: Layout, runs: int) -> list[float]:
+    """Seconds per bare scan of the raw `rescales` table aggregating the summary's columns."""
+    from pyspark.sql import functions as F
+
+    def scan(_: int) -> None:
+        frame = spark.read.format("delta").load(str(layout.table("rescales")))
+        frame.groupBy("job_id").agg(
+            F.count("*"), F.max("revision"), F.sum("duration_ms"), F.max("start_timestamp_ms")
+        ).collect()
+
+    return _timed(runs, scan)
 
 
 def _fill(frame: DataFrame, schema: object) -> DataFrame:
@@ -151,6 +226,88 @@ def query(spark: SparkSession, layout: Layout, runs: int) -> list[float]:
     return _timed(runs, summary)
 
 
+def stream_files(
+    spark: SparkSession, settings: Settings, work: Path, minutes: float, optimize_minutes: float
+) -> list[dict[str, object]]:
+    """Run the job as a service while a simulated day trickles in; sample the file counts."""
+    from services.contracts import SchemaRegistry as Registry
+
+    layout = Layout(work / "stream")
+    day = list(synthetic.fleet(jobs=20, rescales_per_job=1440, start_ms=T0))
+    per_second = len(day) / (minutes * 60)
+    began = time.monotonic()
+
+    def pace(count: int) -> None:
+        ahead = count / per_second - (time.monotonic() - began)
+        if ahead > 0:
+            time.sleep(ahead)
+
+    # The bench's own retention (the CLI's floor is 1 h): replaced files go within minutes;
+    # a batch's files in flight are seconds old, far below it.
+    options = RunOptions(
+        layout,
+        trigger_seconds=1.0,
+        plan_commands=False,
+        upkeep=UpkeepConfig(optimize_minutes=optimize_minutes, retention_hours=0.05),
+    )
+    stop = threading.Event()
+    job = threading.Thread(
+        target=run,
+        args=(spark, settings, Registry.load(), options, lambda _: None),
+        kwargs={"stop": stop},
+    )
+    job.start()
+    feeder = threading.Thread(target=_produce, args=(settings, day, pace))
+    feeder.start()
+    samples: list[dict[str, object]] = []
+    try:
+        while feeder.is_alive() or len(samples) < 2:
+            time.sleep(30)
+            samples.append(_file_counts(layout, time.monotonic() - began))
+            print(json.dumps(samples[-1]), flush=True)
+    finally:
+        feeder.join()
+        stop.set()
+        job.join()
+    samples.append(_file_counts(layout, time.monotonic() - began))
+    samples[-1]["records"] = len(day)
+    return samples
+
+
+def _file_counts(layout: Layout, elapsed: float) -> dict[str, object]:
+    counts: dict[str, object] = {"stage": "history", "mode": "files", "elapsed_s": round(elapsed)}
+    for name in (*TABLES, LATEST_TABLE):
+        path = layout.table(name)
+        on_disk = [p for p in path.rglob("*.parquet") if DELTA_LOG not in p.parts]
+        log_files = list((path / DELTA_LOG).glob("*")) if (path / DELTA_LOG).is_dir() else []
+        counts[name] = {
+            "active": len(committed_files(path)),
+            "on_disk": len(on_disk),
+            "log": len(log_files),
+        }
+    return counts
+
+
+def _json_row(
+    mode: str, amount: int, seconds: list[float], ceiling: list[float], **extra: object
+) -> str:
+    rate = amount / statistics.median(seconds)
+    ceiling_rate = amount / statistics.median(ceiling)
+    return json.dumps(
+        {
+            "stage": "history",
+            "mode": mode,
+            "jobs": extra.pop("jobs"),
+            **extra,
+            "per_s_median": round(rate),
+            "p99_ms": None,
+            "ceiling_per_s": round(ceiling_rate),
+            "ratio_to_ceiling": round(rate / ceiling_rate, 3),
+            "runs_s": [round(s, 2) for s in seconds],
+        }
+    )
+
+
 def _row(name: str, seconds: list[float], per: float | None = None) -> str:
     median = statistics.median(seconds)
     rate = f"{per / median:,.0f} records/s" if per else ""
@@ -165,6 +322,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--work-dir", type=Path, default=Path(".run/history-bench"))
     parser.add_argument("--driver-memory", default="4g")
+    parser.add_argument("--json", action="store_true", help="one JSON object per measured row")
+    parser.add_argument("--stream-minutes", type=float, default=0, help="file counts (0: skip)")
+    parser.add_argument("--optimize-minutes", type=float, default=1.0)
     args = parser.parse_args(argv)
     bootstrap = os.environ.get("SCALEFOLD_BOOTSTRAP_SERVERS")
     if not bootstrap:
@@ -175,20 +335,31 @@ def main(argv: list[str] | None = None) -> int:
     spark = history_session(jars, "local[*]", {"spark.driver.memory": args.driver_memory})
     settings = Settings(bootstrap_servers=bootstrap, topic_prefix=f"bench{int(time.time())}.")
     lines = ["| measurement | median | rate | runs (s) |", "|---|---:|---:|---|"]
+    rows_json: list[str] = []
     if args.records:
         count, seconds = ingest(spark, settings, args.records, args.runs, args.work_dir)
+        ceiling = ingest_ceiling(spark, settings, args.runs)
         lines.append(_row(f"ingest {count:,} records, 6 queries", seconds, count))
-        print(lines[-1], flush=True)
+        lines.append(_row("ceiling: bare Kafka read + decode + aggregate", ceiling, count))
+        rows_json.append(_json_row("ingest", count, seconds, ceiling, jobs=100, events=count))
+        print("\n".join(lines[-2:]), flush=True)
     for rows in args.rows:
         layout = Layout(args.work_dir / f"rows-{rows}")
         started = time.perf_counter()
         synthetic_tables(spark, rows, layout)
         print(f"wrote {rows:,} synthetic rows in {time.perf_counter() - started:.0f} s", flush=True)
-        lines.append(
-            _row(f"job_summary over {rows:,} rescale rows", query(spark, layout, args.runs))
+        seconds = query(spark, layout, args.runs)
+        ceiling = summary_ceiling(spark, layout, args.runs)
+        lines.append(_row(f"job_summary over {rows:,} rescale rows", seconds, rows))
+        lines.append(_row("ceiling: bare scan + aggregate of the same rows", ceiling, rows))
+        rows_json.append(_json_row("summary", rows, seconds, ceiling, jobs=JOBS, rows=rows))
+        print("\n".join(lines[-2:]), flush=True)
+    if args.stream_minutes:
+        samples = stream_files(
+            spark, settings, args.work_dir, args.stream_minutes, args.optimize_minutes
         )
-        print(lines[-1], flush=True)
-    print("\n".join(lines))
+        rows_json.append(json.dumps(samples[-1]))
+    print("\n".join(rows_json if args.json else lines))
     spark.stop()
     return 0
 
