@@ -26,7 +26,7 @@ EXIT_CLOSED_PIPE = 128 + 13  # what a shell reports for a command ended by SIGPI
 
 DESCRIPTION = """\
 scalefold folds Kafka events through Apache Flink's Adaptive Scheduler and keeps
-the rescale history as Parquet for Spark SQL.
+the rescale history in Delta Lake tables (Parquet files) for Spark SQL.
 
 Kafka connection (environment):
   SCALEFOLD_BOOTSTRAP_SERVERS   host:port[,...]; default: the local stack of

@@ -1,1 +1,1 @@
-"""The history service: rescale records from Kafka into Parquet, queried with Spark SQL."""
+"""The history service: rescale records from Kafka into Delta Lake tables, queried with Spark SQL."""

@@ -35,8 +35,8 @@ views:
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     history = commands.add_parser(
         "history",
-        help="the rescale history: Kafka -> Parquet, Spark SQL, summaries, scaling commands",
-        description="Keep every FLIP-495 rescale record of the rescales topic as Parquet, "
+        help="the rescale history: Kafka -> Delta tables, Spark SQL, summaries, scaling commands",
+        description="Keep every FLIP-495 rescale record of the rescales topic in Delta tables, "
         "query it with Spark SQL, and send scaling commands derived from it.",
     )
     verbs = history.add_subparsers(title="verbs", metavar="VERB", required=True)

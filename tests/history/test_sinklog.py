@@ -1,67 +1,84 @@
-"""Files of the history on disk: the file sink's `_spark_metadata` log, the data-dir lock."""
+"""Files of the history on disk: the Delta log (written here by delta-rs, no Spark needed),
+the data-dir lock."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from services.history.sinklog import committed_files, remove_uncommitted, uncommitted_files
+from services.history.sinklog import (
+    DELTA_LOG,
+    committed_files,
+    is_delta,
+    latest_version,
+    remove_uncommitted,
+    uncommitted_files,
+)
 
 
-def _log(table: Path, name: str, entries: list[dict[str, object]]) -> None:
-    log = table / "_spark_metadata"
-    log.mkdir(parents=True, exist_ok=True)
-    lines = ["v1", *(json.dumps(e) for e in entries)]
-    (log / name).write_text("\n".join(lines))
+def _append(table: Path, day: str, values: list[int]) -> None:
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    data = pa.table({"value": values, "start_date": [day] * len(values)})
+    write_deltalake(str(table), data, mode="append", partition_by=["start_date"])
 
 
-def _file(table: Path, name: str) -> Path:
-    path = table / "start_date=2024-01-01" / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(b"PAR1")
-    return path
+def _data_files(table: Path) -> list[Path]:
+    return sorted(p for p in table.rglob("*.parquet") if DELTA_LOG not in p.parts)
 
 
-def _add(path: Path) -> dict[str, object]:
-    return {"path": path.as_uri(), "size": 4, "isDir": False, "action": "add"}
-
-
-def test_committed_files_follow_batches_and_compactions(tmp_path: Path) -> None:
-    a, b, c = (_file(tmp_path, f"part-{n}.parquet") for n in "abc")
-    _log(tmp_path, "9.compact", [_add(a), _add(b)])
-    _log(tmp_path, "10", [_add(c)])
-    _log(tmp_path, "11", [{**_add(b), "action": "delete"}])
-    assert committed_files(tmp_path) == [a, c]
-
-
-def test_files_of_an_interrupted_batch_are_uncommitted_and_removable(tmp_path: Path) -> None:
-    kept = _file(tmp_path, "part-kept.parquet")
-    orphan = _file(tmp_path, "part-orphan.parquet")
-    orphan.with_name(f".{orphan.name}.crc").write_bytes(b"crc")
-    _log(tmp_path, "0", [_add(kept)])
-    assert uncommitted_files(tmp_path) == [orphan]
-    assert remove_uncommitted(tmp_path) == [orphan]
-    assert not orphan.exists()
-    assert not orphan.with_name(f".{orphan.name}.crc").exists()
-    assert kept.exists()
+def test_committed_files_follow_the_versions(tmp_path: Path) -> None:
+    assert (latest_version(tmp_path), is_delta(tmp_path)) == (-1, False)
+    _append(tmp_path, "2024-01-01", [1, 2])
+    _append(tmp_path, "2024-01-02", [3])
+    assert latest_version(tmp_path) == 1
+    files = committed_files(tmp_path)
+    assert files == _data_files(tmp_path)
+    assert {p.parent.name for p in files} == {"start_date=2024-01-01", "start_date=2024-01-02"}
     assert uncommitted_files(tmp_path) == []
 
 
-def test_a_table_without_a_log_has_no_committed_files(tmp_path: Path) -> None:
-    orphan = _file(tmp_path, "part-0.parquet")
+def test_files_of_an_interrupted_write_are_uncommitted_and_removable(tmp_path: Path) -> None:
+    _append(tmp_path, "2024-01-01", [1])
+    committed = committed_files(tmp_path)
+    orphan = tmp_path / "start_date=2024-01-01" / "part-00000-crashed.c000.snappy.parquet"
+    orphan.write_bytes(committed[0].read_bytes())  # written, never committed
+    assert uncommitted_files(tmp_path) == [orphan]
+    assert remove_uncommitted(tmp_path) == [orphan]
+    assert not orphan.exists()
+    assert committed_files(tmp_path) == committed
+    assert uncommitted_files(tmp_path) == []
+
+
+def test_files_replaced_by_a_compaction_are_not_uncommitted(tmp_path: Path) -> None:
+    from deltalake import DeltaTable
+
+    for value in range(12):
+        _append(tmp_path, "2024-01-01", [value])
+    before = committed_files(tmp_path)
+    table = DeltaTable(str(tmp_path))
+    table.optimize.compact()
+    table.create_checkpoint()
+    for entry in (tmp_path / DELTA_LOG).glob("*.json"):  # what Delta's log cleanup does
+        if int(entry.name.split(".")[0]) < table.version():
+            entry.unlink()
+    after = committed_files(tmp_path)
+    assert len(after) == 1
+    assert set(before) <= set(_data_files(tmp_path))  # still on disk until VACUUM
+    assert uncommitted_files(tmp_path) == []
+    assert DeltaTable(str(tmp_path)).to_pyarrow_table().num_rows == 12
+
+
+def test_a_directory_without_a_log_has_no_committed_files(tmp_path: Path) -> None:
+    orphan = tmp_path / "start_date=2024-01-01" / "part-0.parquet"
+    orphan.parent.mkdir(parents=True)
+    orphan.write_bytes(b"PAR1")
     assert committed_files(tmp_path) == []
     assert uncommitted_files(tmp_path) == [orphan]
     assert committed_files(tmp_path / "missing") == []
-
-
-def test_a_log_file_without_version_line_is_an_error(tmp_path: Path) -> None:
-    log = tmp_path / "_spark_metadata"
-    log.mkdir()
-    (log / "0").write_text('{"path": "file:/x"}')
-    with pytest.raises(ValueError, match="no version line"):
-        committed_files(tmp_path)
+    assert uncommitted_files(tmp_path / "missing") == []
 
 
 def test_a_data_dir_is_used_by_one_job_at_a_time(tmp_path: Path) -> None:
