@@ -41,7 +41,14 @@ from services.history.letters import DeadLetterWriter
 from services.history.planner import PlannerConfig, plan
 from services.history.sinklog import remove_uncommitted
 from services.history.tables import LATEST_TABLE, PARTITION_COLUMN, TABLES
-from services.history.upsert import RescalesWriter, Upkeep, UpkeepConfig
+from services.history.upsert import (
+    RescalesWriter,
+    Upkeep,
+    UpkeepConfig,
+    convert_legacy,
+    merge_latest,
+    retention_defaults,
+)
 from services.history.views import Layout, read_table, table_schemas
 
 if TYPE_CHECKING:
@@ -153,6 +160,7 @@ def query_starters(
             stream = (
                 stream.format("delta")
                 .option("path", str(layout.table(table)))
+                .option("mergeSchema", "true")
                 .partitionBy(PARTITION_COLUMN)
             )
         writer = (
@@ -296,6 +304,8 @@ def _run(
     beat = _heartbeat(options.health_file)
     if options.sql_url is not None:  # the batches, started next, inherit it (endpoint.py)
         spark.sparkContext.setLocalProperty("spark.scheduler.pool", STREAMING_POOL)
+    retention_defaults(spark, options.upkeep.retention_hours)
+    _convert_legacy(spark, registry, options.layout, progress)
     upkeep = Upkeep(spark, options.upkeep)
     starters = query_starters(
         spark, settings, RescaleSchemas.of(registry), options, secrets, upkeep=upkeep
@@ -335,6 +345,21 @@ def _run(
         _finish_letters(queries.get(DEAD_LETTER_QUERY_NAME))
         for query in queries.values():
             query.stop()
+
+
+def _convert_legacy(
+    spark: SparkSession, registry: SchemaRegistry, layout: Layout, progress: Progress
+) -> None:
+    """Tables of an earlier scalefold (plain Parquet) become Delta tables, and
+    `rescales_latest` is built once from the raw `rescales` they hold."""
+    converted = [t for t in TABLES if convert_legacy(spark, layout.table(t))]
+    if not converted:
+        return
+    progress(f"converted {len(converted)} Parquet tables to Delta: {', '.join(converted)}")
+    schema = table_schemas(spark, RescaleSchemas.of(registry))["rescales"]
+    if "rescales" in converted:
+        raw = read_table(spark, layout.table("rescales"), schema)
+        merge_latest(spark, raw, layout.table(LATEST_TABLE))
 
 
 def _serve_views(

@@ -83,7 +83,10 @@ def uncommitted_files(table_dir: Path) -> list[Path]:
 
 
 def remove_uncommitted(table_dir: Path) -> list[Path]:
-    """Delete `uncommitted_files`; only safe while no query writes the table."""
+    """Delete `uncommitted_files`; only safe while no query writes the table. A table of
+    Spark's Parquet file sink (an earlier scalefold's, not yet converted) is left alone."""
+    if (table_dir / "_spark_metadata").is_dir() and not is_delta(table_dir):
+        return []
     removed = uncommitted_files(table_dir)
     for path in removed:
         path.unlink(missing_ok=True)

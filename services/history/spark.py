@@ -90,6 +90,9 @@ HISTORY_CONF = {
     # VACUUM keeps what `history run --retention-hours` says; Delta's check refuses any
     # retention below its 7-day default, for writers the service does not know of.
     "spark.databricks.delta.retentionDurationCheck.enabled": "false",
+    # A newer record schema adds columns: the appends (mergeSchema, upsert.py) and the
+    # MERGE into rescales_latest take them into the table's schema rather than fail.
+    "spark.databricks.delta.schema.autoMerge.enabled": "true",
     # Parquet's standard timestamp type; Spark's default (INT96) is deprecated in Parquet.
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     # The CLI prints its own progress; Spark's bar garbles logs of a long-running job.

@@ -73,7 +73,12 @@ def merge_latest(spark: SparkSession, batch: DataFrame, path: Path) -> None:
 
 def append(batch: DataFrame, path: Path, app_id: str | None = None, version: int = 0) -> None:
     """Append `batch` to the table at `path`; with `app_id`, once per (app_id, version)."""
-    writer = batch.write.format("delta").partitionBy(PARTITION_COLUMN).mode("append")
+    writer = (
+        batch.write.format("delta")
+        .partitionBy(PARTITION_COLUMN)
+        .mode("append")
+        .option("mergeSchema", "true")
+    )
     if app_id is not None:
         writer = writer.option("txnAppId", app_id).option("txnVersion", version)
     writer.save(str(path))
@@ -82,6 +87,33 @@ def append(batch: DataFrame, path: Path, app_id: str | None = None, version: int
 def query_id(checkpoint: Path) -> str:
     """The streaming query's id, kept in its checkpoint's `metadata` across restarts."""
     return str(json.loads((checkpoint / "metadata").read_text(encoding="utf-8"))["id"])
+
+
+def retention_defaults(spark: SparkSession, hours: float) -> None:
+    """Make tables created from now on keep their log and replaced files for `hours`.
+
+    Delta's own defaults keep the log 30 days: with a commit every few seconds that is
+    hundreds of thousands of log files per table. The log is cleaned up as Delta writes
+    its checkpoints (every ten commits), the replaced data files by `VACUUM`."""
+    interval = f"interval {max(1, round(hours * 60))} minutes"
+    for key in ("logRetentionDuration", "deletedFileRetentionDuration"):
+        spark.conf.set(f"spark.databricks.delta.properties.defaults.{key}", interval)
+
+
+def convert_legacy(spark: SparkSession, path: Path) -> bool:
+    """Turn a table written by an earlier scalefold (Spark's Parquet file sink) into a
+    Delta table in place, its committed files as they are; True if it did.
+
+    Delta's CONVERT lists the files of the file sink's `_spark_metadata` log, so files
+    of a batch that crashed stay out; the streaming checkpoints carry on from there."""
+    legacy = (path / "_spark_metadata").is_dir() or any(path.glob("*/*.parquet"))
+    if is_delta(path) or not legacy:
+        return False
+    spark.sql(
+        f"CONVERT TO DELTA {_quoted(path).replace('delta.', 'parquet.', 1)} "
+        f"PARTITIONED BY ({PARTITION_COLUMN} DATE)"
+    )
+    return True
 
 
 @dataclass(frozen=True)

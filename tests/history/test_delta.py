@@ -14,8 +14,14 @@ from services.history import synthetic
 from services.history.decode import RescaleSchemas, decode, valid
 from services.history.sinklog import committed_files, uncommitted_files
 from services.history.tables import LATEST_TABLE, TABLES
-from services.history.upsert import Upkeep, UpkeepConfig, append, merge_latest
-from services.history.views import KAFKA_SOURCE_SCHEMA, Layout
+from services.history.upsert import (
+    Upkeep,
+    UpkeepConfig,
+    append,
+    convert_legacy,
+    merge_latest,
+)
+from services.history.views import KAFKA_SOURCE_SCHEMA, Layout, latest_revisions
 from tests.history.support import HistoryProcess, encoded, wait_for
 from tests.kafka_support import produce
 
@@ -205,3 +211,19 @@ def test_upkeep_compacts_small_files_and_vacuums_the_replaced_ones(
     assert sorted(on_disk) == after  # the replaced files are vacuumed
     assert uncommitted_files(path) == []
     assert DeltaTable(str(path)).to_pyarrow_table().num_rows == len(records)
+
+
+def test_a_parquet_table_of_an_earlier_version_is_converted_in_place(
+    spark: Any, codec: Codec, tmp_path: Path
+) -> None:
+    from deltalake import DeltaTable
+
+    records = list(synthetic.fleet(jobs=2, rescales_per_job=2, start_ms=START))
+    path = tmp_path / "rescales"
+    _batch(spark, codec, records, 0).write.partitionBy("start_date").parquet(str(path))
+    assert convert_legacy(spark, path)
+    assert not convert_legacy(spark, path)  # once
+    assert DeltaTable(str(path)).to_pyarrow_table().num_rows == len(records)
+    assert uncommitted_files(path) == []
+    latest = latest_revisions(spark.read.format("delta").load(str(path)))
+    assert latest.count() == len({rec["rescaleUuid"] for rec in records})
