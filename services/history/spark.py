@@ -93,6 +93,11 @@ HISTORY_CONF = {
     # A newer record schema adds columns: the appends (mergeSchema, upsert.py) and the
     # MERGE into rescales_latest take them into the table's schema rather than fail.
     "spark.databricks.delta.schema.autoMerge.enabled": "true",
+    # The optimizer's constraint propagation multiplies the decoded record's not-null
+    # constraints through the tables' many aliases: a window over the `rescales`
+    # transform (the latest revision, upsert.py) ran a 1 GB driver out of heap in
+    # `getAllValidConstraints` with a dozen rows. It only infers extra null filters.
+    "spark.sql.constraintPropagation.enabled": "false",
     # Parquet's standard timestamp type; Spark's default (INT96) is deprecated in Parquet.
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     # The CLI prints its own progress; Spark's bar garbles logs of a long-running job.

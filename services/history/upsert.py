@@ -52,10 +52,7 @@ def _quoted(path: Path) -> str:
 
 def merge_latest(spark: SparkSession, batch: DataFrame, path: Path) -> None:
     """Upsert the latest revision per rescale of `batch` (raw `rescales` rows) into `path`."""
-    # A MERGE takes at most one source row per target row. Materialized first: Spark's
-    # optimizer ran out of a 1 GB heap on the window over the table transform's
-    # projection (measured with a dozen rows); over materialized rows it is instant.
-    newest = latest_revisions(batch.localCheckpoint())
+    newest = latest_revisions(batch)  # a MERGE takes at most one source row per target row
     if not is_delta(path):
         # The first batch creates the table. A crash before the commit leaves no version,
         # so the batch run again comes here once more.
