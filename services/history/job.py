@@ -60,6 +60,8 @@ log = logging.getLogger(__name__)
 Progress = Callable[[str], None]
 DEAD_LETTER_QUERY = "dead_letters"
 DEAD_LETTER_QUERY_NAME = f"history_{DEAD_LETTER_QUERY}"
+RESCALES_QUERY_NAME = "history_rescales"
+"""The query whose foreachBatch appends `rescales` and upserts `rescales_latest`."""
 STREAMING_POOL = "streaming"
 """With FAIR scheduling (endpoint.py) pools share the executors: the streaming batches
 (started from the main thread, whose scheduler pool they inherit) in this pool, the
@@ -343,6 +345,7 @@ def _run(
         if options.sql_url is not None:
             withdraw_url(options.layout.data_dir)
         _finish_letters(queries.get(DEAD_LETTER_QUERY_NAME))
+        _between_batches(queries.get(RESCALES_QUERY_NAME))
         for query in queries.values():
             query.stop()
 
@@ -390,6 +393,17 @@ def _heartbeat(health_file: Path | None) -> Callable[[], None]:
         return lambda: None
     health_file.unlink(missing_ok=True)
     return health_file.touch
+
+
+def _between_batches(query: StreamingQuery | None, timeout: float = 60.0) -> None:
+    """Wait (a bounded time) until a foreachBatch query is between batches, so that stop()
+    does not interrupt its callback (see `query_starters`); a batch it does interrupt is
+    run again on the next start, writing nothing twice."""
+    deadline = time.monotonic() + timeout
+    while query is not None and query.isActive and time.monotonic() < deadline:
+        if not query.status.get("isTriggerActive", False):
+            return
+        time.sleep(0.1)
 
 
 def _finish_letters(query: StreamingQuery | None) -> None:
