@@ -111,10 +111,16 @@ def reachable(url: str, timeout: float = 0.5) -> bool:
         return False
 
 
-def commit_marks(layout: Layout) -> tuple[tuple[str, int], ...]:
+def commit_marks(
+    layout: Layout, known: tuple[tuple[str, int], ...] = ()
+) -> tuple[tuple[str, int], ...]:
     """Per table, the newest version its Delta log committed (-1 before any): what the
-    published views must be rebuilt after."""
-    return tuple((table, latest_version(layout.table(table))) for table in (*TABLES, LATEST_TABLE))
+    published views must be rebuilt after. `known`: the marks of the last look."""
+    last = dict(known)
+    return tuple(
+        (table, latest_version(layout.table(table), last.get(table, -1)))
+        for table in (*TABLES, LATEST_TABLE)
+    )
 
 
 class ViewPublisher:
@@ -129,7 +135,7 @@ class ViewPublisher:
 
     def refresh(self) -> bool:
         """Register the views again if a table committed a batch since; True if it did."""
-        marks = commit_marks(self._layout)
+        marks = commit_marks(self._layout, self._marks or ())
         if marks == self._marks:
             return False
         views = build_views(self._spark, self._layout, self._schemas, found=self._found)

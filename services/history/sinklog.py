@@ -31,8 +31,17 @@ def is_delta(table_dir: Path) -> bool:
     return latest_version(table_dir) >= 0
 
 
-def latest_version(table_dir: Path) -> int:
-    """The newest committed version of the table; -1 before the first commit."""
+def latest_version(table_dir: Path, known: int = -1) -> int:
+    """The newest committed version of the table; -1 before the first commit.
+
+    `known`: a version read before; then only the commits after it are looked for (the
+    log holds a day of commits, tens of thousands of files, until it is cleaned up)."""
+    log_dir = table_dir / DELTA_LOG
+    if known >= 0 and (log_dir / f"{known:020d}.json").exists():
+        version = known
+        while (log_dir / f"{version + 1:020d}.json").exists():
+            version += 1
+        return version
     try:
         names = [p.name for p in (table_dir / DELTA_LOG).iterdir()]
     except OSError:

@@ -34,6 +34,8 @@ def test_committed_files_follow_the_versions(tmp_path: Path) -> None:
     _append(tmp_path, "2024-01-01", [1, 2])
     _append(tmp_path, "2024-01-02", [3])
     assert latest_version(tmp_path) == 1
+    assert latest_version(tmp_path, known=0) == 1
+    assert latest_version(tmp_path, known=7) == 1  # unknown to the log: listed again
     files = committed_files(tmp_path)
     assert files == _data_files(tmp_path)
     assert {p.parent.name for p in files} == {"start_date=2024-01-01", "start_date=2024-01-02"}
