@@ -65,13 +65,17 @@ def _jvm_log(args: argparse.Namespace) -> JvmOutput:
     return path.open("ab")
 
 
+def _path(value: str | None) -> Path | None:
+    return Path(value) if value else None
+
+
 def _layout(args: argparse.Namespace) -> Layout:
     from services.history.views import Layout
 
     return Layout(Path(args.data_dir).resolve())
 
 
-def _run_options(args: argparse.Namespace) -> RunOptions:
+def _run_options(args: argparse.Namespace, context: Context) -> RunOptions:
     from services.history.job import RunOptions
     from services.history.planner import PlannerConfig
 
@@ -83,6 +87,7 @@ def _run_options(args: argparse.Namespace) -> RunOptions:
         plan_lookback_hours=args.plan_lookback,
         plan_commands=not args.no_commands,
         health_file=args.health_file,
+        secrets_dir=args.secrets_dir or _path(context.env.get("SCALEFOLD_SPARK_SECRETS_DIR")),
         sql_url=_endpoint(args).url if _serves_sql(args) else None,
         planner=PlannerConfig(
             provision_grace_ms=round(args.provision_grace * 1000),
@@ -104,7 +109,7 @@ def run(args: argparse.Namespace, context: Context) -> int:
 
     settings, topics = context.settings, context.settings.topics
     prepare(settings, "history")
-    options = _run_options(args)
+    options = _run_options(args, context)
     say(f"reading {topics.rescales} at {settings.bootstrap_servers}")
     conf = _endpoint(args).spark_conf() if _serves_sql(args) else None
     spark = _session(args, context, conf, jvm_output=_jvm_log(args))

@@ -70,6 +70,9 @@ class RunOptions:
     plan_commands: bool = True
     health_file: Path | None = None
     """Touched every second while the queries run; removed when they stop."""
+    secrets_dir: Path | None = None
+    """Where the Kafka clients' secrets file for Spark goes (`secrets_file`); None: the
+    system's temporary directory."""
     sql_url: str | None = None
     """The Spark Connect address the session serves (endpoint.py): the views are kept
     registered for it and the address published in DATA_DIR/sql.url while the job runs."""
@@ -206,16 +209,19 @@ def _now_ms() -> int:
 
 
 @contextmanager
-def secrets_file(settings: Settings) -> Iterator[Path | None]:
+def secrets_file(settings: Settings, under: Path | None = None) -> Iterator[Path | None]:
     """The Kafka clients' secrets for Spark (`spark_secrets`) in a file only this user
-    can read, removed when the job ends; None without SASL.
+    can read, in a private directory under `under` (default: the system's temporary
+    directory), removed when the job ends; None without SASL.
 
-    Spark runs its Kafka clients in this JVM (local mode), which reads the file
-    by path; on a cluster the path would have to exist on every executor."""
+    Each JVM that runs Kafka clients reads the file by path: in local mode that
+    is this one; on a cluster the executors too, so `under` must then be a
+    directory every worker sees at the same path (docker-compose's secured
+    stack mounts one volume on the history service and the workers)."""
     if not settings.security.uses_sasl:
         yield None
         return
-    with tempfile.TemporaryDirectory(prefix="scalefold-spark-") as directory:
+    with tempfile.TemporaryDirectory(prefix="scalefold-spark-", dir=under) as directory:
         path = Path(directory) / "kafka-client.properties"
         path.touch(mode=0o600)
         path.write_text(spark_secrets(settings))
@@ -252,7 +258,9 @@ def run(
     On `stop` the queries are stopped between batches' commits, as Spark does:
     a batch in flight is redone on the next start, from its checkpoint.
     """
-    with exclusive(options.layout.data_dir), secrets_file(settings) as secrets:
+    with exclusive(options.layout.data_dir), secrets_file(
+        settings, options.secrets_dir
+    ) as secrets:
         return _run(
             spark,
             settings,
