@@ -258,9 +258,7 @@ def run(
     On `stop` the queries are stopped between batches' commits, as Spark does:
     a batch in flight is redone on the next start, from its checkpoint.
     """
-    with exclusive(options.layout.data_dir), secrets_file(
-        settings, options.secrets_dir
-    ) as secrets:
+    with exclusive(options.layout.data_dir), secrets_file(settings, options.secrets_dir) as secrets:
         return _run(
             spark,
             settings,

@@ -82,8 +82,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--hostname",
         action="append",
         default=[],
-        help="a name the broker's certificate holds (repeatable); localhost and "
-        "127.0.0.1 always",
+        help="a name the broker's certificate holds (repeatable); localhost and 127.0.0.1 always",
     )
     material.add_argument(
         "--owner", metavar="UID:GID", help="give the files to this user (when run as root)"

@@ -109,4 +109,3 @@ def _chown_tree(path: Path, owner: tuple[int, int]) -> None:
     os.chown(path, *owner)
     for child in path.iterdir():
         os.chown(child, *owner)
-

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from pytest_docker.plugin import get_docker_services
 
-from tests.docker.stack import COMPOSE_FILE, Stack, compose_problem, free_port
+from tests.docker.stack import Stack, compose_problem, free_port
 
 PROBLEM = compose_problem()
 
@@ -60,7 +60,7 @@ def started(stack: Stack, *up: str) -> Iterator[Stack]:
     try:
         with get_docker_services(
             command,
-            str(COMPOSE_FILE),
+            [str(file) for file in stack.files],
             stack.project,
             [" ".join(("up -d --wait", *up))],
             ["down -v --remove-orphans --timeout 20"],
