@@ -8,6 +8,7 @@ unique per run, and each stack is removed with `down -v` also when its start fai
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -67,6 +68,8 @@ def started(stack: Stack, *up: str) -> Iterator[Stack]:
         ):
             yield stack
     except BaseException:
+        # What the services said, for the report (the stack is removed next).
+        print(stack.run("ps", "-a", check=False), stack.logs_tail(80), file=sys.stderr)
         stack.run("down", "-v", "--remove-orphans", "--timeout", "20", check=False)
         raise
     finally:
