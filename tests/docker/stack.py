@@ -188,9 +188,12 @@ class Stack:
                 found.append(record)
         return found
 
-    def sql(self, query: str) -> list[dict[str, str]]:
-        """`docker compose exec history scalefold history sql QUERY`, on the Spark cluster."""
-        out = self.exec("history", "scalefold", "history", "sql", query, "--format", "csv")
+    def sql(self, query: str, *options: str) -> list[dict[str, str]]:
+        """`docker compose exec history scalefold history sql QUERY`, on the Spark cluster
+        (unless `options` say `--master ...`)."""
+        out = self.exec(
+            "history", "scalefold", "history", "sql", query, "--format", "csv", *options
+        )
         return list(csv.DictReader(io.StringIO(out)))
 
 
