@@ -158,15 +158,14 @@ def test_closed_loop_on_sasl_ssl_with_acls(secure: Stack) -> None:
     )
     assert [o["status"] for o in outcomes] == ["APPLIED"]
     # The rescale is in the history: Parquet written by Spark's executors on the worker,
-    # which read the topic as the `history` user. The query runs in the history container
-    # in local mode (a cluster application is test_compose's; here it would only add
-    # minutes of executor start-up).
+    # which read the topic as the `history` user; the query goes through the service's
+    # SQL endpoint.
     uuid = rescaled[0]["rescaleUuid"]
     query = (
         "SELECT rescale_uuid, trigger_cause, terminal_state FROM rescales "
         f"WHERE job_id = '{job}' AND rescale_uuid = '{uuid}' AND terminal_state = 'COMPLETED'"
     )
-    rows = poll(lambda: secure.sql(query, "--master", "local[2]"), bool, timeout=600, pause=5)
+    rows = poll(lambda: secure.sql(query), bool, timeout=600, pause=5)
     assert [r["rescale_uuid"] for r in rows] == [uuid]
 
 
