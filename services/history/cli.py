@@ -180,8 +180,8 @@ Stop with Ctrl-C or SIGTERM; a restart resumes where the job stopped.""",
         type=Path,
         metavar="DIR",
         help="where the Kafka clients' secrets file for Spark goes, with SASL (default: "
-        "$SCALEFOLD_SPARK_SECRETS_DIR, else the system's temporary directory); on a Spark cluster, a directory every worker sees at "
-        "the same path",
+        "$SCALEFOLD_SPARK_SECRETS_DIR, else the system's temporary directory); on a Spark "
+        "cluster, a directory every worker sees at the same path",
     )
     _add_planner_rules(run.add_argument_group("planner rules (README.md, 'Scaling commands')"))
     run.set_defaults(handler=handlers.run)
