@@ -4,7 +4,9 @@ One agent consumes the job-events topic as raw bytes, in batches. For each
 batch it folds every message through the core (`Processor`), sends every
 output, waits until Kafka has acknowledged all of them, and only then writes
 the jobs' new states to the changelog-backed table, waiting for those
-acknowledgements too before the batch's input offsets may be committed. So a
+acknowledgements too before the batch's input offsets may be committed.
+Outputs and changelog records alike go through one librdkafka producer
+(`Output`): Faust's own aiokafka producer costs a Python-level send per record. So a
 crash can lose no output and no state: after a restart, messages whose state
 was not stored are folded again and their outputs re-sent byte for byte, and
 messages whose state was stored are recognised by their offset and skipped.
@@ -257,8 +259,9 @@ class HoleReader:
 
 
 class Output:
-    """The service's librdkafka producer: records are handed over without waiting and
-    `delivered()` waits, off the event loop, until the broker has acknowledged them all.
+    """The service's librdkafka producer, for its outputs and its tables' changelog
+    records: records are handed over without waiting and `delivered()` waits, off
+    the event loop, until the broker has acknowledged them all.
 
     Messages wait for the broker as long as it is away (`message.timeout.ms` 0:
     no local timeout), so a broker restart only delays the outputs. A dead
