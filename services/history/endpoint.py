@@ -108,11 +108,12 @@ class JdbcConfig:
             "hive.server2.transport.mode": "binary",
             "hive.server2.thrift.bind.host": self.host,
             "hive.server2.thrift.port": str(self.port),
-            # Hive's per-session directories default to /tmp/hive, /tmp/<user>, ...
+            # Hive's per-session directories default to /tmp/hive, /tmp/<user>, ...; no query logs
             "hive.exec.scratchdir": str(scratch / "scratch"),
             "hive.exec.local.scratchdir": str(scratch / "local"),
             "hive.downloaded.resources.dir": str(scratch / "resources"),
-            "hive.server2.logging.operation.log.enabled": "false",
+            "hive.server2.logging.operation.enabled": "false",
+            "hive.server2.logging.operation.log.location": str(scratch / "operation_logs"),
         }
         return {
             **{f"spark.hadoop.{key}": value for key, value in hive.items()},
