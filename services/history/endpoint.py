@@ -130,9 +130,12 @@ class JdbcServer:
     def __init__(self, spark: SparkSession, config: JdbcConfig, data_dir: Path) -> None:
         jvm = spark.sparkContext._jvm
         assert jvm is not None
+        # Hive logs an ERROR at every session's close if its local scratch directory
+        # (spark_conf) is missing.
+        for directory in ("local", "scratch"):
+            (data_dir / "jdbc" / directory).mkdir(parents=True, exist_ok=True)
         # Derby (the in-memory database of Hive's session state) writes derby.log into
         # the working directory unless told otherwise.
-        (data_dir / "jdbc").mkdir(parents=True, exist_ok=True)
         jvm.java.lang.System.setProperty(
             "derby.stream.error.file", str(data_dir / "jdbc" / "derby.log")
         )

@@ -67,7 +67,8 @@ def _history_sql(data_dir: Path, query: str, *flags: str) -> subprocess.Complete
     )
 
 
-def test_a_running_history_serves_its_views_to_spark_connect_clients(
+@pytest.mark.timeout(900)  # a Spark service, a Connect client, Beeline, 4 CLIs: > 600 s at load 60
+def test_a_running_history_serves_its_views_to_spark_connect_and_jdbc_clients(
     kafka: Settings, codec: Codec, tmp_path: Path
 ) -> None:
     records = list(synthetic.fleet(jobs=3, rescales_per_job=4, start_ms=START))
@@ -155,6 +156,7 @@ def test_a_running_history_serves_its_views_to_spark_connect_clients(
     assert f"Spark SQL (Spark Connect) at {url}" in log
     assert f"Spark SQL (JDBC) at {jdbc_url}" in log
     assert (data_dir / "jdbc" / "derby.log").exists(), "Hive's Derby logs under DATA_DIR"
+    assert "ERROR org.apache.hive" not in log and "Failed to cancel job group" not in log
 
 
 def test_history_sql_without_a_running_service_uses_a_local_spark_quietly(
