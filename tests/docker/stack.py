@@ -24,6 +24,8 @@ COMPOSE_FILE = ROOT / "docker-compose.yml"
 THREE_BROKERS = ROOT / "deploy" / "docker" / "three-brokers.env"
 EXAMPLES = ROOT / "examples"
 SCALEFOLD = str(ROOT / ".venv" / "bin" / "scalefold")
+SQL_MAX_ROWS = 1_000_000
+"""`history sql --max-rows` of the tests: the whole answer, never the CLI's first 1000 rows."""
 
 
 def compose_problem() -> str | None:
@@ -176,9 +178,22 @@ class Stack:
         return found
 
     def sql(self, query: str) -> list[dict[str, str]]:
-        """`docker compose exec history scalefold history sql QUERY`, on the Spark cluster."""
-        out = self.exec("history", "scalefold", "history", "sql", query, "--format", "csv")
-        return list(csv.DictReader(io.StringIO(out)))
+        """`docker compose exec history scalefold history sql QUERY`, on the Spark cluster;
+        every row (`history sql` prints at most `--max-rows`, 1000 by default)."""
+        out = self.exec(
+            "history",
+            "scalefold",
+            "history",
+            "sql",
+            query,
+            "--format",
+            "csv",
+            "--max-rows",
+            str(SQL_MAX_ROWS),
+        )
+        rows = list(csv.DictReader(io.StringIO(out)))
+        assert len(rows) < SQL_MAX_ROWS, f"more than {SQL_MAX_ROWS - 1} rows: narrow the query"
+        return rows
 
 
 def workload(path: Path, prefix: str, jobs: int, example: str = "failover.jsonl") -> Path:

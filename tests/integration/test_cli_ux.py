@@ -1,4 +1,4 @@
-"""The CLI as a user meets it: closed pipes, cwd-relative paths, no broker, Ctrl-C, paced produce."""
+"""The CLI as a user meets it: closed pipes, cwd-relative paths, no broker, Ctrl-C, pacing."""
 
 from __future__ import annotations
 
@@ -131,17 +131,45 @@ def test_ctrl_c_stops_the_history_service_cleanly(kafka: Settings, tmp_path: Pat
     assert "reentrant call" not in text and "Py4J" not in text
 
 
-def test_paced_produce_gives_the_rescales_of_replay(
+def test_paced_produce_of_every_example_gives_the_rescales_of_replay(
     kafka: Settings, codec: Codec, tmp_path: Path
 ) -> None:
-    """`produce --from LOG --now --speed` to a live scheduler folds as `replay` does.
+    """`produce --from LOG --now --speed` of each file in examples/ to a live scheduler
+    folds as `replay` of that file does.
 
-    tm-join-one-by-one only: timers after a log's last event fire on the wall
-    clock, so a live run takes its log's span after the last event whatever the
-    speed; the other examples' spans (140-330 s) are too long for the suite.
+    Timers due after a log's last event fire on the wall clock, so a live run lasts its
+    log's span whatever the speed (reactive-mode's 320 s is the longest): the examples'
+    job ids are distinct, so every file is produced at once to one scheduler.
     """
-    name = "tm-join-one-by-one.jsonl"
-    expected = latest_by_uuid(replayed_records(example_events(codec, name))["clicks"])
+    names = sorted(p.name for p in EXAMPLES.glob("*.jsonl"))
+    expected: dict[str, dict[str, dict[str, object]]] = {}
+    for name in names:
+        for job, records in replayed_records(example_events(codec, name)).items():
+            assert job not in expected, f"{job} is in two examples: give it its own id"
+            expected[job] = latest_by_uuid(records)
+    assert "reactive" in expected and "clicks" in expected
+
+    def shape(records: dict[str, dict[str, object]]) -> list[tuple[object, ...]]:
+        # repr: a job may have two rescales of one attempt id (None beside a reason)
+        return sorted(
+            (
+                (
+                    r["rescaleAttemptId"],
+                    r["triggerCause"],
+                    r["terminalState"],
+                    r["terminatedReason"],
+                )
+                for r in records.values()
+            ),
+            key=repr,
+        )
+
+    def per_job(records: list[dict[str, object]]) -> dict[str, list[tuple[object, ...]]]:
+        return {
+            job: shape(latest_by_uuid(r for r in records if r["jobId"] == job)) for job in expected
+        }
+
+    wanted = {job: shape(records) for job, records in expected.items()}
     scheduler = SchedulerProcess(kafka, tmp_path).start()
     try:
         scheduler.wait_ready()
@@ -150,31 +178,22 @@ def test_paced_produce_gives_the_rescales_of_replay(
             "SCALEFOLD_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
             "SCALEFOLD_TOPIC_PREFIX": kafka.topic_prefix,
         }
-        produced = subprocess.run(
-            [*SCALEFOLD, "produce", "--from", str(EXAMPLES / name), "--now", "--speed", "20"],
-            env=env,
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=HANG_GUARD,
-            check=False,
-        )
-        assert produced.returncode == 0, produced.stderr
-
-        def settled(records: list[dict[str, object]]) -> bool:
-            latest = latest_by_uuid(r for r in records if r["jobId"] == "clicks")
-            return len(latest) >= len(expected) and all(r["terminalState"] for r in latest.values())
-
-        live = latest_by_uuid(
-            r for r in consume_records(codec, kafka, settled, 180) if r["jobId"] == "clicks"
-        )
+        producers = [
+            subprocess.Popen(
+                [*SCALEFOLD, "produce", "--from", str(EXAMPLES / name), "--now", "--speed", "20"],
+                env=env,
+                cwd=ROOT,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for name in names
+        ]
+        for name, producer in zip(names, producers, strict=True):
+            _, stderr = producer.communicate(timeout=HANG_GUARD)
+            assert producer.returncode == 0, f"{name}: {stderr}"
+        # a hang guard, not a timing: the longest span (320 s) plus a loaded machine's slack
+        live = per_job(consume_records(codec, kafka, lambda got: per_job(got) == wanted, 900))
     finally:
         scheduler.stop()
-
-    def shape(records: dict[str, dict[str, object]]) -> list[tuple[object, ...]]:
-        return sorted(
-            (r["rescaleAttemptId"], r["triggerCause"], r["terminalState"], r["terminatedReason"])
-            for r in records.values()
-        )
-
-    assert shape(live) == shape(expected)
+    assert live == wanted
