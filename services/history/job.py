@@ -35,7 +35,13 @@ from services.contracts.kafka import spark_kafka_options, spark_secrets
 from services.history import aggregates
 from services.history.commands import CommandSender, CommandSendError, read_issued
 from services.history.decode import RescaleSchemas, dead_letters, decode, valid
-from services.history.endpoint import ViewPublisher, publish_url, withdraw_url
+from services.history.endpoint import (
+    BackgroundJdbc,
+    JdbcConfig,
+    ViewPublisher,
+    publish_url,
+    withdraw_url,
+)
 from services.history.letters import DeadLetterWriter
 from services.history.planner import PlannerConfig, plan
 from services.history.sinklog import remove_uncommitted
@@ -76,6 +82,13 @@ class RunOptions:
     sql_url: str | None = None
     """The Spark Connect address the session serves (endpoint.py): the views are kept
     registered for it and the address published in DATA_DIR/sql.url while the job runs."""
+    jdbc: JdbcConfig | None = None
+    """Spark's Thrift JDBC server on the same views (endpoint.py), its address in
+    DATA_DIR/jdbc.url while the job runs; its settings must be in the session's conf."""
+
+    @property
+    def serves_sql(self) -> bool:
+        return self.sql_url is not None or self.jdbc is not None
 
 
 class HistoryJobError(RuntimeError):
@@ -284,13 +297,16 @@ def _run(
     if planner is not None:
         progress(f"{len(planner.sender.issued)} commands already issued")
     beat = _heartbeat(options.health_file)
-    if options.sql_url is not None:  # the batches, started next, inherit it (endpoint.py)
+    if options.serves_sql:  # the batches, started next, inherit it (endpoint.py)
         spark.sparkContext.setLocalProperty("spark.scheduler.pool", STREAMING_POOL)
     starters = query_starters(spark, settings, RescaleSchemas.of(registry), options, secrets)
     queries = {name: start() for name, start in starters.items()}
+    jdbc: BackgroundJdbc | None = None
     try:
         # After the queries: the ingest does not wait for the views' analysis.
         refresh = _serve_views(spark, registry, options, progress)
+        if options.jdbc is not None:
+            jdbc = BackgroundJdbc(spark, options.jdbc, options.layout.data_dir, progress)
         progress(f"{len(queries)} streaming queries started, writing to {options.layout.data_dir}")
         beat()
         if options.available_now:
@@ -318,6 +334,8 @@ def _run(
             options.health_file.unlink(missing_ok=True)
         if options.sql_url is not None:
             withdraw_url(options.layout.data_dir)
+        if jdbc is not None:
+            jdbc.close()
         _finish_letters(queries.get(DEAD_LETTER_QUERY_NAME))
         for query in queries.values():
             query.stop()
@@ -328,12 +346,13 @@ def _serve_views(
 ) -> Callable[[], None]:
     """With an endpoint: register the views, publish its address, and return what keeps
     the views fresh (called every second); without one, nothing to do."""
-    if options.sql_url is None:
+    if not options.serves_sql:
         return lambda: None
     publisher = ViewPublisher(spark, options.layout, RescaleSchemas.of(registry))
     publisher.refresh()
-    publish_url(options.layout.data_dir, options.sql_url)
-    progress(f"Spark SQL (Spark Connect) at {options.sql_url}")
+    if options.sql_url is not None:
+        publish_url(options.layout.data_dir, options.sql_url)
+        progress(f"Spark SQL (Spark Connect) at {options.sql_url}")
 
     def refresh() -> None:
         try:
