@@ -14,6 +14,10 @@
    cause a rescale are produced at a steady rate while a consumer reads the
    rescales topic; latency = when the record was consumable minus when its
    event was produced (both wall clock, ms). p50 and p99.
+3. With --workers N instead: N workers in one consumer group beside one
+   worker, each on a fresh topic, started before the events are produced (so
+   no rebalance falls inside the timed span); the ratio of their aggregate rate
+   to the one worker's is the figure.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -113,6 +118,73 @@ def service_rate(settings: Settings, events: int) -> tuple[float, float]:
             return counted / max(last - first, 1e-3), (cpu_last - cpu_first) / counted * 1e6
         finally:
             worker.stop()
+
+
+def workers_rate(
+    base: Settings,
+    codec: Codec,
+    events: list[Event],
+    count: int,
+) -> tuple[float, float]:
+    """Input events/s of `count` scheduler workers in one consumer group (the
+    topic's partitions split between them), and their CPU microseconds per event
+    (all processes together). The workers are started on an empty topic and the
+    events produced once every worker reports ready with its share of the
+    partitions, so no rebalance falls inside the timed span; timed from the
+    first consumed batch to the last event."""
+    settings = fresh(base)
+    with tempfile.TemporaryDirectory() as data:
+        workers = [SchedulerProcess(settings, Path(data) / f"worker-{n}") for n in range(count)]
+        try:
+            for worker in workers:
+                worker.start()
+            _wait_all_ready(workers)
+            pids = [w.process.pid for w in workers if w.process is not None]
+            producer = threading.Thread(target=produce_all, args=(settings, codec, events))
+            producer.start()
+            first = last = None
+            start_count = seen = cpu_first = cpu_last = 0.0
+            deadline = time.monotonic() + 600
+            while seen < len(events) and time.monotonic() < deadline:
+                seen = sum(
+                    metrics_of(w).get("scalefold_scheduler_events_in_total", 0) for w in workers
+                )
+                now, cpu_last = time.monotonic(), sum(cpu_seconds(pid) for pid in pids)
+                if seen and first is None:
+                    first, start_count, cpu_first = now, seen, cpu_last
+                last = now
+                time.sleep(0.05)
+            producer.join()
+            assert first is not None and last is not None, "no event consumed"
+            assert seen >= len(events), f"stalled at {seen}"
+            counted = len(events) - start_count
+            return counted / max(last - first, 1e-3), (cpu_last - cpu_first) / counted * 1e6
+        finally:
+            for worker in workers:
+                worker.stop()
+
+
+def _wait_all_ready(workers: list[SchedulerProcess], timeout: float = 180) -> None:
+    """Until every worker reports ready at once (a joining worker makes the
+    others rebalance: they report starting until their recovery completes)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for worker in workers:
+            worker.wait_ready(max(1.0, deadline - time.monotonic()))
+        time.sleep(1)  # a rebalance may just be starting
+        if all(_is_ready(w) for w in workers):
+            return
+    raise AssertionError("the workers did not all become ready")
+
+
+def _is_ready(worker: SchedulerProcess) -> bool:
+    try:
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{worker.port}/health", timeout=2
+        ) as response:
+            return bool(json.load(response)["status"] == "ready")
+    except OSError:  # 503 while starting, or busy
+        return False
 
 
 def faust_rate(settings: Settings, events: int, stock: bool = False) -> tuple[float, float]:
@@ -363,6 +435,12 @@ def main() -> None:
         choices=("memory://", "rocksdb://"),
         help="only measure kill -9 -> ready again with this table store (repeatable)",
     )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="instead: N workers in one group beside one worker, events produced once all are ready",
+    )
     args = parser.parse_args()
     base = Settings(bootstrap_servers=os.environ["SCALEFOLD_BOOTSTRAP_SERVERS"])
     codec = Codec(SchemaRegistry.load())
@@ -387,6 +465,37 @@ def main() -> None:
                 "ratio_to_ceiling": None,
             }
             print(json.dumps(result), flush=True)
+        return
+
+    if args.workers:
+        scaled: list[dict[str, tuple[float, float]]] = []
+        for run in range(args.repeat):
+            load = workload(args.jobs, args.events)
+            scaled.append(
+                {
+                    "service-1-worker": workers_rate(base, codec, load, 1),
+                    f"service-{args.workers}-workers": workers_rate(
+                        base, codec, load, args.workers
+                    ),
+                }
+            )
+            shown = ", ".join(
+                f"{mode} {rate:,.0f}/s ({cpu:,.0f} us CPU/event)"
+                for mode, (rate, cpu) in scaled[-1].items()
+            )
+            print(f"  run {run + 1}: {shown}", file=sys.stderr, flush=True)
+        rows = [
+            row(
+                f"service-{args.workers}-workers",
+                args.jobs,
+                args.events,
+                scaled,
+                "service-1-worker",
+            ),
+            row("service-1-worker", args.jobs, args.events, scaled, None),
+        ]
+        for each in rows:
+            print(json.dumps(each), flush=True)
         return
 
     runs: list[dict[str, tuple[float, float]]] = []

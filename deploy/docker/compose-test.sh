@@ -33,6 +33,10 @@ cleanup() {
             COMPOSE_PROFILES=three-brokers timeout 300 docker compose -p "$project" \
                 down -v --remove-orphans --timeout 10 >/dev/null 2>&1 || true
         done
+        # The secured stack's volumes are named in its override file only.
+        timeout 300 docker compose -f docker-compose.yml -f deploy/docker/secure.yml \
+            -p "$SCALEFOLD_COMPOSE_PROJECT-secure" \
+            down -v --remove-orphans --timeout 10 >/dev/null 2>&1 || true
     fi
     "$PROVISION" engine-stop || status=1
     say "done in $(($(stamp) - START)) s (exit $status)"

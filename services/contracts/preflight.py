@@ -83,7 +83,18 @@ def verify_access(admin: Any, settings: Settings, client: str, private: Sequence
         try:
             future.result()
         except Exception as error:
+            if _already_exists(error):  # another worker of the group made it meanwhile
+                continue
             _raise(f"CREATE on topic {name} (its own, made at start)", error, settings)
+
+
+def _already_exists(error: Exception) -> bool:
+    from confluent_kafka import KafkaError, KafkaException
+
+    return (
+        isinstance(error, KafkaException)
+        and error.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS
+    )
 
 
 def _check(need: Need, future: Any, settings: Settings) -> None:

@@ -132,8 +132,9 @@ Read the rescales topic from its beginning (resuming from the checkpoints in
 DATA_DIR/checkpoints), write the Delta tables (Parquet files) to DATA_DIR/tables, send
 undecodable records to the dead-letter topic, and every --plan-interval seconds
 plan scaling commands from the tables and send the ones not sent before.
-While it runs, its Spark session serves the views over Spark Connect (as
-global_temp.<view>; `history sql` finds the address in DATA_DIR/sql.url).
+While it runs, its Spark session serves the views (as global_temp.<view>) over
+Spark Connect (the address in DATA_DIR/sql.url, which `history sql` uses) and
+over JDBC, Spark's Thrift server (the address in DATA_DIR/jdbc.url).
 Stop with Ctrl-C or SIGTERM; a restart resumes where the job stopped.""",
     )
     run.add_argument(
@@ -179,16 +180,37 @@ Stop with Ctrl-C or SIGTERM; a restart resumes where the job stopped.""",
         "DATA_DIR/sql.url",
     )
     run.add_argument(
-        "--sql-host", default="127.0.0.1", help="the address the SQL endpoint listens on"
+        "--jdbc-port",
+        type=int,
+        default=0,
+        metavar="PORT",
+        help="the JDBC endpoint's (Spark's Thrift server's) port; 0 picks a free one, written "
+        "to DATA_DIR/jdbc.url",
     )
     run.add_argument(
-        "--no-sql-endpoint", action="store_true", help="do not serve the views over Spark Connect"
+        "--sql-host", default="127.0.0.1", help="the address the SQL endpoints listen on"
+    )
+    run.add_argument(
+        "--no-sql-endpoint",
+        action="store_true",
+        help="do not serve the views (neither Spark Connect nor JDBC)",
+    )
+    run.add_argument(
+        "--no-jdbc", action="store_true", help="serve the views over Spark Connect only"
     )
     run.add_argument(
         "--health-file",
         type=Path,
         metavar="FILE",
         help="touched every second while the streaming queries run (a container's health check)",
+    )
+    run.add_argument(
+        "--secrets-dir",
+        type=Path,
+        metavar="DIR",
+        help="where the Kafka clients' secrets file for Spark goes, with SASL (default: "
+        "$SCALEFOLD_SPARK_SECRETS_DIR, else the system's temporary directory); on a Spark "
+        "cluster, a directory every worker sees at the same path",
     )
     _add_planner_rules(run.add_argument_group("planner rules (README.md, 'Scaling commands')"))
     run.set_defaults(handler=handlers.run)

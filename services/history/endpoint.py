@@ -1,4 +1,5 @@
-"""The live SQL endpoint: the history service's Spark session served over Spark Connect.
+"""The live SQL endpoints: the history service's Spark session served over Spark Connect
+and over Spark's Thrift JDBC/ODBC server (HiveServer2's protocol).
 
 `history run` starts Spark's Connect server inside its own session (Spark's
 `SparkConnectPlugin`, on 127.0.0.1 unless told otherwise) and keeps every view
@@ -14,6 +15,14 @@ The address is written to `DATA_DIR/sql.url` while the service runs, which is
 how `history sql` (and `local status`) find it; a file left by a killed service
 names a port nobody listens on, and `history sql` then falls back to a local
 session of its own.
+
+The JDBC server (`JdbcServer`) is Spark's own `HiveThriftServer2`, started on
+the same SparkContext by `startWithContext`: each JDBC connection gets a new
+session of that context, so it sees the same `global_temp.<view>` views as a
+Connect client. It works with Spark's in-memory catalog (no Hive metastore of
+ours); Hive's session machinery only keeps an in-memory Derby database and a
+few scratch directories, put under `DATA_DIR/jdbc`. Its address is written to
+`DATA_DIR/jdbc.url`.
 """
 
 from __future__ import annotations
@@ -22,7 +31,9 @@ import logging
 import os
 import re
 import socket
-from collections.abc import Iterable
+import threading
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,7 +51,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
+THRIFT_SERVER = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
 URL_FILE = "sql.url"
+JDBC_URL_FILE = "jdbc.url"
+JDBC_ENV_OVERRIDES = ("HIVE_SERVER2_THRIFT_BIND_HOST", "HIVE_SERVER2_THRIFT_PORT")
+"""HiveServer2 prefers these environment variables to its configuration (ThriftBinaryCLIService):
+the service's JVM must not inherit them, or a stray one would move the JDBC server."""
 GLOBAL_TEMP = "global_temp"
 
 
@@ -77,26 +93,142 @@ class EndpointConfig:
         }
 
 
-def url_file(data_dir: Path) -> Path:
-    return data_dir / URL_FILE
+@dataclass(frozen=True)
+class JdbcConfig:
+    """Where Spark's Thrift JDBC/ODBC server listens (binary transport, no authentication:
+    like the Connect endpoint it is meant for loopback); port 0: the server binds a free
+    one itself and reports it, so no other process can take it in between."""
+
+    host: str = "127.0.0.1"
+    port: int = 0
+
+    def spark_conf(self, data_dir: Path) -> dict[str, str]:
+        """The settings the server reads (as Hadoop settings of the context) when started."""
+        scratch = data_dir / "jdbc"
+        hive = {
+            "hive.server2.transport.mode": "binary",
+            "hive.server2.thrift.bind.host": self.host,
+            "hive.server2.thrift.port": str(self.port),
+            # Hive's per-session directories default to /tmp/hive, /tmp/<user>, ...; no query logs
+            "hive.exec.scratchdir": str(scratch / "scratch"),
+            "hive.exec.local.scratchdir": str(scratch / "local"),
+            "hive.downloaded.resources.dir": str(scratch / "resources"),
+            "hive.server2.logging.operation.enabled": "false",
+            "hive.server2.logging.operation.log.location": str(scratch / "operation_logs"),
+        }
+        return {
+            **{f"spark.hadoop.{key}": value for key, value in hive.items()},
+            # JDBC statements run in the default pool even though the server's threads
+            # are started from the thread that runs the streaming batches (job.py).
+            "spark.sql.thriftserver.scheduler.pool": "default",
+            "spark.scheduler.mode": "FAIR",
+        }
 
 
-def publish_url(data_dir: Path, url: str) -> None:
+class JdbcServer:
+    """Spark's `HiveThriftServer2` on the service's session, started and stopped."""
+
+    def __init__(self, spark: SparkSession, config: JdbcConfig, data_dir: Path) -> None:
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None
+        # Hive logs an ERROR at every session's close if its local scratch directory
+        # (spark_conf) is missing.
+        for directory in ("local", "scratch"):
+            (data_dir / "jdbc" / directory).mkdir(parents=True, exist_ok=True)
+        # Derby (the in-memory database of Hive's session state) writes derby.log into
+        # the working directory unless told otherwise.
+        jvm.java.lang.System.setProperty(
+            "derby.stream.error.file", str(data_dir / "jdbc" / "derby.log")
+        )
+        thrift = jvm.org.apache.spark.sql.hive.thriftserver.HiveThriftServer2  # THRIFT_SERVER
+        server = thrift.startWithContext(spark._jsparkSession.sqlContext())
+        self._server = server
+        ports = [
+            service.getPortNumber()
+            for service in server.getServices()
+            if service.getClass().getSimpleName() == "ThriftBinaryCLIService"
+        ]
+        if not ports:
+            server.stop()
+            raise RuntimeError("Spark's Thrift server started without its binary transport")
+        self.url = f"jdbc:hive2://{config.host}:{ports[0]}"
+
+    def stop(self) -> None:
+        self._server.stop()
+
+
+class BackgroundJdbc:
+    """The JDBC server started in a thread of its own, its address published once it
+    listens: Hive's classes take seconds to load, which neither the ingest nor the
+    Connect endpoint has to wait for. A server that fails to start is logged, and the
+    service goes on without it."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        config: JdbcConfig,
+        data_dir: Path,
+        progress: Callable[[str], None],
+    ) -> None:
+        self._args = (spark, config, data_dir)
+        self._progress = progress
+        self._lock = threading.Lock()
+        self._server: JdbcServer | None = None
+        self._closed = False
+        self._thread = threading.Thread(target=self._start, name="jdbc-server", daemon=True)
+        self._thread.start()
+
+    def _start(self) -> None:
+        spark, config, data_dir = self._args
+        started = time.monotonic()
+        try:
+            server = JdbcServer(spark, config, data_dir)
+        except Exception as error:  # the ingest goes on without JDBC
+            log.error(
+                "could not start the JDBC server on %s:%d: %s", config.host, config.port, error
+            )
+            return
+        with self._lock:
+            if self._closed:
+                server.stop()
+                return
+            self._server = server
+            publish_url(data_dir, server.url, JDBC_URL_FILE)
+        self._progress(
+            f"Spark SQL (JDBC) at {server.url}, started in {time.monotonic() - started:.1f} s"
+        )
+
+    def close(self, timeout: float = 60.0) -> None:
+        """Withdraw the address and stop the server (waiting for a start in progress)."""
+        self._thread.join(timeout)
+        with self._lock:
+            self._closed = True
+            server, self._server = self._server, None
+        withdraw_url(self._args[2], JDBC_URL_FILE)
+        if server is not None:
+            server.stop()
+
+
+def url_file(data_dir: Path, name: str = URL_FILE) -> Path:
+    return data_dir / name
+
+
+def publish_url(data_dir: Path, url: str, name: str = URL_FILE) -> None:
     """Write the address atomically, so a reader never sees half of it."""
     data_dir.mkdir(parents=True, exist_ok=True)
-    partial = data_dir / f".{URL_FILE}.{os.getpid()}"
+    partial = data_dir / f".{name}.{os.getpid()}"
     partial.write_text(url + "\n")
-    partial.replace(url_file(data_dir))
+    partial.replace(url_file(data_dir, name))
 
 
-def withdraw_url(data_dir: Path) -> None:
-    url_file(data_dir).unlink(missing_ok=True)
+def withdraw_url(data_dir: Path, name: str = URL_FILE) -> None:
+    url_file(data_dir, name).unlink(missing_ok=True)
 
 
-def read_url(data_dir: Path) -> str | None:
+def read_url(data_dir: Path, name: str = URL_FILE) -> str | None:
     """The address a running service published in `data_dir`, if any."""
     try:
-        return url_file(data_dir).read_text().strip() or None
+        return url_file(data_dir, name).read_text().strip() or None
     except OSError:
         return None
 

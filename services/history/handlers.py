@@ -7,6 +7,7 @@ Heavy imports (pyspark, matplotlib) stay inside the handlers so that
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from services.clicontext import Context
-    from services.history.endpoint import EndpointConfig
+    from services.history.endpoint import EndpointConfig, JdbcConfig
     from services.history.job import RunOptions
     from services.history.spark import JvmOutput
     from services.history.views import Layout
@@ -65,13 +66,17 @@ def _jvm_log(args: argparse.Namespace) -> JvmOutput:
     return path.open("ab")
 
 
+def _path(value: str | None) -> Path | None:
+    return Path(value) if value else None
+
+
 def _layout(args: argparse.Namespace) -> Layout:
     from services.history.views import Layout
 
     return Layout(Path(args.data_dir).resolve())
 
 
-def _run_options(args: argparse.Namespace) -> RunOptions:
+def _run_options(args: argparse.Namespace, context: Context) -> RunOptions:
     from services.history.job import RunOptions
     from services.history.planner import PlannerConfig
     from services.history.upsert import UpkeepConfig
@@ -85,7 +90,9 @@ def _run_options(args: argparse.Namespace) -> RunOptions:
         plan_commands=not args.no_commands,
         health_file=args.health_file,
         upkeep=UpkeepConfig(args.optimize_minutes, args.retention_hours),
+        secrets_dir=args.secrets_dir or _path(context.env.get("SCALEFOLD_SPARK_SECRETS_DIR")),
         sql_url=_endpoint(args).url if _serves_sql(args) else None,
+        jdbc=_jdbc(args),
         planner=PlannerConfig(
             provision_grace_ms=round(args.provision_grace * 1000),
             release_grace_ms=round(args.release_grace * 1000),
@@ -106,9 +113,12 @@ def run(args: argparse.Namespace, context: Context) -> int:
 
     settings, topics = context.settings, context.settings.topics
     prepare(settings, "history")
-    options = _run_options(args)
+    options = _run_options(args, context)
     say(f"reading {topics.rescales} at {settings.bootstrap_servers}")
-    conf = _endpoint(args).spark_conf() if _serves_sql(args) else None
+    conf = _endpoint(args).spark_conf() if _serves_sql(args) else {}
+    if options.jdbc is not None:
+        conf |= options.jdbc.spark_conf(options.layout.data_dir)
+        _clear_jdbc_overrides()
     spark = _session(args, context, conf, jvm_output=_jvm_log(args))
     # after the session: pyspark's SparkContext installs its own SIGINT handler (it
     # cancels the jobs over py4j from inside the signal, re-entering a py4j call)
@@ -123,6 +133,23 @@ def run(args: argparse.Namespace, context: Context) -> int:
 
 def _serves_sql(args: argparse.Namespace) -> bool:
     return not (args.available_now or args.no_sql_endpoint)
+
+
+def _jdbc(args: argparse.Namespace) -> JdbcConfig | None:
+    from services.history.endpoint import JdbcConfig
+
+    if not _serves_sql(args) or args.no_jdbc:
+        return None
+    return JdbcConfig(args.sql_host, args.jdbc_port)
+
+
+def _clear_jdbc_overrides() -> None:
+    """The JVM started next must not inherit what would override --sql-host/--jdbc-port."""
+    from services.history.endpoint import JDBC_ENV_OVERRIDES
+
+    for name in JDBC_ENV_OVERRIDES:
+        if os.environ.pop(name, None) is not None:
+            say(f"ignoring {name} (use --sql-host / --jdbc-port)")
 
 
 def _endpoint(args: argparse.Namespace) -> EndpointConfig:

@@ -36,7 +36,13 @@ from services.contracts.kafka import spark_kafka_options, spark_secrets
 from services.history import aggregates
 from services.history.commands import CommandSender, CommandSendError, read_issued
 from services.history.decode import RescaleSchemas, dead_letters, decode, valid
-from services.history.endpoint import ViewPublisher, publish_url, withdraw_url
+from services.history.endpoint import (
+    BackgroundJdbc,
+    JdbcConfig,
+    ViewPublisher,
+    publish_url,
+    withdraw_url,
+)
 from services.history.letters import DeadLetterWriter
 from services.history.planner import PlannerConfig, plan
 from services.history.sinklog import remove_uncommitted
@@ -83,9 +89,19 @@ class RunOptions:
     """Touched every second while the queries run; removed when they stop."""
     upkeep: UpkeepConfig = field(default_factory=UpkeepConfig)
     """How often the tables are compacted, how long replaced files are kept."""
+    secrets_dir: Path | None = None
+    """Where the Kafka clients' secrets file for Spark goes (`secrets_file`); None: the
+    system's temporary directory."""
     sql_url: str | None = None
     """The Spark Connect address the session serves (endpoint.py): the views are kept
     registered for it and the address published in DATA_DIR/sql.url while the job runs."""
+    jdbc: JdbcConfig | None = None
+    """Spark's Thrift JDBC server on the same views (endpoint.py), its address in
+    DATA_DIR/jdbc.url while the job runs; its settings must be in the session's conf."""
+
+    @property
+    def serves_sql(self) -> bool:
+        return self.sql_url is not None or self.jdbc is not None
 
 
 class HistoryJobError(RuntimeError):
@@ -232,16 +248,19 @@ def _now_ms() -> int:
 
 
 @contextmanager
-def secrets_file(settings: Settings) -> Iterator[Path | None]:
+def secrets_file(settings: Settings, under: Path | None = None) -> Iterator[Path | None]:
     """The Kafka clients' secrets for Spark (`spark_secrets`) in a file only this user
-    can read, removed when the job ends; None without SASL.
+    can read, in a private directory under `under` (default: the system's temporary
+    directory), removed when the job ends; None without SASL.
 
-    Spark runs its Kafka clients in this JVM (local mode), which reads the file
-    by path; on a cluster the path would have to exist on every executor."""
+    Each JVM that runs Kafka clients reads the file by path: in local mode that
+    is this one; on a cluster the executors too, so `under` must then be a
+    directory every worker sees at the same path (docker-compose's secured
+    stack mounts one volume on the history service and the workers)."""
     if not settings.security.uses_sasl:
         yield None
         return
-    with tempfile.TemporaryDirectory(prefix="scalefold-spark-") as directory:
+    with tempfile.TemporaryDirectory(prefix="scalefold-spark-", dir=under) as directory:
         path = Path(directory) / "kafka-client.properties"
         path.touch(mode=0o600)
         path.write_text(spark_secrets(settings))
@@ -278,7 +297,7 @@ def run(
     On `stop` the queries are stopped between batches' commits, as Spark does:
     a batch in flight is redone on the next start, from its checkpoint.
     """
-    with exclusive(options.layout.data_dir), secrets_file(settings) as secrets:
+    with exclusive(options.layout.data_dir), secrets_file(settings, options.secrets_dir) as secrets:
         return _run(
             spark,
             settings,
@@ -304,7 +323,7 @@ def _run(
     if planner is not None:
         progress(f"{len(planner.sender.issued)} commands already issued")
     beat = _heartbeat(options.health_file)
-    if options.sql_url is not None:  # the batches, started next, inherit it (endpoint.py)
+    if options.serves_sql:  # the batches, started next, inherit it (endpoint.py)
         spark.sparkContext.setLocalProperty("spark.scheduler.pool", STREAMING_POOL)
     retention_defaults(spark, options.upkeep.retention_hours)
     _convert_legacy(spark, registry, options.layout, progress)
@@ -313,9 +332,12 @@ def _run(
         spark, settings, RescaleSchemas.of(registry), options, secrets, upkeep=upkeep
     )
     queries = {name: start() for name, start in starters.items()}
+    jdbc: BackgroundJdbc | None = None
     try:
         # After the queries: the ingest does not wait for the views' analysis.
         refresh = _serve_views(spark, registry, options, progress)
+        if options.jdbc is not None:
+            jdbc = BackgroundJdbc(spark, options.jdbc, options.layout.data_dir, progress)
         progress(f"{len(queries)} streaming queries started, writing to {options.layout.data_dir}")
         beat()
         if options.available_now:
@@ -344,6 +366,8 @@ def _run(
             options.health_file.unlink(missing_ok=True)
         if options.sql_url is not None:
             withdraw_url(options.layout.data_dir)
+        if jdbc is not None:
+            jdbc.close()
         _finish_letters(queries.get(DEAD_LETTER_QUERY_NAME))
         _between_batches(queries.get(RESCALES_QUERY_NAME))
         for query in queries.values():
@@ -370,12 +394,13 @@ def _serve_views(
 ) -> Callable[[], None]:
     """With an endpoint: register the views, publish its address, and return what keeps
     the views fresh (called every second); without one, nothing to do."""
-    if options.sql_url is None:
+    if not options.serves_sql:
         return lambda: None
     publisher = ViewPublisher(spark, options.layout, RescaleSchemas.of(registry))
     publisher.refresh()
-    publish_url(options.layout.data_dir, options.sql_url)
-    progress(f"Spark SQL (Spark Connect) at {options.sql_url}")
+    if options.sql_url is not None:
+        publish_url(options.layout.data_dir, options.sql_url)
+        progress(f"Spark SQL (Spark Connect) at {options.sql_url}")
 
     def refresh() -> None:
         try:

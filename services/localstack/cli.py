@@ -69,6 +69,37 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     status.add_argument("--run-dir", default=str(RUN_ROOT / "local"))
     status.set_defaults(handler=_status)
 
+    material = verbs.add_parser(
+        "material",
+        help="the secured broker's CA, certificate and users' passwords for containers",
+        description="Write what `up --secure` makes (a CA, the broker's certificate, one "
+        "SCRAM password per service and the CLI) into ROOT, one directory per holder "
+        "(authority, broker, scheduler, history, actuator, cli), for docker compose's "
+        "secured stack (deploy/docker/secure.yml, docs/security.md). Keeps what exists.",
+    )
+    material.add_argument("root", metavar="ROOT")
+    material.add_argument(
+        "--hostname",
+        action="append",
+        default=[],
+        help="a name the broker's certificate holds (repeatable); localhost and 127.0.0.1 always",
+    )
+    material.add_argument(
+        "--owner", metavar="UID:GID", help="give the files to this user (when run as root)"
+    )
+    material.set_defaults(handler=_material)
+
+    accounts = verbs.add_parser(
+        "accounts",
+        help="create the secured broker's users and ACLs, as the broker (ROOT from `material`)",
+        description="Connect to the broker's TLS listener at BOOTSTRAP with its own "
+        "certificate (ROOT/authority) and create the users and ACLs of `up --secure` "
+        "for the topics under --topic-prefix. Idempotent.",
+    )
+    accounts.add_argument("root", metavar="ROOT")
+    accounts.add_argument("--broker", required=True, metavar="BOOTSTRAP", help="host:port")
+    accounts.set_defaults(handler=_accounts)
+
     run = verbs.add_parser(
         "run",
         help="start a fresh stack, run a command against it, stop the stack",
@@ -214,6 +245,35 @@ def _status(args: argparse.Namespace, context: Context) -> int:
         print(f"{process.name:<10} {state}  log {process.log}")
         for kind, url in stack.endpoints(process).items() if pid else ():
             print(f"{'':<10}   {kind:<8} {url}")
+    return 0
+
+
+def _material(args: argparse.Namespace, context: Context) -> int:
+    from pathlib import Path
+
+    from services.localstack.material import make
+
+    owner = None
+    if args.owner:
+        uid, _, gid = args.owner.partition(":")
+        owner = (int(uid), int(gid or uid))
+    written = make(Path(args.root), args.hostname or ["localhost"], owner)
+    _say(f"secured broker's material in {args.root}: {', '.join(written)}")
+    return 0
+
+
+def _accounts(args: argparse.Namespace, context: Context) -> int:
+    from pathlib import Path
+
+    from services.localstack.material import MaterialError, accounts
+    from services.localstack.secure import ProvisionError
+
+    try:
+        accounts(Path(args.root), args.broker, context.settings.topics)
+    except (MaterialError, ProvisionError) as error:
+        _say(str(error))
+        return 1
+    _say(f"created the users and ACLs on {args.broker} (each service its own topics and groups)")
     return 0
 
 

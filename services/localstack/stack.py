@@ -96,13 +96,14 @@ def endpoints(process: ServiceProcess) -> dict[str, str]:
         found: dict[str, str] = json.loads(endpoints_file(process).read_text())
     except (OSError, ValueError):
         found = {}
-    if process.name == "history":  # the service writes it (services/history/endpoint.py)
-        try:
-            url = (process.run_dir / "history" / "sql.url").read_text().strip()
-        except OSError:
-            url = ""
-        if url:
-            found["sql"] = url
+    if process.name == "history":  # the service writes them (services/history/endpoint.py)
+        for kind, name in (("sql", "sql.url"), ("jdbc", "jdbc.url")):
+            try:
+                url = (process.run_dir / "history" / name).read_text().strip()
+            except OSError:
+                url = ""
+            if url:
+                found[kind] = url
     return found
 
 

@@ -8,6 +8,7 @@ unique per run, and each stack is removed with `down -v` also when its start fai
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 from pytest_docker.plugin import get_docker_services
 
-from tests.docker.stack import COMPOSE_FILE, Stack, compose_problem, free_port
+from tests.docker.stack import Stack, compose_problem, free_port
 
 PROBLEM = compose_problem()
 
@@ -60,13 +61,15 @@ def started(stack: Stack, *up: str) -> Iterator[Stack]:
     try:
         with get_docker_services(
             command,
-            str(COMPOSE_FILE),
+            [str(file) for file in stack.files],
             stack.project,
             [" ".join(("up -d --wait", *up))],
             ["down -v --remove-orphans --timeout 20"],
         ):
             yield stack
     except BaseException:
+        # What the services said, for the report (the stack is removed next).
+        print(stack.run("ps", "-a", check=False), stack.logs_tail(80), file=sys.stderr)
         stack.run("down", "-v", "--remove-orphans", "--timeout", "20", check=False)
         raise
     finally:

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 THREE_BROKERS = ROOT / "deploy" / "docker" / "three-brokers.env"
+SECURE = ROOT / "deploy" / "docker" / "secure.yml"
 EXAMPLES = ROOT / "examples"
 SCALEFOLD = str(ROOT / ".venv" / "bin" / "scalefold")
 SQL_MAX_ROWS = 1_000_000
@@ -75,16 +76,25 @@ def poll(
 
 @dataclass
 class Stack:
-    """One compose project of docker-compose.yml, with its own variables (ports, tuning)."""
+    """One compose project of docker-compose.yml, with its own variables (ports, tuning).
+
+    `files`: the compose files (docker-compose.yml and overrides such as secure.yml).
+    `cli_service`: run `scalefold` inside this service's container (`docker compose exec`,
+    with the container's settings) instead of the host's CLI on the published port."""
 
     project: str
     env: dict[str, str]
     env_file: Path | None = None
+    files: tuple[Path, ...] = (COMPOSE_FILE,)
+    cli_service: str | None = None
     log: list[str] = field(default_factory=list)
     volumes_before: list[str] = field(default_factory=engine_volumes)
 
     def command(self, *args: str) -> list[str]:
-        head = ["docker", "compose", "-f", str(COMPOSE_FILE), "-p", self.project]
+        head = ["docker", "compose"]
+        for file in self.files:
+            head += ["-f", str(file)]
+        head += ["-p", self.project]
         if self.env_file is not None:
             head += ["--env-file", str(self.env_file)]
         return [*head, *args]
@@ -151,7 +161,10 @@ class Stack:
         return f"127.0.0.1:{self.env['KAFKA_PORT']}"
 
     def scalefold(self, *args: str, timeout: float = 300) -> str:
-        """The host's `scalefold` CLI against this stack's broker (its published port)."""
+        """The host's `scalefold` CLI against this stack's broker (its published port), or
+        the CLI in `cli_service`'s container."""
+        if self.cli_service is not None:
+            return self.exec(self.cli_service, "scalefold", *args, timeout=timeout)
         done = subprocess.run(
             [SCALEFOLD, "--bootstrap-servers", self.bootstrap, *args],
             capture_output=True,

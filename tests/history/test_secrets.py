@@ -4,6 +4,7 @@ service's options therefore hold no password, only a reference to a private file
 from __future__ import annotations
 
 import stat
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -65,3 +66,13 @@ def test_the_history_source_plan_holds_no_password(
 def test_plaintext_needs_no_secrets_file() -> None:
     with secrets_file(Settings()) as secrets:
         assert secrets is None
+
+
+def test_the_secrets_file_goes_under_the_directory_asked_for(tmp_path: Path) -> None:
+    """`history run --secrets-dir`: on a Spark cluster, a directory every worker sees."""
+    with secrets_file(SASL, tmp_path) as secrets:
+        assert secrets is not None and secrets.parent.parent == tmp_path
+        assert stat.S_IMODE(secrets.parent.stat().st_mode) == 0o700
+        assert stat.S_IMODE(secrets.stat().st_mode) == 0o600
+        assert PASSWORD in secrets.read_text()
+    assert list(tmp_path.iterdir()) == []

@@ -1,9 +1,12 @@
-"""The live SQL endpoint: a running `history run` serves its views over Spark Connect to a
-plain pyspark client and to `scalefold history sql`, and keeps them fresh as batches commit."""
+"""The live SQL endpoints: a running `history run` serves its views over Spark Connect to a
+plain pyspark client and to `scalefold history sql`, and over JDBC to Beeline, and keeps them
+fresh as batches commit."""
 
 from __future__ import annotations
 
+import csv
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +15,7 @@ import pytest
 
 from services.contracts import Codec, Settings
 from services.history import synthetic
-from services.history.endpoint import reachable, read_url, url_file
+from services.history.endpoint import JDBC_URL_FILE, reachable, read_url, url_file
 from tests.history.support import ROOT, HistoryProcess, encoded, wait_for
 from tests.kafka_support import produce
 
@@ -38,6 +41,24 @@ print(json.dumps([[row.job_id, row.rescale_uuid] for row in rows]))
 """A user's own script: pyspark's Connect client, polling until the rows have arrived."""
 
 
+BEELINE = "org.apache.hive.beeline.BeeLine"
+PROMPT = re.compile(r"^\d+: jdbc:hive2://\S+> ", re.M)
+"""Beeline echoes its prompt before the output of `-e` (on the same line)."""
+
+
+def _beeline(url: str, query: str) -> list[list[str]]:
+    """The rows of `query` through Beeline, Hive's JDBC command-line client, as the README
+    runs it: from pyspark's own jars (hive-beeline, hive-jdbc), CSV without a header."""
+    import pyspark
+
+    jars = Path(pyspark.__file__).parent / "jars"
+    command = ["java", "-cp", f"{jars}/*", BEELINE, "-u", url, "--outputformat=csv2"]
+    command += ["--silent=true", "--showHeader=false", "-e", query]
+    done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    return [row for row in csv.reader(PROMPT.sub("", done.stdout).splitlines()) if row]
+
+
 def _history_sql(data_dir: Path, query: str, *flags: str) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "services.cli", "history", "sql"]
     command += ["--data-dir", str(data_dir), "--format", "json", *flags, query]
@@ -46,7 +67,8 @@ def _history_sql(data_dir: Path, query: str, *flags: str) -> subprocess.Complete
     )
 
 
-def test_a_running_history_serves_its_views_to_spark_connect_clients(
+@pytest.mark.timeout(900)  # a Spark service, a Connect client, Beeline, 4 CLIs: > 600 s at load 60
+def test_a_running_history_serves_its_views_to_spark_connect_and_jdbc_clients(
     kafka: Settings, codec: Codec, tmp_path: Path
 ) -> None:
     records = list(synthetic.fleet(jobs=3, rescales_per_job=4, start_ms=START))
@@ -94,6 +116,16 @@ def test_a_running_history_serves_its_views_to_spark_connect_clients(
         assert {(row["job_id"], row["rescale_uuid"]) for row in rows} == expected
         assert f"querying the running history service at {url}" in answer.stderr
 
+        # A JDBC client on the same views (global_temp.<view>) gets the same rows.
+        wait_for(
+            lambda: job.running() and read_url(data_dir, JDBC_URL_FILE) is not None, 240, "jdbc.url"
+        )
+        jdbc_url = read_url(data_dir, JDBC_URL_FILE)
+        assert jdbc_url is not None and jdbc_url.startswith("jdbc:hive2://127.0.0.1:")
+        over_jdbc = _beeline(jdbc_url, "SELECT job_id, rescale_uuid FROM global_temp.rescales")
+        assert sorted(over_jdbc) == sorted([row["job_id"], row["rescale_uuid"]] for row in rows)
+        assert len(over_jdbc) == len(expected)
+
         # Without -v it says nothing but the answer.
         quiet = _history_sql(data_dir, "SELECT count(*) AS n FROM job_summary")
         assert quiet.returncode == 0, quiet.stderr
@@ -119,8 +151,12 @@ def test_a_running_history_serves_its_views_to_spark_connect_clients(
         code = job.wait(120)
     assert code == 0, job.tail()
     assert not url_file(data_dir).exists(), "a stopped service withdraws its address"
+    assert not url_file(data_dir, JDBC_URL_FILE).exists(), "and its JDBC address"
     log = job.log.read_text(errors="replace")
     assert f"Spark SQL (Spark Connect) at {url}" in log
+    assert f"Spark SQL (JDBC) at {jdbc_url}" in log
+    assert (data_dir / "jdbc" / "derby.log").exists(), "Hive's Derby logs under DATA_DIR"
+    assert "ERROR org.apache.hive" not in log and "Failed to cancel job group" not in log
 
 
 def test_history_sql_without_a_running_service_uses_a_local_spark_quietly(

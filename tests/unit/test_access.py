@@ -15,7 +15,7 @@ from services.contracts.access import (
     without_reported_errors,
 )
 from services.contracts.kafka import is_transient, retry_transient
-from services.contracts.preflight import needs
+from services.contracts.preflight import _already_exists, needs
 from services.contracts.settings import Secret, Settings
 from services.contracts.topics import ACCESS, Topics
 from services.localstack.secure import grants
@@ -155,3 +155,13 @@ def test_librdkafkas_own_error_lines_are_dropped_its_warnings_kept() -> None:
 
     assert not without_reported_errors(record(logging.ERROR))
     assert without_reported_errors(record(logging.WARNING))
+
+
+def test_a_private_topic_another_worker_just_made_is_not_a_refusal() -> None:
+    # Two schedulers started at once: one creates its Faust changelogs between the
+    # other's listing of the topics and its validate-only creation of them.
+    made = KafkaException(KafkaError(KafkaError.TOPIC_ALREADY_EXISTS, "exists"))
+    refused = KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "no"))
+    assert _already_exists(made)
+    assert not _already_exists(refused)
+    assert not _already_exists(RuntimeError("other"))

@@ -22,6 +22,7 @@ import io
 import re
 import shlex
 import subprocess
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -134,13 +135,27 @@ def check_statically(command: str) -> list[str]:
             )
             if done.returncode != 0 or not done.stdout.strip():
                 problems.append(f"{command!r} --dry-run: {done.stderr.strip()[-500:]}")
+    elif words[0] == "java":
+        problems += _java_problems(command, words)
     elif words[0] != PYTHON:
-        problems.append(f"{command!r}: not a make, {SCALEFOLD} or {PYTHON} command")
+        problems.append(f"{command!r}: not a make, {SCALEFOLD}, {PYTHON} or java command")
     if PYTHON in words:  # also `scalefold local run -- .venv/bin/python -m bench...`
         module = words[words.index(PYTHON) + 1 :][:2]
         if module[:1] == ["-m"] and importlib.util.find_spec(module[1]) is None:
             problems.append(f"{command!r}: no module {module[1]}")
     return problems
+
+
+def _java_problems(command: str, words: list[str]) -> list[str]:
+    """`java -cp "DIR/*" MAIN ...`: DIR exists and one of its jars holds the class MAIN."""
+    if words[1:2] != ["-cp"] or len(words) < 4 or not words[2].endswith("/*"):
+        return [f'{command!r}: expected java -cp "DIR/*" MAIN ...']
+    entry = words[3].replace(".", "/") + ".class"
+    for jar in sorted((ROOT / words[2].removesuffix("/*")).glob("*.jar")):
+        with zipfile.ZipFile(jar) as archive:
+            if entry in archive.NameToInfo:
+                return []
+    return [f"{command!r}: no jar in {words[2]} holds {words[3]}"]
 
 
 @pytest.mark.parametrize("block", README_BLOCKS + DOC_BLOCKS, ids=_ids)
@@ -171,6 +186,7 @@ def test_the_check_finds_a_wrong_flag_a_missing_file_and_an_unmarked_block() -> 
     assert check_statically(f"{SCALEFOLD} cluster state --no-such-flag")
     assert check_statically("make no-such-target")
     assert check_statically(f"{PYTHON} -m bench.no_such_bench")
+    assert check_statically('java -cp ".venv/lib/python3.11/site-packages/pyspark/jars/*" No.Such')
     assert check_statically(f"{SCALEFOLD} history summary --job clicks") == []
     text = "```sh\nmake test\n```\n<!-- example: run -->\n```sh\nmake demo\n```\n"
     assert [b.mode for b in blocks(text)] == [None, "run"]

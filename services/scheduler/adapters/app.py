@@ -4,7 +4,9 @@ One agent consumes the job-events topic as raw bytes, in batches. For each
 batch it folds every message through the core (`Processor`), sends every
 output, waits until Kafka has acknowledged all of them, and only then writes
 the jobs' new states to the changelog-backed table, waiting for those
-acknowledgements too before the batch's input offsets may be committed. So a
+acknowledgements too before the batch's input offsets may be committed.
+Outputs and changelog records alike go through one librdkafka producer
+(`Output`): Faust's own aiokafka producer costs a Python-level send per record. So a
 crash can lose no output and no state: after a restart, messages whose state
 was not stored are folded again and their outputs re-sent byte for byte, and
 messages whose state was stored are recognised by their offset and skipped.
@@ -35,6 +37,7 @@ from typing import Any, cast
 
 import faust
 from faust.serializers import codecs
+from faust.types import TP
 
 from services.contracts import Codec, Settings
 from services.contracts import records as r
@@ -44,6 +47,7 @@ from services.scheduler.adapters import fastpath
 from services.scheduler.adapters.metrics import Metrics
 from services.scheduler.adapters.processor import (
     Incoming,
+    Outgoing,
     Processor,
     Stored,
     store_bytes,
@@ -100,16 +104,21 @@ codecs.register(OFFSET_CODEC, _OffsetCodec())
 
 
 class AwaitedTable(faust.Table):  # type: ignore[type-arg]
-    """A table whose changelog partition for a key is the job-events partition it
-    belongs to, and whose writes can be awaited until the broker has acknowledged them.
+    """A table whose changelog records the service writes itself, through its
+    librdkafka producer (`Output`), so that the agent can wait until the broker
+    has acknowledged them before its batch's offsets may be committed.
 
-    Faust takes the partition from the event being processed; the agent works
-    on batches, so it tells the table each key's partition instead.
+    Faust writes a table's changelog through its own aiokafka producer, one
+    Python-level send, future and callback per record, its batches built in
+    Python; in a profile of the service that was a fifth of its CPU (see
+    docs/scheduler-service.md). librdkafka batches and sends in C. The records
+    are the ones Faust would write (same topic, partition, key and value bytes),
+    so Faust's recovery reads them as its own; with a RocksDB store the offset
+    of the last acknowledged record is kept in the store as Faust does.
 
-    Before committing input offsets Faust flushes its buffer of changelog
-    records, but only while a record leaves it every 0.1 s: on a busy machine
-    it may commit offsets whose states are still buffered. So the agent awaits
-    `acknowledged()` before its batch's offsets can be committed.
+    The changelog partition for a key is the job-events partition it belongs
+    to: Faust takes it from the event being processed; the agent works on
+    batches, so it tells the table each key's partition instead.
     """
 
     def __init__(self, *args: Any, value_codec: str, **kwargs: Any) -> None:
@@ -119,7 +128,8 @@ class AwaitedTable(faust.Table):  # type: ignore[type-arg]
         self.key_serializer = "raw"
         self.value_serializer = value_codec
         self.partition_of: dict[str, int] = {}
-        self.unacknowledged: list[asyncio.Future[Any]] = []
+        self.output: Output | None = None  # set by create_service
+        self._sent: list[tuple[int, int]] = []  # (partition, offset) acknowledged, not yet noted
 
     def partition_for_key(self, key: Any) -> int | None:
         return self.partition_of[key]
@@ -141,13 +151,39 @@ class AwaitedTable(faust.Table):  # type: ignore[type-arg]
         return super()._new_store_by_url(url)
 
     def on_key_set(self, key: Any, value: Any) -> None:
-        self.unacknowledged.append(self.send_changelog(self.partition_for_key(key), key, value))
+        assert self.output is not None, "the table's output is set by create_service"
+        self.output.send(
+            self.changelog_topic_name,
+            str(key).encode(),
+            codecs.dumps(self.value_serializer, value),
+            partition=self.partition_of[key],
+            on_delivery=self._delivered,
+        )
         self._sensor_on_set(self, key, value)
+
+    def on_key_del(self, key: Any) -> None:
+        raise NotImplementedError("the scheduler's tables never delete a key")
+
+    def _delivered(self, error: Any, message: Any) -> None:
+        # Called by librdkafka's flush, off the event loop: only note it here.
+        if error is None:
+            self._sent.append((message.partition(), message.offset()))
+        else:
+            assert self.output is not None
+            self.output.errors.append(f"{message.topic()}: {error}")
 
     async def acknowledged(self) -> None:
         """Wait until the broker has acknowledged every changelog record written so far."""
-        pending, self.unacknowledged = self.unacknowledged, []
-        await asyncio.gather(*pending)
+        assert self.output is not None
+        await self.output.delivered()
+        sent, self._sent = self._sent, []
+        last: dict[int, int] = {}
+        for partition, offset in sent:
+            last[partition] = max(offset, last.get(partition, -1))
+        for partition, offset in last.items():
+            # What Faust's own changelog callback does (at-least-once): a RocksDB
+            # store remembers it, so a restart replays only the changelog's tail.
+            self.data.set_persisted_offset(TP(self.changelog_topic_name, partition), offset)
 
 
 def _rocks_store_class() -> type:
@@ -223,8 +259,9 @@ class HoleReader:
 
 
 class Output:
-    """The service's librdkafka producer: records are handed over without waiting and
-    `delivered()` waits, off the event loop, until the broker has acknowledged them all.
+    """The service's librdkafka producer, for its outputs and its tables' changelog
+    records: records are handed over without waiting and `delivered()` waits, off
+    the event loop, until the broker has acknowledged them all.
 
     Messages wait for the broker as long as it is away (`message.timeout.ms` 0:
     no local timeout), so a broker restart only delays the outputs. A dead
@@ -242,10 +279,20 @@ class Output:
         self.errors: list[str] = []
         self.dead_letters_failed = 0
 
-    def send(self, topic: str, key: bytes, value: bytes) -> None:
+    def send(
+        self,
+        topic: str,
+        key: bytes,
+        value: bytes,
+        partition: int = -1,  # librdkafka's "unassigned": its partitioner picks
+        on_delivery: Any = None,
+    ) -> None:
+        callback = on_delivery or self._delivered
         while True:
             try:
-                self.producer.produce(topic, value=value, key=key, on_delivery=self._delivered)
+                self.producer.produce(
+                    topic, value=value, key=key, partition=partition, on_delivery=callback
+                )
                 return
             except BufferError:  # the local queue is full: let librdkafka send some
                 self.producer.poll(0.05)
@@ -297,6 +344,7 @@ class SchedulerService:
 
     async def process_batch(self, events: list[Any]) -> None:
         staged: dict[str, Stored] = {}
+        outgoing: list[Outgoing] = []
         messages = [
             Incoming(m.topic, m.partition, m.offset, m.key, m.value)
             for m in (event.message for event in events)
@@ -311,11 +359,16 @@ class SchedulerService:
             started = time.perf_counter()
             outcome = self.processor.process(incoming, stored)
             self._count(outcome, time.perf_counter() - started)
-            for out in outcome.outgoing:
-                self.output.send(out.topic, out.key, out.value)
+            outgoing.extend(outcome.outgoing)
             if outcome.stored is not None and outcome.job_id is not None:
                 staged[outcome.job_id] = outcome.stored
                 self.table.partition_of[outcome.job_id] = incoming.partition
+        # Handed to librdkafka together after the fold, not one by one between folds:
+        # a record enqueued on a partition whose queue the broker thread has
+        # drained wakes that thread with a write() to its wake-up pipe, one system
+        # call per record when they come ~0.2 ms apart (see docs/scheduler-service.md).
+        for out in outgoing:
+            self.output.send(out.topic, out.key, out.value)
         await self.output.delivered()  # every output acknowledged before any state is stored
         for job_id, stored in staged.items():
             self.table[job_id] = stored
@@ -491,6 +544,7 @@ def create_service(settings: ServiceSettings, codec: Codec) -> SchedulerService:
     topic = job_events_topic(app, kafka)
     processor = Processor(codec, kafka.topics, settings.defaults)
     output = Output(kafka, kafka.topics.dead_letters)
+    table.output = folded.output = output
     service = SchedulerService(settings, codec, app, table, folded, processor, output)
     service.holes = HoleReader(kafka)
     _wire(service, topic)
