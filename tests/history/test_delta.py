@@ -39,17 +39,27 @@ def _offsets(table: Any) -> dict[int, list[int]]:
     return {partition: sorted(offsets) for partition, offsets in found.items()}
 
 
+def _committed(path: Path) -> Any:
+    """The Delta table at `path` as deltalake reads it, or None before its first commit
+    (Spark makes `_delta_log/` a moment before it writes version 0 there)."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        return DeltaTable(str(path))
+    except TableNotFoundError:
+        return None
+
+
 def _check_whole_batches(layout: Layout) -> int:
     """Read the tables with deltalake (no Spark) and check what a reader sees is made of
     whole committed batches; return how many raw `rescales` rows it saw."""
-    from deltalake import DeltaTable
-
     seen = 0
     for name in ("rescales", "rescale_states"):
-        path = layout.table(name)
-        if not (path / "_delta_log").is_dir():
+        delta = _committed(layout.table(name))
+        if delta is None:
             continue
-        table = DeltaTable(str(path)).to_pyarrow_table(columns=["kafka_partition", "kafka_offset"])
+        table = delta.to_pyarrow_table(columns=["kafka_partition", "kafka_offset"])
         # A batch is a range of offsets per partition, from the topic's start: whole batches
         # leave no gap, and a row written twice would show as a repeated key.
         for partition, offsets in _offsets(table).items():
@@ -58,9 +68,9 @@ def _check_whole_batches(layout: Layout) -> int:
             keys = set(zip(*(table.column(c).to_pylist() for c in table.column_names), strict=True))
             assert len(keys) == table.num_rows, "raw rescales holds a message twice"
             seen = table.num_rows
-    latest_path = layout.table(LATEST_TABLE)
-    if (latest_path / "_delta_log").is_dir():
-        latest = DeltaTable(str(latest_path)).to_pyarrow_table(columns=["rescale_uuid", "revision"])
+    latest_delta = _committed(layout.table(LATEST_TABLE))
+    if latest_delta is not None:
+        latest = latest_delta.to_pyarrow_table(columns=["rescale_uuid", "revision"])
         uuids = latest.column("rescale_uuid").to_pylist()
         assert len(uuids) == len(set(uuids)), "rescales_latest holds a rescale twice"
     return seen
@@ -108,17 +118,17 @@ def test_deltalake_reads_only_committed_batches_while_the_stream_writes(
 
         wait_for(all_seen, 300, "every message in the raw rescales table")
         assert len(versions) > 1, "the reads did not overlap the stream's writes"
+
+        def latest_revisions_only() -> bool:
+            latest = _committed(layout.table(LATEST_TABLE))
+            if latest is None:
+                return False
+            revisions = latest.to_pyarrow_table(columns=["revision"]).column("revision")
+            return len(revisions) == 60 and set(revisions.to_pylist()) == {5}
+
         wait_for(
-            lambda: (
-                set(
-                    DeltaTable(str(layout.table(LATEST_TABLE)))
-                    .to_pyarrow_table(columns=["revision"])
-                    .column("revision")
-                    .to_pylist()
-                )
-                == {5}
-            ),
-            60,
+            latest_revisions_only,
+            240,
             "the latest revision of every rescale",
         )
         latest = DeltaTable(str(layout.table(LATEST_TABLE))).to_pyarrow_table()
