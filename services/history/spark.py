@@ -61,6 +61,10 @@ def build_session(
     }
     if local:
         options |= {"spark.driver.host": LOOPBACK, "spark.driver.bindAddress": LOOPBACK}
+        # Also on the driver's own class path: `spark.jars` reach only the threads whose
+        # context class loader Spark set, and the JDBC server's sessions (endpoint.py)
+        # load the Delta catalog on threads of their own.
+        options["spark.driver.extraClassPath"] = os.pathsep.join(str(jar) for jar in jars)
     options |= conf or {}
     java_options = f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}"
     extra = options.get("spark.driver.extraJavaOptions")
