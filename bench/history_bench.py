@@ -317,14 +317,37 @@ def _row(name: str, seconds: list[float], per: float | None = None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--records", type=int, default=20_000)
-    parser.add_argument("--rows", type=int, nargs="*", default=[1_000_000, 10_000_000])
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--work-dir", type=Path, default=Path(".run/history-bench"))
-    parser.add_argument("--driver-memory", default="4g")
+    parser.add_argument(
+        "--records", type=int, default=20_000, help="rescale revisions to ingest (0: skip ingest)"
+    )
+    parser.add_argument(
+        "--rows",
+        type=int,
+        nargs="*",
+        default=[1_000_000, 10_000_000],
+        help="sizes of the synthetic tables job_summary is timed over (none: skip)",
+    )
+    parser.add_argument("--runs", type=int, default=3, help="timed runs of each measurement")
+    parser.add_argument(
+        "--work-dir",
+        type=Path,
+        default=Path(".run/history-bench"),
+        help="where the tables go (emptied first)",
+    )
+    parser.add_argument("--driver-memory", default="4g", help="Spark's spark.driver.memory")
     parser.add_argument("--json", action="store_true", help="one JSON object per measured row")
-    parser.add_argument("--stream-minutes", type=float, default=0, help="file counts (0: skip)")
-    parser.add_argument("--optimize-minutes", type=float, default=1.0)
+    parser.add_argument(
+        "--stream-minutes",
+        type=float,
+        default=0,
+        help="minutes a simulated day of rescales streams in, printing file counts (0: skip)",
+    )
+    parser.add_argument(
+        "--optimize-minutes",
+        type=float,
+        default=1.0,
+        help="the service's --optimize-minutes during --stream-minutes",
+    )
     args = parser.parse_args(argv)
     bootstrap = os.environ.get("SCALEFOLD_BOOTSTRAP_SERVERS")
     if not bootstrap:
