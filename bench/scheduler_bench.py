@@ -421,11 +421,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--events", type=int, default=20_000)
-    parser.add_argument("--jobs", type=int, default=1_000)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--events", type=int, default=20_000, help="input events per run")
+    parser.add_argument("--jobs", type=int, default=1_000, help="jobs the events are spread over")
+    parser.add_argument("--repeat", type=int, default=3, help="runs, each on a fresh topic")
     parser.add_argument("--rate", type=int, default=200, help="events/s for the latency run")
-    parser.add_argument("--seconds", type=int, default=10)
+    parser.add_argument("--seconds", type=int, default=10, help="length of the latency run")
     parser.add_argument("--no-latency", action="store_true", help="skip the latency run")
     parser.add_argument("--json", action="store_true", help="one JSON object per measured row")
     parser.add_argument(

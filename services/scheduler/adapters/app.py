@@ -27,6 +27,7 @@ clock passes its due time, so the log stays the complete source of truth.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import ssl
@@ -270,14 +271,21 @@ class Output:
     """
 
     def __init__(self, kafka: Settings, dead_letter_topic: str) -> None:
-        from confluent_kafka import Producer
-
-        self.producer = Producer(
-            producer_config(kafka, **{"linger.ms": 2, "message.timeout.ms": 0, "logger": log})
-        )
+        self.kafka = kafka
         self.dead_letter_topic = dead_letter_topic
         self.errors: list[str] = []
         self.dead_letters_failed = 0
+
+    @functools.cached_property
+    def producer(self) -> Any:
+        """Made at the first output, after the preflight: a client refused there never
+        opens one (a librdkafka handle, its threads calling the Python `logger`, left
+        to the interpreter's exit once crashed a refused scheduler with SIGSEGV)."""
+        from confluent_kafka import Producer
+
+        return Producer(
+            producer_config(self.kafka, **{"linger.ms": 2, "message.timeout.ms": 0, "logger": log})
+        )
 
     def send(
         self,
