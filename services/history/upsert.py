@@ -47,7 +47,9 @@ _LATER = (
 
 
 def _quoted(path: Path) -> str:
-    return "delta.`" + str(path).replace("`", "``") + "`"
+    """`delta.`path`` for Spark SQL; Delta takes only an absolute path as a table's name
+    (a relative one fails as "Unsupported data source type for direct query on files")."""
+    return "delta.`" + str(path.resolve()).replace("`", "``") + "`"
 
 
 def merge_latest(spark: SparkSession, batch: DataFrame, path: Path) -> None:
