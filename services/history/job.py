@@ -1,17 +1,16 @@
-"""The history service's imperative shell: streaming queries and the planner timer.
+"""The history service's imperative shell: the streaming query and the planner timer.
 
-One Structured Streaming query per table (exactly-once Delta Lake sink, its
-own checkpoint; the `rescales` query also upserts `rescales_latest`: upsert.py), plus one query that writes rejected records to the
-dead-letter topic (`letters.DeadLetterWriter`; at-least-once: after a crash a
-dead letter may appear twice). Every query reads the rescales topic itself:
-that is the price of one checkpoint per table, and it keeps the tables
-independent.
+One Structured Streaming query reads the rescales topic and hands each
+micro-batch to `ingest.TablesWriter` (foreachBatch), which decodes it once and
+writes every table exactly once (Delta Lake, idempotent writes), upserts
+`rescales_latest`, and produces the rejected records to the dead-letter topic
+(at-least-once: after a crash a dead letter may appear twice).
 
 A query that fails (the broker away longer than the Kafka source's retries,
-say) is started again from its checkpoint, with a growing pause, while the
-others go on: the service resumes by itself and loses or repeats nothing.
+say) is started again from its checkpoint, with a growing pause: the service
+resumes by itself and loses or repeats nothing.
 
-Next to the queries, the planner runs every `plan_interval_seconds` on the
+Next to the query, the planner runs every `plan_interval_seconds` on the
 committed tables, with the wall clock passed in as data, and the tables' small
 files are compacted and old ones vacuumed on a schedule (upsert.Upkeep).
 """
@@ -35,7 +34,7 @@ from services.contracts.access import KafkaConnectionError
 from services.contracts.kafka import spark_kafka_options, spark_secrets
 from services.history import aggregates
 from services.history.commands import CommandSender, CommandSendError, read_issued
-from services.history.decode import RescaleSchemas, dead_letters, decode, valid
+from services.history.decode import RescaleSchemas, decode
 from services.history.endpoint import (
     BackgroundJdbc,
     JdbcConfig,
@@ -43,12 +42,12 @@ from services.history.endpoint import (
     publish_url,
     withdraw_url,
 )
+from services.history.ingest import CHECKPOINT, TablesWriter, resume_points
 from services.history.letters import DeadLetterWriter
 from services.history.planner import PlannerConfig, plan
 from services.history.sinklog import remove_uncommitted
 from services.history.tables import LATEST_TABLE, PARTITION_COLUMN, TABLES
 from services.history.upsert import (
-    RescalesWriter,
     Upkeep,
     UpkeepConfig,
     convert_legacy,
@@ -64,10 +63,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 Progress = Callable[[str], None]
-DEAD_LETTER_QUERY = "dead_letters"
-DEAD_LETTER_QUERY_NAME = f"history_{DEAD_LETTER_QUERY}"
-RESCALES_QUERY_NAME = "history_rescales"
-"""The query whose foreachBatch appends `rescales` and upserts `rescales_latest`."""
+QUERY_NAME = "history_tables"
+"""The one streaming query: its foreachBatch writes every table (ingest.py)."""
 STREAMING_POOL = "streaming"
 """With FAIR scheduling (endpoint.py) pools share the executors: the streaming batches
 (started from the main thread, whose scheduler pool they inherit) in this pool, the
@@ -140,7 +137,7 @@ def start_queries(
     options: RunOptions,
     secrets: Path | None = None,
 ) -> list[StreamingQuery]:
-    """Start the table queries and the dead-letter query; return them all.
+    """Start the history's streaming query; return it, in a list.
 
     `secrets`: the Kafka secrets file (`secrets_file`), needed with SASL."""
     starters = query_starters(spark, settings, schemas, options, secrets)
@@ -157,48 +154,27 @@ def query_starters(
     upkeep: Upkeep | None = None,
 ) -> dict[str, Callable[[], StreamingQuery]]:
     """Per query name, what starts it (again, from its checkpoint). `upkeep`: what
-    compacts `rescales_latest` between the `rescales` query's batches."""
-    layout, trigger = options.layout, _trigger(options)
-    # One decoded frame for every query: Spark analyses the large Avro expressions once;
-    # each started query still gets its own Kafka source and checkpointed offsets.
-    decoded = decode(kafka_source(spark, settings, secrets), schemas)
-    starters: dict[str, Callable[[], StreamingQuery]] = {}
+    compacts `rescales_latest` between batches."""
+    layout = options.layout
     for table in [*TABLES, LATEST_TABLE]:
         removed = remove_uncommitted(layout.table(table))
         if removed:
             log.warning("removed %d uncommitted files of %s (a crashed batch)", len(removed), table)
-    for table, transform in TABLES.items():
-        stream = transform(valid(decoded)).writeStream
-        if table == "rescales":
-            latest = RescalesWriter(
-                layout.table(table), layout.table(LATEST_TABLE), layout.checkpoint(table), upkeep
-            )
-            stream = stream.foreachBatch(latest)
-        else:  # Delta's sink commits each batch once (its own idempotent-write ids)
-            stream = (
-                stream.format("delta")
-                .option("path", str(layout.table(table)))
-                .option("mergeSchema", "true")
-                .partitionBy(PARTITION_COLUMN)
-            )
-        writer = (
-            stream.option("checkpointLocation", str(layout.checkpoint(table)))
-            .queryName(f"history_{table}")
-            .trigger(**trigger)
-        )
-        starters[f"history_{table}"] = writer.start
-    letters = (
-        dead_letters(decoded, schemas)
-        .writeStream.foreachBatch(DeadLetterWriter(settings, layout.data_dir))
-        .option("checkpointLocation", str(layout.checkpoint(DEAD_LETTER_QUERY)))
-        .queryName(DEAD_LETTER_QUERY_NAME)
-        # Runs of what is there, started again and again by `_loop` and awaited at the
-        # end, never stopped in a batch: a foreachBatch callback interrupted by stop()
-        # leaves Spark's stream thread with a StackOverflowError and a traceback.
-        .trigger(availableNow=True)
+    writer = TablesWriter(
+        layout,
+        schemas,
+        DeadLetterWriter(settings, layout.data_dir),
+        upkeep,
+        resume_points(layout),
     )
-    starters[DEAD_LETTER_QUERY_NAME] = letters.start
-    return starters
+    query = (
+        decode(kafka_source(spark, settings, secrets), schemas)
+        .writeStream.foreachBatch(writer)
+        .option("checkpointLocation", str(layout.checkpoint(CHECKPOINT)))
+        .queryName(QUERY_NAME)
+        .trigger(**_trigger(options))
+    )
+    return {QUERY_NAME: query.start}
 
 
 class PlannerLoop:
@@ -338,7 +314,7 @@ def _run(
         refresh = _serve_views(spark, registry, options, progress)
         if options.jdbc is not None:
             jdbc = BackgroundJdbc(spark, options.jdbc, options.layout.data_dir, progress)
-        progress(f"{len(queries)} streaming queries started, writing to {options.layout.data_dir}")
+        progress(f"streaming query started, writing to {options.layout.data_dir}")
         beat()
         if options.available_now:
             for query in queries.values():
@@ -348,10 +324,9 @@ def _run(
                 planner.tick(_now_ms())
             progress("drained the rescales topic; stopping")
             return 0
-        cycles = {DEAD_LETTER_QUERY_NAME: options.trigger_seconds}
         _loop(
             spark,
-            Queries(starters, queries, cycles),
+            Queries(starters, queries),
             planner,
             options.plan_interval_seconds,
             stop,
@@ -368,8 +343,7 @@ def _run(
             withdraw_url(options.layout.data_dir)
         if jdbc is not None:
             jdbc.close()
-        _finish_letters(queries.get(DEAD_LETTER_QUERY_NAME))
-        _between_batches(queries.get(RESCALES_QUERY_NAME))
+        _between_batches(queries.get(QUERY_NAME))
         for query in queries.values():
             query.stop()
 
@@ -422,23 +396,14 @@ def _heartbeat(health_file: Path | None) -> Callable[[], None]:
 
 def _between_batches(query: StreamingQuery | None, timeout: float = 60.0) -> None:
     """Wait (a bounded time) until a foreachBatch query is between batches, so that stop()
-    does not interrupt its callback (see `query_starters`); a batch it does interrupt is
-    run again on the next start, writing nothing twice."""
+    does not interrupt its callback (one interrupted leaves Spark's stream thread with a
+    StackOverflowError and a traceback); a batch it does interrupt is run again on the
+    next start, writing nothing twice."""
     deadline = time.monotonic() + timeout
     while query is not None and query.isActive and time.monotonic() < deadline:
         if not query.status.get("isTriggerActive", False):
             return
         time.sleep(0.1)
-
-
-def _finish_letters(query: StreamingQuery | None) -> None:
-    """Let the dead-letter query's run end by itself rather than stop it in a batch."""
-    if query is None or not query.isActive:
-        return
-    try:
-        query.awaitTermination(60)
-    except Exception:  # it failed: stop() below, the next start redoes the batch
-        log.warning("the dead-letter query failed while finishing", exc_info=True)
 
 
 @dataclass
@@ -447,7 +412,6 @@ class Queries:
 
     starters: dict[str, Callable[[], StreamingQuery]]
     running: dict[str, StreamingQuery]
-    cycles: dict[str, float]  # name -> seconds between runs of a query that runs and ends
     failures: dict[str, int] = field(default_factory=dict)
     due: dict[str, float] = field(default_factory=dict)  # name -> monotonic restart time
 
@@ -457,9 +421,6 @@ class Queries:
             if query.isActive or name in self.due:
                 continue
             error = query.exception()
-            if error is None and name in self.cycles:
-                self.due[name] = now + self.cycles[name]  # its run ended: the next one
-                continue
             if error is None:
                 raise HistoryJobError(f"streaming query {name} stopped unexpectedly")
             count = self.failures.get(name, 0)
@@ -470,8 +431,7 @@ class Queries:
         for name in [n for n, at in self.due.items() if at <= now]:
             del self.due[name]
             self.running[name] = self.starters[name]()
-            if name not in self.cycles:
-                log.info("streaming query %s restarted from its checkpoint", name)
+            log.info("streaming query %s restarted from its checkpoint", name)
 
 
 def _loop(

@@ -1,16 +1,16 @@
 """Delta Lake writes of the history: the latest revision by MERGE, and table upkeep.
 
-The `rescales` query runs through `RescalesWriter` (a foreachBatch callback):
-each micro-batch is appended to the raw `rescales` table and upserted into
-`rescales_latest`, which holds one row per rescale, its latest revision (the
-highest `revision`, then the highest Kafka offset: views.LATEST_ORDER). The
-views read that table instead of ranking every revision on each query.
+Each micro-batch of the history's query (ingest.TablesWriter) is appended to
+the raw tables and its `rescales` rows upserted into `rescales_latest`, which
+holds one row per rescale, its latest revision (the highest `revision`, then
+the highest Kafka offset: views.LATEST_ORDER). The views read that table
+instead of ranking every revision on each query.
 
 A batch that Spark runs again after a crash (its offsets were not committed)
-writes nothing twice: the append carries Delta's idempotent-write options
-(`txnAppId` = the query's id from its checkpoint, `txnVersion` = the batch id),
-so Delta skips a version it has committed already; the MERGE only replaces a
-row with a strictly later one, so running it again changes nothing.
+writes nothing twice: each append carries Delta's idempotent-write options
+(`txnAppId`, `txnVersion` = the batch id), so Delta skips a version it has
+committed already; the MERGE only replaces a row with a strictly later one, so
+running it again changes nothing.
 
 `Upkeep` compacts small files (`OPTIMIZE`) and deletes files older than the
 retention that no version still needs (`VACUUM`) on a schedule. Compaction of
@@ -154,26 +154,6 @@ class Upkeep:
             except Exception:  # compaction must never stop the ingest
                 self._last[path] = self.clock()
                 log.warning("could not compact %s; trying again later", path, exc_info=True)
-
-
-class RescalesWriter:
-    """foreachBatch of the `rescales` query: append raw, MERGE latest, compact latest."""
-
-    def __init__(
-        self, raw: Path, latest: Path, checkpoint: Path, upkeep: Upkeep | None = None
-    ) -> None:
-        self._raw, self._latest, self._checkpoint = raw, latest, checkpoint
-        self._upkeep = upkeep
-        self._app_id: str | None = None
-
-    def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        if self._app_id is None:  # written before the first batch runs
-            self._app_id = f"history-rescales-{query_id(self._checkpoint)}"
-        batch = batch.localCheckpoint()  # decoded once for both writes
-        append(batch, self._raw, self._app_id, batch_id)
-        merge_latest(batch.sparkSession, batch, self._latest)
-        if self._upkeep is not None:
-            self._upkeep.run_due([self._latest])
 
 
 def write_tables(frames: dict[str, DataFrame], tables: Callable[[str], Path]) -> None:

@@ -18,7 +18,7 @@ Progress = Callable[[str], None]
 
 EXTERNAL_RUNTIME = "-Dscalefold.runtime.mode=external"
 NAMES = ("scheduler", "actuator", "history")
-HISTORY_READY = "streaming queries started"
+HISTORY_READY = "streaming query started"
 
 
 def free_port() -> int:

@@ -36,7 +36,7 @@ from tests.history.support import HistoryProcess, read_topic
 from tests.integration.scheduler_support import ActuatorProcess, SchedulerProcess
 from tests.kafka_support import Received
 
-HISTORY_READY = "streaming queries started"
+HISTORY_READY = "streaming query started"
 
 
 @contextmanager

@@ -124,7 +124,7 @@ def test_ctrl_c_stops_the_history_service_cleanly(kafka: Settings, tmp_path: Pat
             cwd=ROOT,
         )
     deadline = time.monotonic() + 240
-    while "streaming queries started" not in log.read_text(errors="replace"):
+    while "streaming query started" not in log.read_text(errors="replace"):
         assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
         time.sleep(0.5)
     text = _interrupt(process, log)

@@ -1,0 +1,144 @@
+"""The one query that writes every table: carrying on from the per-table queries of an
+earlier scalefold, each table exactly where its own checkpoint stopped."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from services.contracts import Codec, Settings
+from services.history import synthetic
+from services.history.decode import RescaleSchemas
+from services.history.ingest import CHECKPOINT, held, resume_points
+from services.history.views import Layout
+from tests.history.support import drain, encoded, read_topic
+from tests.kafka_support import produce, unique_settings
+
+START = 1_700_000_000_000
+
+
+def _old_checkpoint(
+    path: Path, batches: dict[int, dict[int, int]], committed: list[int], query: str = "old"
+) -> None:
+    """A Structured Streaming checkpoint as Spark writes it: per batch the Kafka source's
+    end offsets (`offsets/N`), and a commit marker for each batch that finished."""
+    (path / "offsets").mkdir(parents=True)
+    (path / "commits").mkdir()
+    (path / "metadata").write_text(json.dumps({"id": query}))
+    for batch, ends in batches.items():
+        source = {"topic": {str(p): o for p, o in ends.items()}}
+        (path / "offsets" / str(batch)).write_text(
+            f'v1\n{{"batchWatermarkMs":0,"batchTimestampMs":0}}\n{json.dumps(source)}'
+        )
+        (path / "offsets" / f".{batch}.crc").write_bytes(b"")
+    for batch in committed:
+        (path / "commits" / str(batch)).write_text('v1\n{"nextBatchWatermarkMs":0}')
+
+
+def _delta_table_with_transaction(path: Path, app_id: str, version: int) -> None:
+    """A Delta table whose log records an idempotent write (app_id, version), as Spark's
+    `txnAppId`/`txnVersion` options and Delta's streaming sink leave it."""
+    import pyarrow as pa
+    from deltalake import CommitProperties, Transaction, write_deltalake
+
+    write_deltalake(
+        str(path),
+        pa.table({"x": [1]}),
+        commit_properties=CommitProperties(app_transactions=[Transaction(app_id, version)]),
+    )
+
+
+def test_a_sink_holds_its_committed_batches_and_an_uncommitted_one_only_if_it_says_so(
+    tmp_path: Path,
+) -> None:
+    checkpoint = tmp_path / "checkpoint"
+    _old_checkpoint(checkpoint, {4: {0: 10, 1: 7}, 5: {0: 12, 1: 9}}, committed=[4])
+    assert held(checkpoint, lambda batch: False) == {0: 10, 1: 7}
+    assert held(checkpoint, lambda batch: batch == 5) == {0: 12, 1: 9}
+    assert held(tmp_path / "never-ran", lambda batch: True) is None
+    first = tmp_path / "first"
+    _old_checkpoint(first, {0: {0: 3}}, committed=[])
+    assert held(first, lambda batch: False) == {}  # its first batch never finished
+
+
+def test_resume_points_are_read_from_the_old_checkpoints_once_and_kept(tmp_path: Path) -> None:
+    layout = Layout(tmp_path)
+    # rescales: batch 3 ran to its Delta commit (the writer's own txn id) but not its marker.
+    _old_checkpoint(layout.checkpoint("rescales"), {2: {0: 5}, 3: {0: 8}}, [2], "q-raw")
+    _delta_table_with_transaction(layout.table("rescales"), "history-rescales-q-raw", 3)
+    # rescale_states: Delta's streaming sink records the query id; batch 3 is not in it.
+    _old_checkpoint(layout.checkpoint("rescale_states"), {2: {0: 5}, 3: {0: 8}}, [2], "q-st")
+    _delta_table_with_transaction(layout.table("rescale_states"), "q-st", 2)
+    # rescale_slots: an earlier scalefold's Parquet file sink logged batch 3.
+    _old_checkpoint(layout.checkpoint("rescale_slots"), {2: {0: 5}, 3: {0: 8}}, [2], "q-sl")
+    (layout.table("rescale_slots") / "_spark_metadata").mkdir(parents=True)
+    (layout.table("rescale_slots") / "_spark_metadata" / "3").write_text("v1")
+    # dead letters are at-least-once: an unfinished batch is sent again.
+    _old_checkpoint(layout.checkpoint("dead_letters"), {6: {0: 7}, 7: {0: 8}}, [6], "q-dl")
+
+    expected = {
+        "rescales": {0: 8},
+        "rescale_states": {0: 5},
+        "rescale_slots": {0: 8},
+        "dead_letters": {0: 7},
+    }
+    assert resume_points(layout) == expected
+    kept = layout.checkpoint(f"{CHECKPOINT}.resume.json")
+    assert kept.exists()
+    # Once the new query has run, the old checkpoints are not read again, the file is.
+    (layout.checkpoint(CHECKPOINT)).mkdir(parents=True)
+    (layout.checkpoint(CHECKPOINT) / "metadata").write_text('{"id": "new"}')
+    for name in expected:
+        (layout.checkpoint(name) / "offsets" / "3").unlink(missing_ok=True)
+    assert resume_points(layout) == expected
+
+
+def test_a_new_directory_has_nothing_to_resume(tmp_path: Path) -> None:
+    layout = Layout(tmp_path)
+    assert resume_points(layout) == {}
+    assert not layout.checkpoint(f"{CHECKPOINT}.resume.json").exists()
+
+
+@pytest.mark.integration
+@pytest.mark.spark
+def test_the_one_query_carries_on_where_each_old_query_stopped(
+    broker_settings: Settings, spark: Any, codec: Codec, tmp_path: Path
+) -> None:
+    """An upgraded history: `rescales` had half of every partition, `rescale_vertices`
+    never ran, the dead letters were all sent. After one drain each table holds every
+    valid message exactly once, and no dead letter is sent again."""
+    settings = unique_settings(broker_settings)
+    rng = random.Random(3)
+    records = [
+        record
+        for job in range(3)
+        for number in range(2)
+        for record in synthetic.revisions(f"job-{job}", number, START + number * 60_000, rng, 3)
+    ]
+    produce(settings, settings.topics.rescales, [*encoded(codec, records), (b"job-0", b"\x01")])
+    sent = read_topic(settings, settings.topics.rescales)
+    valid = {(m.partition, m.offset) for m in sent if m.value != b"\x01"}
+    ends: dict[int, int] = {}
+    for message in sent:
+        ends[message.partition] = max(ends.get(message.partition, 0), message.offset + 1)
+    half = {p: end // 2 for p, end in ends.items()}
+    layout = Layout(tmp_path)
+    _old_checkpoint(layout.checkpoint("rescales"), {0: half}, [0])
+    _old_checkpoint(layout.checkpoint("dead_letters"), {0: ends}, [0])
+
+    drain(spark, settings, RescaleSchemas.of(codec.registry), layout)
+
+    def offsets(table: str) -> list[tuple[int, int]]:
+        rows = spark.read.format("delta").load(str(layout.table(table)))
+        pairs = rows.select("kafka_partition", "kafka_offset").distinct().collect()
+        return sorted((row[0], row[1]) for row in pairs)
+
+    assert offsets("rescale_vertices") == sorted(valid)
+    assert offsets("rescales") == sorted((p, o) for p, o in valid if o >= half[p])
+    raw = spark.read.format("delta").load(str(layout.table("rescales")))
+    assert raw.count() == len([1 for p, o in valid if o >= half[p]])  # each once
+    assert read_topic(settings, settings.topics.dead_letters) == []
