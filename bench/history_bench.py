@@ -52,7 +52,7 @@ from services.history.decode import RescaleSchemas
 from services.history.job import RunOptions, run, start_queries
 from services.history.sinklog import DELTA_LOG, committed_files
 from services.history.spark import history_session
-from services.history.tables import LATEST_TABLE, PARTITION_COLUMN, TABLES
+from services.history.tables import EXECUTING, LATEST_TABLE, PARTITION_COLUMN, TABLES
 from services.history.upsert import UpkeepConfig, write_tables
 from services.history.views import Layout, build_views, table_schemas
 from services.localstack.jars import spark_connector_jars
@@ -175,8 +175,13 @@ def _fill(frame: DataFrame, schema: object) -> DataFrame:
     return frame.select(*columns)
 
 
+SPAN_MS = 5_000
+DOWN_SPANS = sum(state != EXECUTING for state in synthetic.COMPLETED_PATH)
+
+
 def synthetic_tables(spark: SparkSession, rows: int, layout: Layout) -> None:
-    """`rows` raw rescale rows (2 revisions per rescale) and 4 spans for each."""
+    """`rows` raw rescale rows (2 revisions per rescale) and 4 spans of `SPAN_MS` for each;
+    the final revision's downtime as the ingest derives it (its spans outside Executing)."""
     from pyspark.sql import functions as F
 
     schemas = table_schemas(spark, RescaleSchemas.of(SchemaRegistry.load()))
@@ -194,6 +199,7 @@ def synthetic_tables(spark: SparkSession, rows: int, layout: Layout) -> None:
         start.alias("start_timestamp_ms"),
         F.when(final, start + duration).alias("end_timestamp_ms"),
         F.when(final, duration).alias("duration_ms"),
+        F.when(final, F.lit(SPAN_MS * DOWN_SPANS).cast("long")).alias("downtime_ms"),
         F.when(final, F.lit("COMPLETED")).alias("terminal_state"),
         F.when(final, F.lit("SUCCEEDED")).alias("terminated_reason"),
         (~final).alias("in_progress"),
@@ -206,9 +212,9 @@ def synthetic_tables(spark: SparkSession, rows: int, layout: Layout) -> None:
         F.posexplode(F.array(*[F.lit(s) for s in synthetic.COMPLETED_PATH])).alias(
             "span_index", "state"
         ),
-    ).withColumn("enter_timestamp_ms", F.col("start_timestamp_ms") + F.col("span_index") * 5_000)
-    states = states.withColumn("leave_timestamp_ms", F.col("enter_timestamp_ms") + 5_000)
-    states = states.withColumn("duration_ms", F.lit(5_000).cast("long"))
+    ).withColumn("enter_timestamp_ms", F.col("start_timestamp_ms") + F.col("span_index") * SPAN_MS)
+    states = states.withColumn("leave_timestamp_ms", F.col("enter_timestamp_ms") + SPAN_MS)
+    states = states.withColumn("duration_ms", F.lit(SPAN_MS).cast("long"))
     frames = {
         name: _fill(frame, schemas[name])
         for name, frame in (("rescales", base), ("rescale_states", states))

@@ -2,6 +2,8 @@
 
 They are computed from the latest revision of every rescale on each query, so
 they are never stale and a re-sent or updated record cannot be counted twice.
+Each row carries its rescale's downtime (tables.py derives it as the record
+arrives), so a summary reads `rescales_latest` alone.
 
 Definitions (also in README.md, "The history service"):
 - duration: `end - start` of a terminated rescale (FLIP-487's summary statistics);
@@ -23,45 +25,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-EXECUTING = "Executing"
 TERMINAL_STATES = ("COMPLETED", "FAILED", "IGNORED")
 PERCENTILES = (0.5, 0.95, 0.99)
 HOUR_MS = 3_600_000
 FLAP_WINDOW_MS = HOUR_MS
-
-
-MESSAGE = ("rescale_uuid", "kafka_partition", "kafka_offset")
-"""The columns naming the Kafka message a row came from."""
-
-
-def downtime(states: DataFrame) -> DataFrame:
-    """Per message (`MESSAGE`): `downtime_ms`, the time outside `Executing`, closed spans only.
-
-    `states` may hold every revision (`raw_rescale_states`): joining the result
-    to the latest revisions on the message picks the right one, which saves
-    deduplicating the spans first.
-    """
-    from pyspark.sql import functions as F
-
-    span = F.coalesce(
-        F.col("duration_ms"), F.col("leave_timestamp_ms") - F.col("enter_timestamp_ms")
-    )
-    return (
-        states.where(F.col("state") != EXECUTING)
-        .groupBy(*MESSAGE)
-        .agg(F.sum(span).alias("downtime_ms"))
-    )
-
-
-def _with_downtime(latest: DataFrame, states: DataFrame) -> DataFrame:
-    """`latest` plus `downtime_ms` for terminated rescales (0 when every span was Executing)."""
-    from pyspark.sql import functions as F
-
-    joined = latest.join(downtime(states), on=list(MESSAGE), how="left")
-    terminated = F.col("terminal_state").isNotNull()
-    return joined.withColumn(
-        "downtime_ms", F.when(terminated, F.coalesce(F.col("downtime_ms"), F.lit(0)))
-    )
 
 
 def _percentiles(column: str, prefix: str) -> list[Column]:
@@ -136,27 +103,25 @@ def flapping_scores(latest: DataFrame, window_ms: int = FLAP_WINDOW_MS) -> DataF
     return scored.groupBy("job_id").agg(F.sum("_reversal").alias("flapping_score"))
 
 
-def job_summary(latest: DataFrame, states: DataFrame, reasons: Sequence[str]) -> DataFrame:
+def job_summary(latest: DataFrame, reasons: Sequence[str]) -> DataFrame:
     """One row per job: counts, reason counts, duration and downtime percentiles, flapping.
 
-    `latest`: the `rescales` view; `states`: the raw or the deduplicated spans.
+    `latest`: the `rescales` view.
     """
     from pyspark.sql import functions as F
 
-    per_job = _with_downtime(latest, states).groupBy("job_id").agg(*_measures(reasons))
+    per_job = latest.groupBy("job_id").agg(*_measures(reasons))
     flapping = flapping_scores(latest)
     return per_job.join(flapping, on="job_id", how="left").withColumn(
         "flapping_score", F.coalesce(F.col("flapping_score"), F.lit(0))
     )
 
 
-def fleet_summary(latest: DataFrame, states: DataFrame, reasons: Sequence[str]) -> DataFrame:
+def fleet_summary(latest: DataFrame, reasons: Sequence[str]) -> DataFrame:
     """One row for the whole fleet: the `job_summary` measures over every rescale."""
     from pyspark.sql import functions as F
 
-    totals = _with_downtime(latest, states).agg(
-        F.count_distinct("job_id").alias("jobs"), *_measures(reasons)
-    )
+    totals = latest.agg(F.count_distinct("job_id").alias("jobs"), *_measures(reasons))
     flapping = flapping_scores(latest).agg(
         F.coalesce(F.max("flapping_score"), F.lit(0)).alias("max_flapping_score"),
         F.count_if(F.col("flapping_score") > 0).alias("jobs_with_reversals"),

@@ -50,6 +50,7 @@ from services.history.tables import LATEST_TABLE, PARTITION_COLUMN, TABLES
 from services.history.upsert import (
     Upkeep,
     UpkeepConfig,
+    backfill_downtime,
     convert_legacy,
     merge_latest,
     retention_defaults,
@@ -303,6 +304,9 @@ def _run(
         spark.sparkContext.setLocalProperty("spark.scheduler.pool", STREAMING_POOL)
     retention_defaults(spark, options.upkeep.retention_hours)
     _convert_legacy(spark, registry, options.layout, progress)
+    layout = options.layout
+    if backfill_downtime(spark, layout.table(LATEST_TABLE), layout.table("rescale_states")):
+        progress("added each rescale's downtime to rescales_latest (once, after an upgrade)")
     upkeep = Upkeep(spark, options.upkeep)
     starters = query_starters(
         spark, settings, RescaleSchemas.of(registry), options, secrets, upkeep=upkeep

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
 PARTITION_COLUMN = "start_date"
+EXECUTING = "Executing"
+"""The one scheduler state in which the job processes records."""
 COOLDOWN_KEY = "jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling"
 """FLIP-322's cooldown; `schedulerSettings` holds it in milliseconds."""
 
@@ -67,8 +69,28 @@ def _slot_total(field: str) -> Column:
     return F.when(F.size(values) > 0, F.aggregate(values, F.lit(0), lambda acc, v: acc + v))
 
 
+def _downtime() -> Column:
+    """A terminated rescale's downtime: the summed durations of its closed spans in a state
+    other than `Executing` (0 when there are none); null while it is in progress.
+
+    Kept with each row as it arrives, so the summaries read one table and join nothing."""
+    from pyspark.sql import functions as F
+
+    def length(span: Column) -> Column:
+        return F.coalesce(
+            span["durationInMillis"],
+            span["leaveTimestampInMillis"] - span["enterTimestampInMillis"],
+        )
+
+    down = F.filter(_r("schedulerStates"), lambda span: span["state"] != F.lit(EXECUTING))
+    closed = F.filter(F.transform(down, length), lambda ms: ms.isNotNull())
+    total = F.aggregate(closed, F.lit(0).cast("long"), lambda acc, ms: acc + ms)
+    return F.when(_r("terminalState").isNotNull(), total)
+
+
 def rescales(valid: DataFrame) -> DataFrame:
-    """One row per received revision, Flink's fields flattened, slot totals derived."""
+    """One row per received revision, Flink's fields flattened, slot totals and the
+    downtime derived."""
     from pyspark.sql import functions as F
 
     last_span = F.try_element_at(_r("schedulerStates"), F.lit(-1))
@@ -84,6 +106,7 @@ def rescales(valid: DataFrame) -> DataFrame:
         start.alias("start_timestamp_ms"),
         end.alias("end_timestamp_ms"),
         (end - start).alias("duration_ms"),
+        _downtime().alias("downtime_ms"),
         _r("updatedAtMillis").alias("updated_at_ms"),
         _r("availableSlots").alias("available_slots"),
         _r("reactiveMode").alias("reactive_mode"),

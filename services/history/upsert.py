@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from services.history.sinklog import is_delta
-from services.history.tables import LATEST_TABLE, PARTITION_COLUMN
+from services.history.tables import EXECUTING, LATEST_TABLE, PARTITION_COLUMN
 from services.history.views import latest_revisions
 
 if TYPE_CHECKING:
@@ -111,6 +111,43 @@ def convert_legacy(spark: SparkSession, path: Path) -> bool:
     spark.sql(
         f"CONVERT TO DELTA {_quoted(path).replace('delta.', 'parquet.', 1)} "
         f"PARTITIONED BY ({PARTITION_COLUMN} DATE)"
+    )
+    return True
+
+
+def backfill_downtime(spark: SparkSession, latest: Path, states: Path) -> bool:
+    """Give a `rescales_latest` of an earlier scalefold its `downtime_ms` column; True if it did.
+
+    The ingest derives each row's downtime as it arrives (tables.py); rows written
+    before did not have it, so it is computed once from the raw spans of the same
+    Kafka message (the same definition) and the table rewritten, before the query starts."""
+    from pyspark.sql import functions as F
+
+    if not is_delta(latest):
+        return False
+    rows = spark.read.format("delta").load(str(latest))
+    if "downtime_ms" in rows.columns:
+        return False
+    message = ["rescale_uuid", "kafka_partition", "kafka_offset"]
+    if is_delta(states):
+        spans = spark.read.format("delta").load(str(states)).where(F.col("state") != EXECUTING)
+        span = F.coalesce(
+            F.col("duration_ms"), F.col("leave_timestamp_ms") - F.col("enter_timestamp_ms")
+        )
+        per_message = spans.groupBy(*message).agg(F.sum(span).alias("downtime_ms"))
+        rows = rows.join(per_message, on=message, how="left")
+    else:
+        rows = rows.withColumn("downtime_ms", F.lit(None).cast("long"))
+    filled = rows.withColumn(
+        "downtime_ms",
+        F.when(F.col("terminal_state").isNotNull(), F.coalesce(F.col("downtime_ms"), F.lit(0))),
+    )
+    (
+        filled.write.format("delta")
+        .mode("overwrite")
+        .option("overwriteSchema", "true")
+        .partitionBy(PARTITION_COLUMN)
+        .save(str(latest))
     )
     return True
 

@@ -123,9 +123,8 @@ def build_views(
     for name in CHILD_TABLES:
         views[name] = latest_children(raw[name], latest)
     reasons = schemas.enum_symbols("TerminatedReason")
-    states = raw["rescale_states"]  # joined on the latest message: no dedup needed
-    views["job_summary"] = aggregates.job_summary(latest, states, reasons)
-    views["fleet_summary"] = aggregates.fleet_summary(latest, states, reasons)
+    views["job_summary"] = aggregates.job_summary(latest, reasons)
+    views["fleet_summary"] = aggregates.fleet_summary(latest, reasons)
     return views
 
 

@@ -19,8 +19,8 @@ from services.contracts import Codec
 from services.contracts import records as r
 from services.history import aggregates, planner, synthetic
 from services.history.decode import RescaleSchemas, decode, valid
-from services.history.tables import TABLES
-from services.history.upsert import write_tables
+from services.history.tables import LATEST_TABLE, TABLES
+from services.history.upsert import backfill_downtime, write_tables
 from services.history.views import KAFKA_SOURCE_SCHEMA, Layout, build_views
 
 pytestmark = pytest.mark.spark
@@ -140,6 +140,30 @@ def test_job_summary_counts_percentiles_downtime_and_flapping(found: dict[str, A
     assert b["rescales_per_hour"] == 5.0
     (fleet,) = found["fleet_summary"].collect()
     assert (fleet["jobs"], fleet["total"], fleet["max_flapping_score"]) == (2, 10, 3)
+
+
+def _downtimes(frame: Any) -> dict[str, int | None]:
+    return {row["rescale_uuid"]: row["downtime_ms"] for row in frame.collect()}
+
+
+def test_each_rescale_carries_its_downtime_from_the_ingest(found: dict[str, Any]) -> None:
+    expected = {"a-0": 6 * S, "a-1": 4 * S, "a-2": 3 * S, "a-3": 4 * S, "a-4": None}
+    assert _downtimes(found["rescales"]) == {**expected, **{f"b-{i}": S for i in range(5)}}
+
+
+def test_a_latest_table_of_an_earlier_version_gets_the_same_downtimes_once(
+    spark: Any, layout: Layout, found: dict[str, Any], tmp_path: Path
+) -> None:
+    """A `rescales_latest` written before the ingest derived the downtime: filled in once
+    from the raw spans, to the values the ingest gives."""
+    old = Layout(tmp_path)
+    for table in ("rescale_states", LATEST_TABLE):
+        frame = spark.read.format("delta").load(str(layout.table(table)))
+        frame.drop("downtime_ms").write.format("delta").save(str(old.table(table)))
+    assert backfill_downtime(spark, old.table(LATEST_TABLE), old.table("rescale_states"))
+    backfilled = spark.read.format("delta").load(str(old.table(LATEST_TABLE)))
+    assert _downtimes(backfilled) == _downtimes(found["rescales"])
+    assert not backfill_downtime(spark, old.table(LATEST_TABLE), old.table("rescale_states"))
 
 
 def test_a_late_stale_revision_does_not_replace_the_latest(found: dict[str, Any]) -> None:
