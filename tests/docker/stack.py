@@ -116,9 +116,9 @@ class Stack:
             )
         return done.stdout
 
-    def logs_tail(self, lines: int = 30) -> str:
+    def logs_tail(self, lines: int = 30, *services: str) -> str:
         done = subprocess.run(
-            self.command("logs", "--no-color", "--tail", str(lines)),
+            self.command("logs", "--no-color", "--timestamps", "--tail", str(lines), *services),
             env={**os.environ, **self.env},
             capture_output=True,
             text=True,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from collections import Counter
 from collections.abc import Callable
 from functools import partial
@@ -31,6 +32,10 @@ def wait_for_rescales(
 
     received = poll(lambda: stack.records("rescales", prefix), complete, timeout)
     have = revisions(received)
+    if set(have) != set(want):  # what the schedulers said, for the report
+        print(
+            stack.run("ps", "-a", check=False), stack.logs_tail(150, "scheduler"), file=sys.stderr
+        )
     assert set(have) == set(want), (
         f"lost {len(set(want) - set(have))}, invented {len(set(have) - set(want))} revisions"
     )
