@@ -30,7 +30,7 @@ def _opened(
 ) -> Callable[[tl.Rescale], tl.Rescale]:
     """The fields a newly opened rescale gets: cause, start, desired/minimal, pre values."""
     info = fold.job.info
-    latest = fold.job.timeline.latest_completed
+    latest = fold.timeline.latest_completed
 
     def fill(rescale: tl.Rescale) -> tl.Rescale:
         rescale = tl.set_requirements(replace(rescale, trigger=trigger, start=start), info)
@@ -95,7 +95,7 @@ def restarting_for_failover(fold: Fold) -> None:
     Flink records no exception for a failover (recordRescaleForJobRestarting): the
     failure shows in the decisions and the statusMessage, not in a span.
     """
-    if fold.job.timeline.in_progress() is not None:
+    if fold.timeline.in_progress() is not None:
         fold.update_rescale(lambda r: replace(r, spans=(), phases=()))
     else:
         fold.open_rescale(False, lambda r: r)

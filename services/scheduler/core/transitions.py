@@ -33,7 +33,7 @@ def transition_to(fold: Fold, target: StateName, reason: str, **fields: object) 
     fold.end_construction()
     left = tl.StateSpan(str(old.name), old.entered_at, fold.now)
     fold.update_rescale(lambda r: tl.add_state_span(tl.close_phases(r, fold.now), left))
-    fold.set(state=SchedulerState(target, fold.next_epoch(), fold.now, **fields))  # type: ignore[arg-type]
+    fold.state = SchedulerState(target, fold.next_epoch(), fold.now, **fields)  # type: ignore[arg-type]
     fold.decide(
         DecisionKind.STATE_TRANSITION,
         f"{old.name} -> {target}: {reason}",
