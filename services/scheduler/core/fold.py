@@ -23,6 +23,7 @@ from typing import Any
 from msgspec.structs import replace
 
 from services.scheduler.core import timeline as tl
+from services.scheduler.core.allocator import Slot
 from services.scheduler.core.config import SchedulerConfig, resolve
 from services.scheduler.core.effects import (
     Decision,
@@ -48,6 +49,11 @@ class InvariantError(AssertionError):
 
 def _due_order(timer: Timer) -> tuple[int, int]:
     return timer.due, timer.seq
+
+
+def _details(details: dict[str, object]) -> tuple[tuple[str, str], ...]:
+    """An effect's details as (key, text) pairs, in the order given."""
+    return tuple([(key, str(value)) for key, value in details.items()]) if details else ()
 
 
 @lru_cache(maxsize=4096)
@@ -81,6 +87,8 @@ class Fold:
         self._touched: dict[str, tl.Rescale] = {}
         self._constructing = False
         self._config: SchedulerConfig | None = None
+        self._slots: tuple[Slot, ...] | None = None
+        self._slot_count: int | None = None
 
     # -- reading -----------------------------------------------------------
 
@@ -93,6 +101,20 @@ class Fold:
             )
         return self._config
 
+    @property
+    def slots(self) -> tuple[Slot, ...]:
+        """Every slot of the registered TaskManagers (JobState.slots), built once per step."""
+        if self._slots is None:
+            self._slots = self.job.slots()
+        return self._slots
+
+    @property
+    def slot_count(self) -> int:
+        """How many slots the registered TaskManagers offer, counted once per step."""
+        if self._slot_count is None:
+            self._slot_count = self.job.slot_count()
+        return self._slot_count
+
     # -- writing -----------------------------------------------------------
 
     def set(self, **changes: Any) -> None:
@@ -100,6 +122,8 @@ class Fold:
         self.job = replace(self.job, **changes)
         if "settings" in changes:
             self._config = None
+        if "task_managers" in changes:
+            self._slots = self._slot_count = None
 
     def set_state(self, **changes: Any) -> None:
         self.state = replace(self.state, **changes)
@@ -205,7 +229,7 @@ class Fold:
                 str(self.state.name),
                 str(stm.phase) if stm is not None else None,
                 message,
-                tuple((k, str(v)) for k, v in details.items()),
+                _details(details),
                 job_status,
             )
         )
@@ -221,7 +245,7 @@ class Fold:
                 kind,
                 str(self.state.name),
                 graph_id,
-                tuple((k, str(v)) for k, v in details.items()),
+                _details(details),
             )
         )
 
@@ -269,7 +293,14 @@ class Fold:
                     self._sequence(),
                     revised.uuid,
                     revised.revision,
-                    build_record(self.job, self.state, self.now, revised, self.config),
+                    build_record(
+                        self.job,
+                        revised,
+                        self.config,
+                        state=self.state,
+                        now=self.now,
+                        slot_count=self.slot_count,
+                    ),
                 )
             )
         self._touched.clear()

@@ -104,7 +104,7 @@ def restarting_for_failover(fold: Fold) -> None:
 
 def graph_created(fold: Fold, plan: Plan, assignment: Assignment) -> None:
     """CreatingExecutionGraph succeeded: post-rescale parallelism and slots."""
-    pool = {slot.id: slot for slot in fold.job.slots()}
+    pool = {slot.id: slot for slot in fold.slots}
     fold.update_rescale(lambda r: tl.set_post_rescale(r, fold.job.info, plan, assignment, pool))
 
 

@@ -11,10 +11,16 @@ from services.scheduler.core.model import JobState, SchedulerState
 
 
 def build_record(
-    job: JobState, state: SchedulerState, now: int, rescale: tl.Rescale, config: SchedulerConfig
+    job: JobState,
+    rescale: tl.Rescale,
+    config: SchedulerConfig,
+    *,
+    state: SchedulerState,
+    now: int,
+    slot_count: int,
 ) -> dict[str, Any]:
-    """The record of `rescale` at `now`; a rescale in progress shows `state`, the current one,
-    open."""
+    """The record of `rescale` at `now`, with `slot_count` slots available; a rescale in
+    progress shows `state`, the current one, open."""
     spans = list(rescale.spans)
     if not rescale.terminated:
         spans.append(tl.StateSpan(str(state.name), state.entered_at, None))
@@ -34,7 +40,7 @@ def build_record(
         "revision": rescale.revision,
         "updatedAtMillis": now,
         "transitionPhases": [_phase(p) for p in rescale.phases],
-        "availableSlots": job.slot_count(),
+        "availableSlots": slot_count,
         "reactiveMode": config.reactive,
         "schedulerSettings": config.settings_snapshot(job.checkpoint_interval_ms),
         "statusMessage": rescale.status,
