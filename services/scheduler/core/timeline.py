@@ -3,9 +3,10 @@
 A `Timeline` holds the rescale in progress and what later rescales need from
 earlier ones; the rescale records themselves leave the scheduler as effects and
 live on in Kafka and the Parquet history. Flink's bounded history
-(`web.adaptive-scheduler.rescale-history.size`) is kept as the ids of the last N
-rescales; size 0 is Flink's NoOpRescaleTimeline, whose `is_idling` is false, so
-no rescale is ever opened.
+(`web.adaptive-scheduler.rescale-history.size`) is the last N rescales, whose ids
+`recent_ids` derives from the count of rescales created (so they are not stored);
+size 0 is Flink's NoOpRescaleTimeline, whose `is_idling` is false, so no rescale
+is ever opened.
 
 Ids are derived from the job id and counters (uuid5), never drawn at random, so
 folding the same log twice yields the same rescaleUuids.
@@ -130,7 +131,6 @@ class Completed(msgspec.Struct, frozen=True, array_like=True, gc=False):
 class Timeline(msgspec.Struct, frozen=True, array_like=True, gc=False):
     size: int
     current: Rescale | None = None
-    recent: tuple[str, ...] = ()  # ids of the last `size` rescales, oldest first
     latest_completed: Completed | None = None
     requirements_uuid: str = ""
     requirements_epoch: int = 0
@@ -156,6 +156,12 @@ def derive_uuid(job_id: str, kind: str, number: int) -> str:
     return str(uuid.uuid5(NAMESPACE, f"{job_id}/{kind}/{number}"))
 
 
+def recent_ids(timeline: Timeline, job_id: str) -> tuple[str, ...]:
+    """The ids of the last `size` rescales, oldest first: rescale n's id is derived from n."""
+    first = max(1, timeline.created - timeline.size + 1)
+    return tuple(derive_uuid(job_id, "rescale", n) for n in range(first, timeline.created + 1))
+
+
 def new_rescale(timeline: Timeline, job_id: str, new_epoch: bool) -> Timeline:
     """RescaleTimeline.newRescale: a new requirements id and attempt 1, or attempt + 1."""
     if not timeline.is_idling():
@@ -167,11 +173,9 @@ def new_rescale(timeline: Timeline, job_id: str, new_epoch: bool) -> Timeline:
     attempt = 1 if new_epoch else timeline.attempt + 1
     created = timeline.created + 1
     rescale = Rescale(derive_uuid(job_id, "rescale", created), requirements, attempt)
-    recent = (*timeline.recent, rescale.uuid)[-timeline.size :]
     return replace(
         timeline,
         current=rescale,
-        recent=recent,
         requirements_uuid=requirements,
         requirements_epoch=epoch,
         attempt=attempt,
