@@ -261,7 +261,7 @@ class Fold:
             return
         after = change(before)
         if after != before:
-            self.timeline = tl.update(self.timeline, lambda _: after)
+            self.timeline = tl.with_current(self.timeline, after)
             self._touched[after.uuid] = after
 
     def open_rescale(self, new_epoch: bool, change: Callable[[tl.Rescale], tl.Rescale]) -> bool:

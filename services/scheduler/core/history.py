@@ -141,9 +141,12 @@ def job_ending(fold: Fold, reason: TerminatedReason, exception: str | None = Non
     )
 
 
-def set_status(fold: Fold, message: str) -> None:
-    """scalefold: the in-progress rescale's statusMessage, the latest explanation."""
-    fold.update_rescale(lambda r: r if r.status == message else replace(r, status=message))
+def state_changed(fold: Fold, left: tl.StateSpan, status: str) -> None:
+    """transitionToState: the left state's span, after its open transition phase ends, and
+    (scalefold) the statusMessage, the latest explanation; one update of the rescale."""
+    fold.update_rescale(
+        lambda r: replace(tl.add_state_span(tl.close_phases(r, fold.now), left), status=status)
+    )
 
 
 def track_phase(fold: Fold) -> None:

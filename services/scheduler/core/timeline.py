@@ -15,7 +15,6 @@ folding the same log twice yields the same rescaleUuids.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
 from enum import StrEnum
 from typing import TypeVar
 
@@ -183,12 +182,9 @@ def new_rescale(timeline: Timeline, job_id: str, new_epoch: bool) -> Timeline:
     )
 
 
-def update(timeline: Timeline, change: Callable[[Rescale], Rescale]) -> Timeline:
-    """RescaleTimeline.updateRescale: applies only while a rescale is in progress."""
-    current = timeline.in_progress()
-    if current is None:
-        return timeline
-    changed = change(current)
+def with_current(timeline: Timeline, changed: Rescale) -> Timeline:
+    """The timeline with `changed` as its rescale in progress (RescaleTimeline.updateRescale,
+    whose guard is Fold.update_rescale); a terminated rescale is counted."""
     if not changed.terminated:
         return replace(timeline, current=changed)
     return _terminated(replace(timeline, current=changed), changed)
