@@ -129,6 +129,8 @@ class Completed(msgspec.Struct, frozen=True, array_like=True, gc=False):
 
 class Timeline(msgspec.Struct, frozen=True, array_like=True, gc=False):
     size: int
+    # The rescale in progress; a terminated one is not kept: its last record has left as an
+    # effect, and only the counters and `latest_completed` are read after it.
     current: Rescale | None = None
     latest_completed: Completed | None = None
     requirements_uuid: str = ""
@@ -145,10 +147,10 @@ class Timeline(msgspec.Struct, frozen=True, array_like=True, gc=False):
 
     def is_idling(self) -> bool:
         """True when a new rescale may open; always False for the no-op timeline."""
-        return self.enabled and (self.current is None or self.current.terminated)
+        return self.enabled and self.current is None
 
     def in_progress(self) -> Rescale | None:
-        return self.current if self.current is not None and not self.current.terminated else None
+        return self.current
 
 
 def derive_uuid(job_id: str, kind: str, number: int) -> str:
@@ -184,10 +186,10 @@ def new_rescale(timeline: Timeline, job_id: str, new_epoch: bool) -> Timeline:
 
 def with_current(timeline: Timeline, changed: Rescale) -> Timeline:
     """The timeline with `changed` as its rescale in progress (RescaleTimeline.updateRescale,
-    whose guard is Fold.update_rescale); a terminated rescale is counted."""
+    whose guard is Fold.update_rescale); a terminated rescale is counted and let go."""
     if not changed.terminated:
         return replace(timeline, current=changed)
-    return _terminated(replace(timeline, current=changed), changed)
+    return _terminated(replace(timeline, current=None), changed)
 
 
 def _terminated(timeline: Timeline, rescale: Rescale) -> Timeline:
