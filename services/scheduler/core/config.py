@@ -25,6 +25,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import cached_property
 from typing import TypeVar
 
 from services.contracts.jobconfig import (
@@ -171,6 +172,13 @@ class SchedulerConfig:
 
     def settings_snapshot(self, checkpoint_interval_ms: int | None) -> dict[str, str]:
         """The adaptive-scheduler settings as Flink keys, durations in ms (for the record)."""
+        max_delay = str(self.max_trigger_delay(checkpoint_interval_ms))
+        return {**self._snapshot_without_max_delay, MAX_DELAY: max_delay}
+
+    @cached_property
+    def _snapshot_without_max_delay(self) -> dict[str, str]:
+        """The snapshot, built once per configuration; MAX_DELAY (which depends on the job's
+        checkpoint interval) holds its place in the order."""
         return {
             SCHEDULER_MODE: "REACTIVE" if self.reactive else "",
             COOLDOWN: str(self.cooldown_ms),
@@ -178,7 +186,7 @@ class SchedulerConfig:
             WAIT_TIMEOUT: str(self.wait_timeout_ms),
             SUBMISSION_STABILIZATION: str(self.submission_stabilization_ms),
             MAX_CHECKPOINT_FAILURES: str(self.max_checkpoint_failures),
-            MAX_DELAY: str(self.max_trigger_delay(checkpoint_interval_ms)),
+            MAX_DELAY: "",
             HISTORY_SIZE: str(self.history_size),
             RESTART_STRATEGY: str(self.restart.type),
             SCALING_POLICY: str(self.policy),

@@ -23,6 +23,7 @@ from typing import Any
 from msgspec.structs import replace
 
 from services.scheduler.core import timeline as tl
+from services.scheduler.core.allocator import Slot
 from services.scheduler.core.config import SchedulerConfig, resolve
 from services.scheduler.core.effects import (
     Decision,
@@ -34,7 +35,7 @@ from services.scheduler.core.effects import (
     RescaleUpdated,
     RuntimeRequest,
 )
-from services.scheduler.core.model import JobState, JobStatus, SchedulerState, StateName, Timer
+from services.scheduler.core.model import JobState, JobStatus, StateName, Timer
 from services.scheduler.core.recording import build_record
 
 MAX_TIMERS_PER_STEP = 10_000
@@ -46,6 +47,15 @@ class InvariantError(AssertionError):
     """The scheduler broke one of its own rules: a bug, never bad input."""
 
 
+def _due_order(timer: Timer) -> tuple[int, int]:
+    return timer.due, timer.seq
+
+
+def _details(details: dict[str, object]) -> tuple[tuple[str, str], ...]:
+    """An effect's details as (key, text) pairs, in the order given."""
+    return tuple([(key, str(value)) for key, value in details.items()]) if details else ()
+
+
 @lru_cache(maxsize=4096)
 def config_of(
     defaults: Defaults, settings: tuple[tuple[str, str], ...], checkpointing: bool
@@ -55,52 +65,85 @@ def config_of(
 
 
 class Fold:
-    """One step of one job's scheduler."""
+    """One step of one job's scheduler.
+
+    What a step changes most (the clock, the scheduler state, the rescale timeline,
+    the timers and the counters) lives on the Fold as working values and goes back
+    into the job once, in `finish`; `job` holds everything else and is changed with
+    `set`. Read the clock, the state and the timeline from the Fold, never from `job`.
+    """
 
     def __init__(self, job: JobState, defaults: Defaults) -> None:
         self.job = job
         self.defaults = defaults
-        # Counters live here during the step and go back into the state once, in `finish`.
+        self.now = job.now
+        self.state = job.state
+        self.timeline = job.timeline
+        self.timers = list(job.timers)  # in (due, seq) order
         self.sequence = job.sequence
         self.epochs = job.epochs
         self.timer_seq = job.timer_seq
         self.effects: list[Effect] = []
         self._touched: dict[str, tl.Rescale] = {}
         self._constructing = False
+        self._config: SchedulerConfig | None = None
+        self._slots: tuple[Slot, ...] | None = None
+        self._slot_count: int | None = None
 
     # -- reading -----------------------------------------------------------
 
     @property
-    def now(self) -> int:
-        return self.job.now
-
-    @property
-    def state(self) -> SchedulerState:
-        return self.job.state
-
-    @property
     def config(self) -> SchedulerConfig:
-        return config_of(
-            self.defaults, self.job.settings, self.job.checkpoint_interval_ms is not None
-        )
+        """The job's configuration, resolved once per step (and again if its settings change)."""
+        if self._config is None:
+            self._config = config_of(
+                self.defaults, self.job.settings, self.job.checkpoint_interval_ms is not None
+            )
+        return self._config
+
+    @property
+    def slots(self) -> tuple[Slot, ...]:
+        """Every slot of the registered TaskManagers (JobState.slots), built once per step."""
+        if self._slots is None:
+            self._slots = self.job.slots()
+        return self._slots
+
+    @property
+    def slot_count(self) -> int:
+        """How many slots the registered TaskManagers offer, counted once per step."""
+        if self._slot_count is None:
+            self._slot_count = self.job.slot_count()
+        return self._slot_count
 
     # -- writing -----------------------------------------------------------
 
     def set(self, **changes: Any) -> None:
+        """Change fields of `job` other than the working values."""
         self.job = replace(self.job, **changes)
+        if "settings" in changes:
+            self._config = None
+        if "task_managers" in changes:
+            self._slots = self._slot_count = None
 
     def set_state(self, **changes: Any) -> None:
-        self.job = replace(self.job, state=replace(self.job.state, **changes))
+        self.state = replace(self.state, **changes)
 
     def next_epoch(self) -> int:
         self.epochs += 1
         return self.epochs
 
     def finish(self) -> JobState:
-        """The job after this step, with the step's counters written back."""
+        """The job after this step, with the step's working values written back."""
         self.flush_rescales()
         self.job = replace(
-            self.job, sequence=self.sequence, epochs=self.epochs, timer_seq=self.timer_seq
+            self.job,
+            now=self.now,
+            state=self.state,
+            timeline=self.timeline,
+            timers=tuple(self.timers),
+            sequence=self.sequence,
+            epochs=self.epochs,
+            timer_seq=self.timer_seq,
         )
         return self.job
 
@@ -122,26 +165,25 @@ class Fold:
         timer = Timer(
             self.now + max(0, delay_ms), self.timer_seq, action, self.state.epoch, phase_epoch
         )
-        timers = list(self.job.timers)
-        bisect.insort(timers, timer, key=lambda t: (t.due, t.seq))
-        self.set(timers=tuple(timers))
+        bisect.insort(self.timers, timer, key=_due_order)
 
     def advance_to(self, until: int, run: Callable[[Fold, str], None]) -> None:
         """Run the timers due at or before `until` in due order, then set the clock to it."""
+        timers = self.timers
         for _ in range(MAX_TIMERS_PER_STEP):
-            if not self.job.timers or self.job.timers[0].due > until:
+            if not timers or timers[0].due > until:
                 break
-            timer, rest = self.job.timers[0], self.job.timers[1:]
+            timer = timers.pop(0)
             if timer.due > self.now:
                 self.flush_rescales()  # records carry the time they changed at
-            self.set(timers=rest, now=max(self.now, timer.due))
+                self.now = timer.due
             if self._current(timer):
                 run(self, timer.action)
         else:
             raise InvariantError(f"more than {MAX_TIMERS_PER_STEP} timers in one step")
         if until > self.now:
             self.flush_rescales()
-            self.set(now=until)
+            self.now = until
 
     def _current(self, timer: Timer) -> bool:
         if timer.state_epoch != self.state.epoch:
@@ -187,7 +229,7 @@ class Fold:
                 str(self.state.name),
                 str(stm.phase) if stm is not None else None,
                 message,
-                tuple((k, str(v)) for k, v in details.items()),
+                _details(details),
                 job_status,
             )
         )
@@ -203,7 +245,7 @@ class Fold:
                 kind,
                 str(self.state.name),
                 graph_id,
-                tuple((k, str(v)) for k, v in details.items()),
+                _details(details),
             )
         )
 
@@ -214,20 +256,20 @@ class Fold:
 
     def update_rescale(self, change: Callable[[tl.Rescale], tl.Rescale]) -> None:
         """Change the rescale in progress, if any (RescaleTimeline.updateRescale)."""
-        before = self.job.timeline.in_progress()
+        before = self.timeline.in_progress()
         if before is None:
             return
         after = change(before)
         if after != before:
-            self.set(timeline=tl.update(self.job.timeline, lambda _: after))
+            self.timeline = tl.with_current(self.timeline, after)
             self._touched[after.uuid] = after
 
     def open_rescale(self, new_epoch: bool, change: Callable[[tl.Rescale], tl.Rescale]) -> bool:
         """newRescale + updateRescale; False (nothing opened) unless the timeline is idling."""
-        if not self.job.timeline.is_idling():
+        if not self.timeline.is_idling():
             return False
-        self.set(timeline=tl.new_rescale(self.job.timeline, self.job.job_id, new_epoch))
-        current = self.job.timeline.current
+        self.timeline = tl.new_rescale(self.timeline, self.job.job_id, new_epoch)
+        current = self.timeline.current
         assert current is not None
         self._touched[current.uuid] = current
         self.update_rescale(change)
@@ -239,12 +281,10 @@ class Fold:
             return
         for rescale in self._touched.values():
             revised = replace(rescale, revision=rescale.revision + 1)
-            current = self.job.timeline.current
+            current = self.timeline.current
             if current is not None and current.uuid == rescale.uuid:
-                self.set(
-                    timeline=replace(
-                        self.job.timeline, current=replace(current, revision=revised.revision)
-                    )
+                self.timeline = replace(
+                    self.timeline, current=replace(current, revision=revised.revision)
                 )
             self.effects.append(
                 RescaleUpdated(
@@ -253,7 +293,14 @@ class Fold:
                     self._sequence(),
                     revised.uuid,
                     revised.revision,
-                    build_record(self.job, revised, self.config),
+                    build_record(
+                        self.job,
+                        revised,
+                        self.config,
+                        state=self.state,
+                        now=self.now,
+                        slot_count=self.slot_count,
+                    ),
                 )
             )
         self._touched.clear()

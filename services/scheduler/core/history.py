@@ -30,7 +30,7 @@ def _opened(
 ) -> Callable[[tl.Rescale], tl.Rescale]:
     """The fields a newly opened rescale gets: cause, start, desired/minimal, pre values."""
     info = fold.job.info
-    latest = fold.job.timeline.latest_completed
+    latest = fold.timeline.latest_completed
 
     def fill(rescale: tl.Rescale) -> tl.Rescale:
         rescale = tl.set_requirements(replace(rescale, trigger=trigger, start=start), info)
@@ -95,7 +95,7 @@ def restarting_for_failover(fold: Fold) -> None:
     Flink records no exception for a failover (recordRescaleForJobRestarting): the
     failure shows in the decisions and the statusMessage, not in a span.
     """
-    if fold.job.timeline.in_progress() is not None:
+    if fold.timeline.in_progress() is not None:
         fold.update_rescale(lambda r: replace(r, spans=(), phases=()))
     else:
         fold.open_rescale(False, lambda r: r)
@@ -104,7 +104,7 @@ def restarting_for_failover(fold: Fold) -> None:
 
 def graph_created(fold: Fold, plan: Plan, assignment: Assignment) -> None:
     """CreatingExecutionGraph succeeded: post-rescale parallelism and slots."""
-    pool = {slot.id: slot for slot in fold.job.slots()}
+    pool = {slot.id: slot for slot in fold.slots}
     fold.update_rescale(lambda r: tl.set_post_rescale(r, fold.job.info, plan, assignment, pool))
 
 
@@ -141,9 +141,12 @@ def job_ending(fold: Fold, reason: TerminatedReason, exception: str | None = Non
     )
 
 
-def set_status(fold: Fold, message: str) -> None:
-    """scalefold: the in-progress rescale's statusMessage, the latest explanation."""
-    fold.update_rescale(lambda r: r if r.status == message else replace(r, status=message))
+def state_changed(fold: Fold, left: tl.StateSpan, status: str) -> None:
+    """transitionToState: the left state's span, after its open transition phase ends, and
+    (scalefold) the statusMessage, the latest explanation; one update of the rescale."""
+    fold.update_rescale(
+        lambda r: replace(tl.add_state_span(tl.close_phases(r, fold.now), left), status=status)
+    )
 
 
 def track_phase(fold: Fold) -> None:

@@ -164,7 +164,7 @@ class JobState(msgspec.Struct, frozen=True, array_like=True, gc=False):
         return tuple(slot for tm in self.task_managers for slot in tm.slot_list())
 
     def slot_count(self) -> int:
-        return sum(tm.slots for tm in self.task_managers)
+        return sum([tm.slots for tm in self.task_managers])
 
     def next_due(self) -> int | None:
         """When the earliest pending timer is due, for the service's wall-clock tick."""

@@ -7,14 +7,23 @@ from typing import Any
 from services.contracts.events import profile_to_record
 from services.scheduler.core import timeline as tl
 from services.scheduler.core.config import SchedulerConfig
-from services.scheduler.core.model import JobState
+from services.scheduler.core.model import JobState, SchedulerState
 
 
-def build_record(job: JobState, rescale: tl.Rescale, config: SchedulerConfig) -> dict[str, Any]:
-    """The record of `rescale` as of now; a rescale in progress shows its current state open."""
+def build_record(
+    job: JobState,
+    rescale: tl.Rescale,
+    config: SchedulerConfig,
+    *,
+    state: SchedulerState,
+    now: int,
+    slot_count: int,
+) -> dict[str, Any]:
+    """The record of `rescale` at `now`, with `slot_count` slots available; a rescale in
+    progress shows `state`, the current one, open."""
     spans = list(rescale.spans)
     if not rescale.terminated:
-        spans.append(tl.StateSpan(str(job.state.name), job.state.entered_at, None))
+        spans.append(tl.StateSpan(str(state.name), state.entered_at, None))
     return {
         "jobId": job.job_id,
         "rescaleUuid": rescale.uuid,
@@ -23,15 +32,15 @@ def build_record(job: JobState, rescale: tl.Rescale, config: SchedulerConfig) ->
         "vertices": [_vertex(v) for v in rescale.vertices],
         "slots": [_slots(s) for s in rescale.slots],
         "schedulerStates": [_span(s) for s in spans],
-        "startTimestampInMillis": rescale.start if rescale.start is not None else job.now,
+        "startTimestampInMillis": rescale.start if rescale.start is not None else now,
         "endTimestampInMillis": rescale.end,
         "triggerCause": str(rescale.trigger or tl.TriggerCause.INITIAL_SCHEDULE),
         "terminalState": str(rescale.terminal_state) if rescale.terminal_state else None,
         "terminatedReason": str(rescale.reason) if rescale.reason else None,
         "revision": rescale.revision,
-        "updatedAtMillis": job.now,
+        "updatedAtMillis": now,
         "transitionPhases": [_phase(p) for p in rescale.phases],
-        "availableSlots": job.slot_count(),
+        "availableSlots": slot_count,
         "reactiveMode": config.reactive,
         "schedulerSettings": config.settings_snapshot(job.checkpoint_interval_ms),
         "statusMessage": rescale.status,

@@ -21,7 +21,7 @@ from services.scheduler.core.stm import Assessment
 
 def candidate(fold: Fold, current: Sequence[int] | None) -> tuple[int, ...] | None:
     """The parallelism all slots allow, after the scaling policy; None if insufficient."""
-    plan = determine_parallelism(fold.job.info, fold.job.slot_count())
+    plan = determine_parallelism(fold.job.info, fold.slot_count)
     if plan is None:
         return None
     config = fold.config
@@ -36,11 +36,11 @@ def describe(info: JobInformation, parallelism: Sequence[int]) -> str:
 
 def insufficient(fold: Fold) -> str:
     needed = minimal_slots(fold.job.info)
-    return f"insufficient resources: {needed} slots needed, {fold.job.slot_count()} available"
+    return f"insufficient resources: {needed} slots needed, {fold.slot_count} available"
 
 
 def waiting_assessment(fold: Fold) -> Assessment:
-    info, slots = fold.job.info, fold.job.slot_count()
+    info, slots = fold.job.info, fold.slot_count
     wanted = desired_slots(info)
     if determine_parallelism(info, slots) is None:
         return Assessment(False, False, insufficient(fold))
@@ -50,7 +50,7 @@ def waiting_assessment(fold: Fold) -> Assessment:
 
 
 def executing_assessment(fold: Fold, current: tuple[int, ...]) -> Assessment:
-    info, slots = fold.job.info, fold.job.slot_count()
+    info, slots = fold.job.info, fold.slot_count
     target = candidate(fold, current)
     if target is None:
         return Assessment(False, False, insufficient(fold))
@@ -70,7 +70,7 @@ def executing_assessment(fold: Fold, current: tuple[int, ...]) -> Assessment:
 def awaiting_assessment(fold: Fold, awaited: tuple[int, ...]) -> Assessment:
     """FLINK-40379 (proposed): after a rescale's restart, only the parallelism the rescale
     was for (or the desired resources) will do, until the rescale timeout passes."""
-    info, slots = fold.job.info, fold.job.slot_count()
+    info, slots = fold.job.info, fold.slot_count
     previous = fold.state.previous_graph
     target = candidate(fold, previous.parallelism if previous is not None else None)
     wanted = describe(info, awaited)

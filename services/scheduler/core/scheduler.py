@@ -192,8 +192,8 @@ def _register(fold: Fold, event: TaskManagerRegistered) -> None:
     fold.set(task_managers=tuple(ordered))
     fold.decide(
         DecisionKind.RESOURCES_CHANGED,
-        f"+{event.slots} slots from {event.task_manager_id}: {fold.job.slot_count()} slots",
-        slots=fold.job.slot_count(),
+        f"+{event.slots} slots from {event.task_manager_id}: {fold.slot_count} slots",
+        slots=fold.slot_count,
         change="registered",
         taskManager=event.task_manager_id,
         taskManagerSlots=event.slots,
@@ -211,8 +211,8 @@ def _lose(fold: Fold, event: TaskManagerLost) -> None:
     fold.set(task_managers=tuple(tm for tm in fold.job.task_managers if tm.id != lost.id))
     fold.decide(
         DecisionKind.RESOURCES_CHANGED,
-        f"-{lost.slots} slots with {lost.id}: {fold.job.slot_count()} slots",
-        slots=fold.job.slot_count(),
+        f"-{lost.slots} slots with {lost.id}: {fold.slot_count} slots",
+        slots=fold.slot_count,
         change="lost",
         taskManager=lost.id,
         taskManagerSlots=lost.slots,

@@ -17,7 +17,10 @@ import msgspec
 from services.scheduler.core.model import JobState
 
 # 3: msgspec structs (the encoding of format 2 with Profile as a JSON object).
-FORMAT = 3
+# 4: the timeline no longer stores the ids of the recent rescales (up to 64 uuids, more
+#    than half of a running job's state): they are derived from the rescale count; nor
+#    does it keep a terminated rescale, whose last record has been emitted.
+FORMAT = 4
 
 
 class StateFormatError(ValueError):

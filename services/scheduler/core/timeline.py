@@ -3,9 +3,10 @@
 A `Timeline` holds the rescale in progress and what later rescales need from
 earlier ones; the rescale records themselves leave the scheduler as effects and
 live on in Kafka and the Parquet history. Flink's bounded history
-(`web.adaptive-scheduler.rescale-history.size`) is kept as the ids of the last N
-rescales; size 0 is Flink's NoOpRescaleTimeline, whose `is_idling` is false, so
-no rescale is ever opened.
+(`web.adaptive-scheduler.rescale-history.size`) is the last N rescales, whose ids
+`recent_ids` derives from the count of rescales created (so they are not stored);
+size 0 is Flink's NoOpRescaleTimeline, whose `is_idling` is false, so no rescale
+is ever opened.
 
 Ids are derived from the job id and counters (uuid5), never drawn at random, so
 folding the same log twice yields the same rescaleUuids.
@@ -14,7 +15,6 @@ folding the same log twice yields the same rescaleUuids.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
 from enum import StrEnum
 from typing import TypeVar
 
@@ -129,8 +129,9 @@ class Completed(msgspec.Struct, frozen=True, array_like=True, gc=False):
 
 class Timeline(msgspec.Struct, frozen=True, array_like=True, gc=False):
     size: int
+    # The rescale in progress; a terminated one is not kept: its last record has left as an
+    # effect, and only the counters and `latest_completed` are read after it.
     current: Rescale | None = None
-    recent: tuple[str, ...] = ()  # ids of the last `size` rescales, oldest first
     latest_completed: Completed | None = None
     requirements_uuid: str = ""
     requirements_epoch: int = 0
@@ -146,14 +147,20 @@ class Timeline(msgspec.Struct, frozen=True, array_like=True, gc=False):
 
     def is_idling(self) -> bool:
         """True when a new rescale may open; always False for the no-op timeline."""
-        return self.enabled and (self.current is None or self.current.terminated)
+        return self.enabled and self.current is None
 
     def in_progress(self) -> Rescale | None:
-        return self.current if self.current is not None and not self.current.terminated else None
+        return self.current
 
 
 def derive_uuid(job_id: str, kind: str, number: int) -> str:
     return str(uuid.uuid5(NAMESPACE, f"{job_id}/{kind}/{number}"))
+
+
+def recent_ids(timeline: Timeline, job_id: str) -> tuple[str, ...]:
+    """The ids of the last `size` rescales, oldest first: rescale n's id is derived from n."""
+    first = max(1, timeline.created - timeline.size + 1)
+    return tuple(derive_uuid(job_id, "rescale", n) for n in range(first, timeline.created + 1))
 
 
 def new_rescale(timeline: Timeline, job_id: str, new_epoch: bool) -> Timeline:
@@ -167,11 +174,9 @@ def new_rescale(timeline: Timeline, job_id: str, new_epoch: bool) -> Timeline:
     attempt = 1 if new_epoch else timeline.attempt + 1
     created = timeline.created + 1
     rescale = Rescale(derive_uuid(job_id, "rescale", created), requirements, attempt)
-    recent = (*timeline.recent, rescale.uuid)[-timeline.size :]
     return replace(
         timeline,
         current=rescale,
-        recent=recent,
         requirements_uuid=requirements,
         requirements_epoch=epoch,
         attempt=attempt,
@@ -179,15 +184,12 @@ def new_rescale(timeline: Timeline, job_id: str, new_epoch: bool) -> Timeline:
     )
 
 
-def update(timeline: Timeline, change: Callable[[Rescale], Rescale]) -> Timeline:
-    """RescaleTimeline.updateRescale: applies only while a rescale is in progress."""
-    current = timeline.in_progress()
-    if current is None:
-        return timeline
-    changed = change(current)
+def with_current(timeline: Timeline, changed: Rescale) -> Timeline:
+    """The timeline with `changed` as its rescale in progress (RescaleTimeline.updateRescale,
+    whose guard is Fold.update_rescale); a terminated rescale is counted and let go."""
     if not changed.terminated:
         return replace(timeline, current=changed)
-    return _terminated(replace(timeline, current=changed), changed)
+    return _terminated(replace(timeline, current=None), changed)
 
 
 def _terminated(timeline: Timeline, rescale: Rescale) -> Timeline:

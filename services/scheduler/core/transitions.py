@@ -31,9 +31,7 @@ def transition_to(fold: Fold, target: StateName, reason: str, **fields: object) 
     fold.begin_construction()
     behaviour(old.name).on_leave(fold, target)
     fold.end_construction()
-    left = tl.StateSpan(str(old.name), old.entered_at, fold.now)
-    fold.update_rescale(lambda r: tl.add_state_span(tl.close_phases(r, fold.now), left))
-    fold.set(state=SchedulerState(target, fold.next_epoch(), fold.now, **fields))  # type: ignore[arg-type]
+    fold.state = SchedulerState(target, fold.next_epoch(), fold.now, **fields)  # type: ignore[arg-type]
     fold.decide(
         DecisionKind.STATE_TRANSITION,
         f"{old.name} -> {target}: {reason}",
@@ -41,7 +39,9 @@ def transition_to(fold: Fold, target: StateName, reason: str, **fields: object) 
         source=old.name,
         target=target,
     )
-    history.set_status(fold, f"{target}: {reason}")
+    history.state_changed(
+        fold, tl.StateSpan(str(old.name), old.entered_at, fold.now), f"{target}: {reason}"
+    )
     fold.begin_construction()
     behaviour(target).on_enter(fold)
     fold.end_construction()

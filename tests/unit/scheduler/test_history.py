@@ -8,6 +8,7 @@ import pytest
 from services.contracts import jobconfig as c
 from services.contracts.events import JobEventKind
 from services.scheduler.core.model import StateName
+from services.scheduler.core.timeline import derive_uuid, recent_ids
 from tests.unit.scheduler.harness import SECOND, Scenario, outcome, outcomes, post, spans, vertex
 
 S = StateName
@@ -221,7 +222,7 @@ def test_history_size_zero_records_nothing() -> None:
     job.at(1 * SECOND).tm("tm-1").at(5 * SECOND).tm("tm-2").at(31 * SECOND)
     assert job.state is S.EXECUTING and job.parallelism == {"source": 2}
     assert job.revisions() == []
-    assert job.job is not None and job.job.timeline.recent == ()
+    assert job.job is not None and recent_ids(job.job.timeline, job.job.job_id) == ()
 
 
 @pytest.mark.flink("DefaultRescaleTimeline.newRescale")
@@ -231,8 +232,10 @@ def test_the_history_keeps_only_the_configured_number_of_rescales() -> None:
     for step in range(4):
         job.at((10 + 10 * step) * SECOND).require(source=(1, 1 + step % 2))
     assert job.job is not None
-    assert len(job.job.timeline.recent) == 2
-    assert job.job.timeline.recent[-1] == job.record()["rescaleUuid"]
+    recent = recent_ids(job.job.timeline, job.job.job_id)
+    assert len(recent) == 2
+    assert recent[-1] == job.record()["rescaleUuid"]
+    assert recent[0] == derive_uuid(job.job.job_id, "rescale", job.job.timeline.created - 1)
 
 
 def test_ids_are_derived_from_the_log_not_drawn() -> None:

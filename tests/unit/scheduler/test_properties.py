@@ -35,6 +35,7 @@ from services.scheduler.core import advance, handle
 from services.scheduler.core.effects import Effect, RescaleUpdated
 from services.scheduler.core.model import JobState
 from services.scheduler.core.serde import dumps, loads
+from services.scheduler.core.timeline import recent_ids
 from services.scheduler.output import dumps as effect_json
 
 JOB = "p"
@@ -144,7 +145,7 @@ def fold(submitted: JobSubmitted, events: list[Event], roundtrip: bool = False) 
 
 def _check_state(job: JobState | None) -> None:
     assert job is not None
-    assert len(job.timeline.recent) <= job.timeline.size
+    assert len(recent_ids(job.timeline, job.job_id)) <= job.timeline.size
 
 
 def _records(effects: list[Effect]) -> list[dict[str, Any]]:

@@ -308,7 +308,7 @@ class Restarting(WithGraph):
             return
         restart_with = fold.state.restart_with
         ready = restart_with is not None and candidate(fold, graph.parallelism) == restart_with
-        if ready or fold.job.slot_count() >= desired_slots(fold.job.info):
+        if ready or fold.slot_count >= desired_slots(fold.job.info):
             go_to_creating_execution_graph(fold, graph, "restarted with the resources it needs")
         elif restart_with is not None and fold.config.rescale_stabilization_ms is not None:
             # FLINK-40379 (open upstream), behind its proposed key: wait for the parallelism

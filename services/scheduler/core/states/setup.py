@@ -127,7 +127,7 @@ class CreatingExecutionGraph(WithoutGraph):
             fold.run_if_state(self.FAILED, 0)  # creation completes exceptionally
             return
         plan = plan_for(fold.job.info, target)
-        assignment = assign(plan, fold.job.slots(), fold.config.prefer_minimal_taskmanagers)
+        assignment = assign(plan, fold.slots, fold.config.prefer_minimal_taskmanagers)
         assert assignment is not None  # the plan came from the same slots
         graph = ExecutionGraph(f"eg-{fold.job.graphs + 1}", target, assignment)
         fold.set(graphs=fold.job.graphs + 1)
@@ -162,7 +162,7 @@ class CreatingExecutionGraph(WithoutGraph):
         if graph is None:
             self._failed(fold, NO_RESOURCES)
             return
-        pool = {slot.id for slot in fold.job.slots()}
+        pool = {slot.id for slot in fold.slots}
         if not graph.assignment.slot_ids() <= pool:  # tryReserveResources failed
             go_to_waiting_for_resources(
                 fold,
