@@ -6,13 +6,16 @@ state alone (byte-identical across processes), and decoding checks every field
 against its type. msgspec replaced a hand-written recursive encoder that took
 about 60 % of the fold + store time (docs/benchmarks.md has the comparison).
 
-The leading format number changes whenever a state class changes shape; a
-stored state of another format is refused with a clear error rather than misread.
+The leading format number changes whenever a state class changes shape. A state
+of the format before (3) is read and brought up to date (`_from_format_3`), so a
+scheduler of this version carries on from its predecessor's changelog; one of
+any other format is refused with a clear error rather than misread.
 """
 
 from __future__ import annotations
 
 import msgspec
+from msgspec.structs import replace
 
 from services.scheduler.core.model import JobState
 
@@ -41,9 +44,33 @@ def loads(data: bytes) -> JobState:
         version, body = _ENVELOPE.decode(data)
     except msgspec.DecodeError as error:
         raise StateFormatError(f"not a stored job state: {error}") from error
-    if version != FORMAT:
-        raise StateFormatError(f"job state format {version}, this scheduler reads {FORMAT}")
     try:
-        return _STATE.decode(body)
-    except msgspec.DecodeError as error:
-        raise StateFormatError(f"not a stored job state of format {FORMAT}: {error}") from error
+        if version == FORMAT:
+            return _STATE.decode(body)
+        if version == FORMAT - 1:
+            return _from_format_3(msgspec.json.decode(body))
+    except (msgspec.DecodeError, msgspec.ValidationError, IndexError, TypeError) as error:
+        raise StateFormatError(f"not a stored job state of format {version}: {error}") from error
+    raise StateFormatError(
+        f"job state format {version}, this scheduler reads {FORMAT - 1}..{FORMAT}"
+    )
+
+
+_JOB_TIMELINE = list(JobState.__struct_fields__).index("timeline")
+_TIMELINE_RECENT = 2
+"""Format 3's positions: the job's timeline, and in it the recent rescale ids (after
+`size` and `current`), which format 4 derives instead of storing."""
+
+
+def _from_format_3(job: list[object]) -> JobState:
+    """A format-3 state as format 4: without the recent ids, and without the rescale kept
+    after it terminated (format 4 lets it go; nothing reads it again)."""
+    timeline = job[_JOB_TIMELINE]
+    if not isinstance(timeline, list):
+        raise TypeError(f"a timeline is an array, not {type(timeline).__name__}")
+    del timeline[_TIMELINE_RECENT]
+    state = msgspec.convert(job, JobState)
+    current = state.timeline.current
+    if current is not None and current.terminated:
+        state = replace(state, timeline=replace(state.timeline, current=None))
+    return state
