@@ -45,13 +45,14 @@ from services.history.endpoint import (
 from services.history.ingest import CHECKPOINT, TablesWriter, resume_points
 from services.history.letters import DeadLetterWriter
 from services.history.planner import PlannerConfig, plan
-from services.history.sinklog import remove_uncommitted
+from services.history.sinklog import is_delta, remove_uncommitted
 from services.history.tables import LATEST_TABLE, PARTITION_COLUMN, TABLES
 from services.history.upsert import (
     Upkeep,
     UpkeepConfig,
     backfill_downtime,
     convert_legacy,
+    keep_for,
     merge_latest,
     retention_defaults,
 )
@@ -303,10 +304,7 @@ def _run(
     if options.serves_sql:  # the batches, started next, inherit it (endpoint.py)
         spark.sparkContext.setLocalProperty("spark.scheduler.pool", STREAMING_POOL)
     retention_defaults(spark, options.upkeep.retention_hours)
-    _convert_legacy(spark, registry, options.layout, progress)
-    layout = options.layout
-    if backfill_downtime(spark, layout.table(LATEST_TABLE), layout.table("rescale_states")):
-        progress("added each rescale's downtime to rescales_latest (once, after an upgrade)")
+    _prepare_tables(spark, registry, options, progress)
     upkeep = Upkeep(spark, options.upkeep)
     starters = query_starters(
         spark, settings, RescaleSchemas.of(registry), options, secrets, upkeep=upkeep
@@ -350,6 +348,20 @@ def _run(
         _between_batches(queries.get(QUERY_NAME))
         for query in queries.values():
             query.stop()
+
+
+def _prepare_tables(
+    spark: SparkSession, registry: SchemaRegistry, options: RunOptions, progress: Progress
+) -> None:
+    """Before the query writes: bring tables of an earlier scalefold up to date, and give
+    every table the configured retention (a metadata commit each, where it differs)."""
+    layout = options.layout
+    _convert_legacy(spark, registry, layout, progress)
+    if backfill_downtime(spark, layout.table(LATEST_TABLE), layout.table("rescale_states")):
+        progress("added each rescale's downtime to rescales_latest (once, after an upgrade)")
+    for table in [*TABLES, LATEST_TABLE]:
+        if is_delta(layout.table(table)):
+            keep_for(spark, layout.table(table), options.upkeep.retention_hours)
 
 
 def _convert_legacy(

@@ -94,9 +94,33 @@ def retention_defaults(spark: SparkSession, hours: float) -> None:
     Delta's own defaults keep the log 30 days: with a commit every few seconds that is
     hundreds of thousands of log files per table. The log is cleaned up as Delta writes
     its checkpoints (every ten commits), the replaced data files by `VACUUM`."""
-    interval = f"interval {max(1, round(hours * 60))} minutes"
-    for key in ("logRetentionDuration", "deletedFileRetentionDuration"):
+    for key, interval in _retention(hours).items():
         spark.conf.set(f"spark.databricks.delta.properties.defaults.{key}", interval)
+
+
+def _retention(hours: float) -> dict[str, str]:
+    """The table properties that keep the log and the replaced files for `hours`."""
+    return {
+        "logRetentionDuration": f"interval {max(60, round(hours * 3600))} seconds",
+        "deletedFileRetentionDuration": f"interval {round(hours * 3600)} seconds",
+    }
+
+
+def keep_for(spark: SparkSession, path: Path, hours: float) -> None:
+    """Give the table at `path` the retention of `hours` (`retention_defaults`), if it has
+    another; VACUUM reads it there. A metadata commit, so the table's writers must not run.
+
+    The retention goes by the table's property, not by `VACUUM ... RETAIN n HOURS`: Delta
+    rounds that to whole hours (`math.round`), so a retention under half an hour became
+    none, and VACUUM deleted the files of an append committing beside it."""
+    from deltalake import DeltaTable
+
+    wanted = {f"delta.{key}": value for key, value in _retention(hours).items()}
+    have = DeltaTable(str(path)).metadata().configuration
+    if all(have.get(key) == value for key, value in wanted.items()):
+        return
+    properties = ", ".join(f"'{key}' = '{value}'" for key, value in wanted.items())
+    spark.sql(f"ALTER TABLE {_quoted(path)} SET TBLPROPERTIES ({properties})")
 
 
 def convert_legacy(spark: SparkSession, path: Path) -> bool:
@@ -176,10 +200,12 @@ class Upkeep:
         return self.clock() - last >= self.config.optimize_minutes * 60
 
     def run(self, path: Path) -> None:
-        """Compact `path`'s small files, then vacuum what the retention lets go."""
+        """Compact `path`'s small files, then vacuum what the retention lets go (the table's
+        own retention property, which `keep_for` sets: see there why not RETAIN)."""
         self._last[path] = self.clock()
+        keep_for(self.spark, path, self.config.retention_hours)  # set at start already
         self.spark.sql(f"OPTIMIZE {_quoted(path)}")
-        self.spark.sql(f"VACUUM {_quoted(path)} RETAIN {self.config.retention_hours} HOURS")
+        self.spark.sql(f"VACUUM {_quoted(path)}")
 
     def run_due(self, paths: list[Path]) -> None:
         """`run` every table that is due; a failure is logged and retried next time."""

@@ -20,6 +20,7 @@ from services.history.upsert import (
     UpkeepConfig,
     append,
     convert_legacy,
+    keep_for,
     merge_latest,
 )
 from services.history.views import KAFKA_SOURCE_SCHEMA, Layout, latest_revisions
@@ -225,6 +226,10 @@ def test_upkeep_compacts_small_files_and_vacuums_the_replaced_ones(
     assert sorted(on_disk) == after  # the replaced files are vacuumed
     assert uncommitted_files(path) == []
     assert DeltaTable(str(path)).to_pyarrow_table().num_rows == len(records)
+    # The retention is the table's own, to the second: VACUUM's RETAIN rounds to hours.
+    keep_for(spark, path, 0.05)
+    kept = DeltaTable(str(path)).metadata().configuration
+    assert kept["delta.deletedFileRetentionDuration"] == "interval 180 seconds"
 
 
 def test_a_parquet_table_of_an_earlier_version_is_converted_in_place(
