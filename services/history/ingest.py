@@ -21,6 +21,9 @@ query (no `checkpoints/tables` yet) those positions are read once into
 `checkpoints/tables.resume.json`; the query then reads the topic from its
 beginning and each table skips the records it held already, so nothing is lost
 or written twice. A later start, or a batch run again, reads the same file.
+`rescales_latest` has its own position: the old `rescales` query MERGEd after
+its append, so a batch whose append landed just before a crash is in `rescales`
+but not yet in `rescales_latest`, and is MERGEd again.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ CHECKPOINT = "tables"
 """`checkpoints/tables`: the one query's checkpoint."""
 DEAD_LETTERS = "dead_letters"
 """The dead letters' name among the sinks (and their old query's checkpoint)."""
-SINKS = (*TABLES, DEAD_LETTERS)
+SINKS = (*TABLES, LATEST_TABLE, DEAD_LETTERS)
 Ends = dict[str, dict[int, int]]
 """Per sink, per Kafka partition: the first offset the sink does not hold yet."""
 
@@ -78,6 +81,8 @@ class TablesWriter:
             rows = transform(self._unseen(accepted, table))
             append(rows, self._layout.table(table), f"history-{table}-{self._query_id}", batch_id)
             if table == "rescales":
+                if self._resume.get(LATEST_TABLE) != self._resume.get(table):
+                    rows = transform(self._unseen(accepted, LATEST_TABLE))
                 merge_latest(batch.sparkSession, rows, self._layout.table(LATEST_TABLE))
         self._letters(dead_letters(self._unseen(batch, DEAD_LETTERS), self._schemas), batch_id)
         if self._upkeep is not None:  # MERGE and OPTIMIZE of one table, one after the other
@@ -108,7 +113,10 @@ def resume_points(layout: Layout) -> Ends:
         return {}  # started before, on a directory no per-table query wrote
     ends: Ends = {}
     for sink in SINKS:
-        end = held(layout.checkpoint(sink), _holds(layout, sink))
+        # The old `rescales` query MERGEd after its append: `rescales_latest` holds its
+        # committed batches, not always the one its append landed in (then it crashed).
+        old = "rescales" if sink == LATEST_TABLE else sink
+        end = held(layout.checkpoint(old), _holds(layout, sink))
         if end is not None:
             ends[sink] = end
     if ends:
@@ -140,8 +148,8 @@ def _holds(layout: Layout, sink: str) -> Callable[[int], bool]:
     """Whether an old query's batch reached its sink: Delta's idempotent-write version of
     the query (its streaming sink uses the query id, the rescales writer its own id), or
     the Parquet file sink's log of an earlier scalefold still."""
-    if sink == DEAD_LETTERS:
-        return lambda _: False  # at-least-once: sent again
+    if sink in (DEAD_LETTERS, LATEST_TABLE):
+        return lambda _: False  # sent again; MERGEd again (a MERGE is idempotent)
     table, checkpoint = layout.table(sink), layout.checkpoint(sink)
 
     def holds(batch: int) -> bool:

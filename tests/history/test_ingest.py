@@ -82,6 +82,7 @@ def test_resume_points_are_read_from_the_old_checkpoints_once_and_kept(tmp_path:
 
     expected = {
         "rescales": {0: 8},
+        "rescales_latest": {0: 5},  # the old query crashed between its append and its MERGE
         "rescale_states": {0: 5},
         "rescale_slots": {0: 8},
         "dead_letters": {0: 7},
@@ -142,3 +143,44 @@ def test_the_one_query_carries_on_where_each_old_query_stopped(
     raw = spark.read.format("delta").load(str(layout.table("rescales")))
     assert raw.count() == len([1 for p, o in valid if o >= half[p]])  # each once
     assert read_topic(settings, settings.topics.dead_letters) == []
+
+
+@pytest.mark.integration
+@pytest.mark.spark
+def test_a_batch_appended_but_not_merged_before_the_upgrade_is_merged(
+    broker_settings: Settings, spark: Any, codec: Codec, tmp_path: Path
+) -> None:
+    """The old `rescales` query appended its last batch and stopped before its MERGE:
+    `rescales` holds the first half of every partition, `rescales_latest` only the first
+    quarter. After one drain `rescales_latest` has every rescale of the second quarter too."""
+    settings = unique_settings(broker_settings)
+    rng = random.Random(5)
+    records = [
+        record
+        for job in range(4)
+        for number in range(3)
+        for record in synthetic.revisions(f"job-{job}", number, START + number * 60_000, rng, 1)
+    ]
+    produce(settings, settings.topics.rescales, encoded(codec, records))
+    sent = read_topic(settings, settings.topics.rescales)
+    ends: dict[int, int] = {}
+    for message in sent:
+        ends[message.partition] = max(ends.get(message.partition, 0), message.offset + 1)
+    half = {p: end // 2 for p, end in ends.items()}
+    quarter = {p: end // 4 for p, end in ends.items()}
+    layout = Layout(tmp_path)
+    kept = layout.checkpoint(f"{CHECKPOINT}.resume.json")
+    kept.parent.mkdir(parents=True)
+    kept.write_text(json.dumps({"rescales": half, "rescales_latest": quarter}))
+
+    drain(spark, settings, RescaleSchemas.of(codec.registry), layout)
+
+    uuids = {
+        codec.decode(m.value).record["rescaleUuid"]
+        for m in sent
+        if m.offset >= quarter[m.partition]
+    }
+    latest = spark.read.format("delta").load(str(layout.table("rescales_latest")))
+    assert {row[0] for row in latest.select("rescale_uuid").collect()} == uuids
+    raw = spark.read.format("delta").load(str(layout.table("rescales")))
+    assert raw.count() == len([1 for m in sent if m.offset >= half[m.partition]])
