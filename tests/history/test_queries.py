@@ -173,6 +173,25 @@ def test_a_late_stale_revision_does_not_replace_the_latest(found: dict[str, Any]
     assert found["raw_rescales"].where("rescale_uuid = 'a-0'").count() == 2
 
 
+def test_the_flapping_window_is_the_hour_ending_at_each_jobs_latest_completed_rescale(
+    spark: Any,
+) -> None:
+    hour = aggregates.FLAP_WINDOW_MS
+    rows = [  # job, rescale, terminal state, end
+        ("x", "x-last", "COMPLETED", T0),
+        ("x", "x-edge", "COMPLETED", T0 - hour),  # the window includes its start
+        ("x", "x-old", "COMPLETED", T0 - hour - 1),
+        ("x", "x-failed", "FAILED", T0 + 1),  # neither in the window nor its anchor
+        ("y", "y-only", "COMPLETED", T0 - 5 * hour),  # each job has its own anchor
+        ("y", "y-open", None, None),
+    ]
+    latest = spark.createDataFrame(
+        rows, "job_id string, rescale_uuid string, terminal_state string, end_timestamp_ms long"
+    )
+    window = aggregates.completed_in_window(latest).select("rescale_uuid").collect()
+    assert sorted(row[0] for row in window) == ["x-edge", "x-last", "y-only"]
+
+
 def test_sql_and_python_planner_agree_on_flapping(found: dict[str, Any]) -> None:
     rows = [row.asDict() for row in aggregates.planner_input(found["rescales"]).collect()]
     job_b = planner.JobView.of([planner.Rescale.from_row(x) for x in rows if x["job_id"] == "b"])
