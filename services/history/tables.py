@@ -69,6 +69,13 @@ def _slot_total(field: str) -> Column:
     return F.when(F.size(values) > 0, F.aggregate(values, F.lit(0), lambda acc, v: acc + v))
 
 
+def span_length(duration: Column, enter: Column, leave: Column) -> Column:
+    """A span's milliseconds: its `durationInMillis`, else leave - enter (null while open)."""
+    from pyspark.sql import functions as F
+
+    return F.coalesce(duration, leave - enter)
+
+
 def _downtime() -> Column:
     """A terminated rescale's downtime: the summed durations of its closed spans in a state
     other than `Executing` (0 when there are none); null while it is in progress.
@@ -77,9 +84,8 @@ def _downtime() -> Column:
     from pyspark.sql import functions as F
 
     def length(span: Column) -> Column:
-        return F.coalesce(
-            span["durationInMillis"],
-            span["leaveTimestampInMillis"] - span["enterTimestampInMillis"],
+        return span_length(
+            span["durationInMillis"], span["enterTimestampInMillis"], span["leaveTimestampInMillis"]
         )
 
     down = F.filter(_r("schedulerStates"), lambda span: span["state"] != F.lit(EXECUTING))

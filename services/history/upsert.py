@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from services.history.sinklog import is_delta
-from services.history.tables import EXECUTING, LATEST_TABLE, PARTITION_COLUMN
+from services.history.tables import EXECUTING, LATEST_TABLE, PARTITION_COLUMN, span_length
 from services.history.views import latest_revisions
 
 if TYPE_CHECKING:
@@ -155,8 +155,8 @@ def backfill_downtime(spark: SparkSession, latest: Path, states: Path) -> bool:
     message = ["rescale_uuid", "kafka_partition", "kafka_offset"]
     if is_delta(states):
         spans = spark.read.format("delta").load(str(states)).where(F.col("state") != EXECUTING)
-        span = F.coalesce(
-            F.col("duration_ms"), F.col("leave_timestamp_ms") - F.col("enter_timestamp_ms")
+        span = span_length(
+            F.col("duration_ms"), F.col("enter_timestamp_ms"), F.col("leave_timestamp_ms")
         )
         per_message = spans.groupBy(*message).agg(F.sum(span).alias("downtime_ms"))
         rows = rows.join(per_message, on=message, how="left")
