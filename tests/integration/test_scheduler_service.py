@@ -42,8 +42,10 @@ EXAMPLES = (
 def scheduler(kafka: Settings, tmp_path: Path):  # type: ignore[no-untyped-def]
     processes: list[SchedulerProcess] = []
 
-    def start(*extra: str) -> SchedulerProcess:
-        process = SchedulerProcess(kafka, tmp_path / "scheduler", *extra).start()
+    def start(*extra: str, data: str = "scheduler") -> SchedulerProcess:
+        """A worker on `tmp_path/data`: a restarted one on its predecessor's, so that
+        RocksDB's tables carry over; two at once each on its own (one RocksDB, one process)."""
+        process = SchedulerProcess(kafka, tmp_path / data, *extra).start()
         processes.append(process)
         process.wait_ready()
         return process
@@ -242,7 +244,7 @@ def test_two_workers_split_the_partitions(kafka: Settings, codec: Codec, schedul
         events.append(JobSubmitted(f"split-{j}", 0, "split", vertices, None, ()))
         events.append(TaskManagerRegistered(f"split-{j}", 1000, "tm", 4, None))
     expected = latest_by_uuid(r for records in replayed_records(events).values() for r in records)
-    first, second = scheduler(), scheduler()
+    first, second = scheduler(data="first"), scheduler(data="second")
     produce(kafka, kafka.topics.job_events, encode_events(codec, events))
     received = consume_records(codec, kafka, lambda got: latest_by_uuid(got) == expected)
     assert latest_by_uuid(received) == expected
