@@ -90,7 +90,12 @@ def register_service(commands: argparse._SubParsersAction[argparse.ArgumentParse
     )
     scheduler.add_argument("--web-host", default="127.0.0.1", help="default: 127.0.0.1")
     scheduler.add_argument("--web-port", type=int, default=6066, help="default: 6066")
-    scheduler.add_argument("--data-dir", default=".run/scheduler", help="Faust's local data")
+    scheduler.add_argument(
+        "--data-dir",
+        default=".run/scheduler",
+        help="Faust's local data, the RocksDB tables in DATA_DIR/<app id>; one worker per "
+        "directory (default: .run/scheduler)",
+    )
     scheduler.add_argument("--batch-size", type=int, default=500, help="messages per fold batch")
     scheduler.add_argument(
         "--session-timeout",
@@ -108,9 +113,9 @@ def register_service(commands: argparse._SubParsersAction[argparse.ArgumentParse
     scheduler.add_argument(
         "--store",
         choices=("memory://", "rocksdb://"),
-        default="memory://",
-        help="where Faust keeps the tables: memory (replayed from the changelog at every "
-        "start) or RocksDB under --data-dir (replays only the changelog's tail)",
+        default="rocksdb://",
+        help="where Faust keeps the tables: RocksDB under --data-dir (the default: a "
+        "restart replays only the changelogs' tail) or memory (replayed whole at every start)",
     )
     scheduler.set_defaults(handler=_scheduler)
 

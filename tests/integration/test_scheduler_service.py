@@ -42,8 +42,10 @@ EXAMPLES = (
 def scheduler(kafka: Settings, tmp_path: Path):  # type: ignore[no-untyped-def]
     processes: list[SchedulerProcess] = []
 
-    def start(*extra: str) -> SchedulerProcess:
-        process = SchedulerProcess(kafka, tmp_path / "scheduler", *extra).start()
+    def start(*extra: str, data: str = "scheduler") -> SchedulerProcess:
+        """A worker on `tmp_path/data`: a restarted one on its predecessor's, so that
+        RocksDB's tables carry over; two at once each on its own (one RocksDB, one process)."""
+        process = SchedulerProcess(kafka, tmp_path / data, *extra).start()
         processes.append(process)
         process.wait_ready()
         return process
@@ -182,7 +184,9 @@ def test_kill_minus_nine_loses_and_invents_nothing(
     assert processed_at_kill < len(events) + len(bad), (
         "the worker finished before the kill: raise the load"
     )
-    scheduler("--batch-size", "20", "--store", store)
+    again = scheduler("--batch-size", "20", "--store", store)
+    # the same cluster: RocksDB's tables are kept, only the changelogs' tail is replayed
+    assert "discarding the tables" not in again.log.read_text(errors="replace")
 
     def converged(records: list[dict[str, Any]]) -> bool:
         return latest_by_uuid(records) == expected
@@ -242,7 +246,7 @@ def test_two_workers_split_the_partitions(kafka: Settings, codec: Codec, schedul
         events.append(JobSubmitted(f"split-{j}", 0, "split", vertices, None, ()))
         events.append(TaskManagerRegistered(f"split-{j}", 1000, "tm", 4, None))
     expected = latest_by_uuid(r for records in replayed_records(events).values() for r in records)
-    first, second = scheduler(), scheduler()
+    first, second = scheduler(data="first"), scheduler(data="second")
     produce(kafka, kafka.topics.job_events, encode_events(codec, events))
     received = consume_records(codec, kafka, lambda got: latest_by_uuid(got) == expected)
     assert latest_by_uuid(received) == expected

@@ -77,7 +77,9 @@ class ServiceSettings:
     session_timeout_s: float = 10.0
     tick_interval_s: float = 0.2
     replication_factor: int = 1
-    store: str = "memory://"  # or "rocksdb://": the tables kept on local disk (rocksdict)
+    # the tables on local disk (rocksdict), so a restart replays only the changelogs'
+    # tail; "memory://" replays them whole (docs/scheduler-service.md)
+    store: str = "rocksdb://"
 
     @property
     def app_id(self) -> str:
@@ -491,6 +493,16 @@ class SchedulerService:
         log.info("timers rescanned: %d jobs in %.1f s", len(jobs), time.monotonic() - started)
 
 
+def table_dir(settings: ServiceSettings, app_id: str | None = None) -> Path:
+    """Faust's data directory for one app: `--data-dir/<app id>`.
+
+    Faust names a table's RocksDB files by the table alone (`v1/tables/jobs-0.db`),
+    and a table's keys are whatever its file holds: an app of another topic prefix
+    started on the same --data-dir would take the first app's jobs for its own.
+    One directory per app id keeps them apart (Faust's own default is `<app id>-data`)."""
+    return settings.data_dir / (app_id or settings.app_id)
+
+
 def create_app(
     settings: ServiceSettings, app_id: str | None = None, stock: bool = False
 ) -> faust.App:
@@ -499,14 +511,15 @@ def create_app(
     It is `fastpath.App`: Faust with a cheaper per-message hand-over from its
     consumer to its streams (see fastpath.py); `stock` gives plain `faust.App`."""
     kafka = settings.kafka
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    datadir = table_dir(settings, app_id)
+    datadir.mkdir(parents=True, exist_ok=True)
     app_class = faust.App if stock else fastpath.App
     return app_class(
         app_id or settings.app_id,
         broker=[f"kafka://{server}" for server in kafka.bootstrap_servers.split(",")],
         broker_credentials=_credentials(kafka),
         store=settings.store,
-        datadir=str(settings.data_dir),
+        datadir=str(datadir),
         topic_partitions=JOB_EVENTS.partitions,
         topic_replication_factor=settings.replication_factor,
         topic_allow_declare=True,

@@ -6,10 +6,16 @@ import logging
 import sys
 from typing import Any
 
-from services.contracts import Codec, SchemaRegistry
-from services.contracts.kafka import librdkafka_config, redacted
+from services.contracts import Codec, SchemaRegistry, Settings
+from services.contracts.kafka import connect, librdkafka_config, redacted, retry_transient
 from services.contracts.preflight import prepare
 from services.scheduler.adapters.app import ServiceSettings, create_service
+from services.scheduler.adapters.datadir import (
+    EXIT_DATA_DIR,
+    DataDirError,
+    claim_data_dir,
+    keep_tables_of,
+)
 from services.scheduler.core.config import ConfigError
 from services.scheduler.core.fold import config_of
 
@@ -32,6 +38,13 @@ def expected_missing_topic(record: logging.LogRecord) -> bool:
     return True
 
 
+def cluster_id(kafka: Settings) -> str:
+    """The Kafka cluster's id (KIP-78), which a broker keeps for its life."""
+    return str(
+        retry_transient(lambda: connect(kafka).list_topics(timeout=10).cluster_id, "the cluster id")
+    )
+
+
 def run_service(settings: ServiceSettings, log_level: str = "info") -> int:
     import faust
 
@@ -40,8 +53,15 @@ def run_service(settings: ServiceSettings, log_level: str = "info") -> int:
     except ConfigError as error:
         print(f"scalefold scheduler: invalid configuration: {error}", file=sys.stderr)
         return 2
+    try:
+        lock = claim_data_dir(settings)
+    except DataDirError as error:
+        print(f"scalefold scheduler: {error}", file=sys.stderr)
+        return EXIT_DATA_DIR
     kafka = settings.kafka
     log.info("connecting to %s", redacted(librdkafka_config(kafka))["bootstrap.servers"])
+    if lock is not None:
+        keep_tables_of(settings, cluster_id(kafka))
     service = create_service(settings, Codec(SchemaRegistry.load(kafka.schemas_dir)))
     created = prepare(kafka, "scheduler", faust_topics(service.app))
     if created:
@@ -55,5 +75,9 @@ def run_service(settings: ServiceSettings, log_level: str = "info") -> int:
     if not worker.stdout.isatty():  # its spinner writes cursor escapes even into a log file
         worker.spinner = None
     logging.getLogger("aiokafka.cluster").addFilter(expected_missing_topic)
-    worker.execute_from_commandline()
+    try:
+        worker.execute_from_commandline()
+    finally:
+        if lock is not None:
+            lock.close()
     return 0

@@ -1,0 +1,82 @@
+"""The worker's table directory under --data-dir: one process at a time, one cluster.
+
+With `--store rocksdb://` Faust keeps each table partition in a RocksDB database
+under `--data-dir/<app id>/v1/tables`, together with the changelog offset it is
+current to. Two things would go wrong there that `memory://` never meets, and
+both are settled before Faust starts.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import shutil
+from typing import IO
+
+from services.scheduler.adapters.app import ServiceSettings, table_dir
+
+log = logging.getLogger("scalefold.scheduler")
+
+EXIT_DATA_DIR = 73  # EX_CANTCREAT (sysexits.h): --data-dir cannot be used
+CLUSTER_FILE = "kafka-cluster-id"
+
+
+class DataDirError(RuntimeError):
+    """--data-dir cannot hold this worker's tables; the message is the one line to print."""
+
+
+def claim_data_dir(settings: ServiceSettings) -> IO[str] | None:
+    """Lock the worker's table directory for this process when its tables are in RocksDB.
+
+    Faust opens a partition's RocksDB database only when the partition is
+    assigned, and retries a locked one 30 times a second apart before the worker
+    dies with RocksDB's own message: a second worker on the same directory would
+    stall, then crash, at some later rebalance. An OS lock (flock) taken at the
+    start fails at once instead, and the kernel drops it when the process dies,
+    even by SIGKILL, so a restarted worker is never locked out by its killed
+    predecessor. The returned file holds the lock: keep it open."""
+    tables = table_dir(settings)
+    try:
+        tables.mkdir(parents=True, exist_ok=True)
+        if settings.store != "rocksdb://":
+            return None
+        handle = (tables / "worker.lock").open("w")
+    except OSError as error:
+        raise DataDirError(f"cannot use --data-dir {settings.data_dir}: {error}") from None
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        raise DataDirError(
+            f"another scheduler worker is using --data-dir {settings.data_dir} "
+            f"({settings.app_id}'s RocksDB tables open to one process only); "
+            "give each worker its own --data-dir"
+        ) from None
+    return handle
+
+
+def keep_tables_of(settings: ServiceSettings, cluster_id: str) -> bool:
+    """Discard stored tables written against another Kafka cluster; True if kept.
+
+    A stored table is a cache of its changelog, valid for the cluster whose
+    changelog it was read from: the offset stored with it means nothing on a new
+    broker of the same topic names (a fresh `scalefold local run`, a recreated
+    cluster). Faust would resume from that offset, or, on an empty changelog,
+    keep the old jobs as live ones. Called with the directory locked."""
+    tables = table_dir(settings)
+    marker = tables / CLUSTER_FILE
+    try:
+        known = marker.read_text().strip()
+    except FileNotFoundError:
+        known = None
+    kept = known == cluster_id
+    if not kept and (tables / "v1").exists():
+        log.warning(
+            "discarding the tables in %s: written against Kafka cluster %s, this is %s",
+            tables,
+            known or "(unknown)",
+            cluster_id,
+        )
+        shutil.rmtree(tables / "v1")
+    marker.write_text(cluster_id + "\n")
+    return kept

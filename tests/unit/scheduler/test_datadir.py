@@ -1,0 +1,95 @@
+"""The scheduler's table directory: one worker at a time with RocksDB, one app, one cluster."""
+
+from __future__ import annotations
+
+import fcntl
+from pathlib import Path
+
+import pytest
+
+from services.cli import main
+from services.contracts import Settings
+from services.scheduler.adapters.app import ServiceSettings, table_dir
+from services.scheduler.adapters.datadir import (
+    CLUSTER_FILE,
+    EXIT_DATA_DIR,
+    DataDirError,
+    claim_data_dir,
+    keep_tables_of,
+)
+
+
+def settings(data: Path, prefix: str = "unit.", store: str = "rocksdb://") -> ServiceSettings:
+    return ServiceSettings(Settings(topic_prefix=prefix), data_dir=data, store=store)
+
+
+def test_rocksdb_is_the_default_store() -> None:
+    assert ServiceSettings(Settings()).store == "rocksdb://"
+
+
+def test_each_app_keeps_its_tables_in_its_own_directory(tmp_path: Path) -> None:
+    # Faust names a table's files by the table alone: two prefixes on one
+    # --data-dir would otherwise read each other's jobs and stored offsets
+    one, other = settings(tmp_path, "a."), settings(tmp_path, "b.")
+    assert table_dir(one) == tmp_path / "a.scheduler"
+    assert table_dir(one) != table_dir(other)
+
+
+def test_a_second_worker_on_the_directory_is_refused_until_the_first_is_gone(
+    tmp_path: Path,
+) -> None:
+    first = claim_data_dir(settings(tmp_path))
+    assert first is not None
+    with pytest.raises(DataDirError, match=f"using --data-dir {tmp_path} .*its own --data-dir"):
+        claim_data_dir(settings(tmp_path))
+    assert claim_data_dir(settings(tmp_path, "other.")) is not None  # another app's directory
+    first.close()  # as the kernel does when the worker dies, even by SIGKILL
+    again = claim_data_dir(settings(tmp_path))
+    assert again is not None
+    again.close()
+
+
+def test_memory_tables_take_no_lock(tmp_path: Path) -> None:
+    held = claim_data_dir(settings(tmp_path))
+    assert held is not None
+    assert claim_data_dir(settings(tmp_path, store="memory://")) is None
+    held.close()
+
+
+def test_an_unusable_directory_is_one_error_naming_it(tmp_path: Path) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("not a directory")
+    with pytest.raises(DataDirError, match=f"cannot use --data-dir {blocked}: "):
+        claim_data_dir(settings(blocked))
+
+
+def test_the_command_says_so_in_one_line_and_exits_73(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tables = table_dir(settings(tmp_path))
+    tables.mkdir(parents=True)
+    with (tables / "worker.lock").open("w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a running worker's lock
+        command = ["scheduler", "--data-dir", str(tmp_path)]
+        code = main(["--topic-prefix", "unit.", "--bootstrap-servers", "127.0.0.1:1", *command])
+    assert code == EXIT_DATA_DIR == 73
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(
+        f"scalefold scheduler: another scheduler worker is using --data-dir {tmp_path}"
+    )
+
+
+def test_tables_of_another_cluster_are_discarded(tmp_path: Path) -> None:
+    worker = settings(tmp_path)
+    tables = table_dir(worker)
+    stored = tables / "v1" / "tables" / "jobs-0.db"
+    stored.mkdir(parents=True)
+    assert not keep_tables_of(worker, "cluster-a")  # unknown: not to be trusted
+    assert not stored.exists()
+    stored.mkdir(parents=True)
+    assert keep_tables_of(worker, "cluster-a")
+    assert stored.exists()
+    assert not keep_tables_of(worker, "cluster-b")  # a new broker of the same topic names
+    assert not stored.exists()
+    assert (tables / CLUSTER_FILE).read_text() == "cluster-b\n"
