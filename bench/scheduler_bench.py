@@ -33,6 +33,7 @@ import threading
 import time
 import urllib.request
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -311,7 +312,16 @@ def throughput(
     }
 
 
-def latency(base: Settings, codec: Codec, rate: int, seconds: int) -> list[float]:
+@dataclass(frozen=True)
+class LatencyRun:
+    latencies_ms: list[float]
+    produced_per_s: float
+    """The rate the events actually went out at (the offered rate, if the producer kept up)."""
+    worker_cpu_share: float
+    """The worker's CPU seconds per second while they went out: near 1, it was saturated."""
+
+
+def latency(base: Settings, codec: Codec, rate: int, seconds: int) -> LatencyRun:
     settings = fresh(base)
     jobs = 50
     vertices = (VertexSpec("source", "Source", "g", "g", 1000, None),)
@@ -357,29 +367,47 @@ def latency(base: Settings, codec: Codec, rate: int, seconds: int) -> list[float
             worker.wait_ready()
             reader.start()
             time.sleep(3)  # let the consumer join its group
-            producer = Producer(producer_config(settings))
-            for i in range(rate * seconds):
-                job = f"lat-{i % jobs}"
-                ts = (
-                    int(time.time() * 1000) + i
-                )  # unique per event: matches the record's updatedAtMillis
-                # each new single-slot TaskManager raises the job's parallelism by one, at once
-                event = TaskManagerRegistered(job, ts, f"tm-{i // jobs + 1}", 1, None)
-                produced[(job, ts)] = time.time()
-                producer.produce(
-                    settings.topics.job_events,
-                    key=job.encode(),
-                    value=codec.encode(*to_record(event)),
-                )
-                producer.poll(0)
-                time.sleep(1 / rate)
-            producer.flush(30)
+            assert worker.process is not None
+            pid = worker.process.pid
+            began, cpu_began = time.monotonic(), cpu_seconds(pid)
+            offer(settings, codec, produced, count=rate * seconds, rate=rate, jobs=jobs)
+            spent = time.monotonic() - began
+            cpu = cpu_seconds(pid) - cpu_began
             time.sleep(5)
         finally:
             stop.set()
             reader.join(10)
             worker.stop()
-    return latencies
+    return LatencyRun(latencies, rate * seconds / spent, cpu / spent)
+
+
+def offer(
+    settings: Settings,
+    codec: Codec,
+    produced: dict[tuple[str, int], float],
+    *,
+    count: int,
+    rate: int,
+    jobs: int,
+) -> None:
+    """Produce `count` TaskManager registrations at `rate` per second, on schedule (the
+    i-th at i/rate s, not 1/rate s after the last), noting each one's send time."""
+    producer = Producer(producer_config(settings))
+    began = time.monotonic()
+    for i in range(count):
+        job = f"lat-{i % jobs}"
+        ts = int(time.time() * 1000) + i  # unique per event: matches the record's updatedAtMillis
+        # each new single-slot TaskManager raises the job's parallelism by one, at once
+        event = TaskManagerRegistered(job, ts, f"tm-{i // jobs + 1}", 1, None)
+        produced[(job, ts)] = time.time()
+        producer.produce(
+            settings.topics.job_events, key=job.encode(), value=codec.encode(*to_record(event))
+        )
+        producer.poll(0)
+        ahead = began + (i + 1) / rate - time.monotonic()
+        if ahead > 0:
+            time.sleep(ahead)
+    producer.flush(30)
 
 
 def row(
@@ -515,7 +543,8 @@ def main() -> None:
         row("ceiling-confluent", args.jobs, args.events, runs, None),
     ]
     if not args.no_latency:
-        lat = sorted(latency(base, codec, args.rate, args.seconds))
+        measured = latency(base, codec, args.rate, args.seconds)
+        lat = sorted(measured.latencies_ms)
         p50 = statistics.median(lat)
         p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
         rows.append(
@@ -525,6 +554,8 @@ def main() -> None:
                 "jobs": 50,
                 "events": len(lat),
                 "offered_per_s": args.rate,
+                "produced_per_s": round(measured.produced_per_s),
+                "worker_cpu_share": round(measured.worker_cpu_share, 2),
                 "per_s_median": None,
                 "p50_ms": round(p50, 1),
                 "p99_ms": round(p99, 1),
@@ -545,8 +576,9 @@ def main() -> None:
         if each["mode"] == "latency":
             print(
                 f"| produce -> rescale consumable at {args.rate}/s, zero timeouts, "
-                f"{each['events']:,} records | p50 {each['p50_ms']} ms | | p99 {each['p99_ms']} ms "
-                "| | | | |"
+                f"{each['events']:,} records (sent at {each['produced_per_s']:,}/s, worker CPU "
+                f"{each['worker_cpu_share']:.0%}) | p50 {each['p50_ms']} ms | | p99 "
+                f"{each['p99_ms']} ms | | | | |"
             )
             continue
         ratio, cpu = each["ratio_to_ceiling"], each.get("cpu_ratio_to_ceiling")
