@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from functools import lru_cache
+from itertools import chain
 
 import msgspec
 
@@ -138,7 +140,14 @@ class TaskManager(msgspec.Struct, frozen=True, array_like=True, gc=False):
     profile: Profile | None
 
     def slot_list(self) -> tuple[Slot, ...]:
-        return tuple(Slot(f"{self.id}#{i}", self.id, i, self.profile) for i in range(self.slots))
+        return _slots_of(self.id, self.slots, self.profile)
+
+
+@lru_cache(maxsize=1 << 16)
+def _slots_of(task_manager_id: str, count: int, profile: Profile | None) -> tuple[Slot, ...]:
+    """A TaskManager's slots, built once: a job's every step lists all of them, and a
+    large job has hundreds (the slots are immutable, so one tuple serves every job)."""
+    return tuple(Slot(f"{task_manager_id}#{i}", task_manager_id, i, profile) for i in range(count))
 
 
 class JobState(msgspec.Struct, frozen=True, array_like=True, gc=False):
@@ -161,7 +170,7 @@ class JobState(msgspec.Struct, frozen=True, array_like=True, gc=False):
     sequence: int = 0
 
     def slots(self) -> tuple[Slot, ...]:
-        return tuple(slot for tm in self.task_managers for slot in tm.slot_list())
+        return tuple(chain.from_iterable(tm.slot_list() for tm in self.task_managers))
 
     def slot_count(self) -> int:
         return sum([tm.slots for tm in self.task_managers])
