@@ -52,6 +52,25 @@ def _delta_table_with_transaction(path: Path, app_id: str, version: int) -> None
     )
 
 
+def _rescales(jobs: int, per_job: int, *, seed: int, post: int) -> list[dict[str, Any]]:
+    """Every revision of `per_job` rescales of each of `jobs` jobs, a minute apart."""
+    rng = random.Random(seed)
+    return [
+        record
+        for job in range(jobs)
+        for number in range(per_job)
+        for record in synthetic.revisions(f"job-{job}", number, START + number * 60_000, rng, post)
+    ]
+
+
+def _ends(sent: list[Any]) -> dict[int, int]:
+    """Per partition, the offset after the last message in `sent`."""
+    ends: dict[int, int] = {}
+    for message in sent:
+        ends[message.partition] = max(ends.get(message.partition, 0), message.offset + 1)
+    return ends
+
+
 def test_a_sink_holds_its_committed_batches_and_an_uncommitted_one_only_if_it_says_so(
     tmp_path: Path,
 ) -> None:
@@ -113,19 +132,11 @@ def test_the_one_query_carries_on_where_each_old_query_stopped(
     never ran, the dead letters were all sent. After one drain each table holds every
     valid message exactly once, and no dead letter is sent again."""
     settings = unique_settings(broker_settings)
-    rng = random.Random(3)
-    records = [
-        record
-        for job in range(3)
-        for number in range(2)
-        for record in synthetic.revisions(f"job-{job}", number, START + number * 60_000, rng, 3)
-    ]
+    records = _rescales(3, 2, seed=3, post=3)
     produce(settings, settings.topics.rescales, [*encoded(codec, records), (b"job-0", b"\x01")])
     sent = read_topic(settings, settings.topics.rescales)
     valid = {(m.partition, m.offset) for m in sent if m.value != b"\x01"}
-    ends: dict[int, int] = {}
-    for message in sent:
-        ends[message.partition] = max(ends.get(message.partition, 0), message.offset + 1)
+    ends = _ends(sent)
     half = {p: end // 2 for p, end in ends.items()}
     layout = Layout(tmp_path)
     _old_checkpoint(layout.checkpoint("rescales"), {0: half}, [0])
@@ -154,18 +165,9 @@ def test_a_batch_appended_but_not_merged_before_the_upgrade_is_merged(
     `rescales` holds the first half of every partition, `rescales_latest` only the first
     quarter. After one drain `rescales_latest` has every rescale of the second quarter too."""
     settings = unique_settings(broker_settings)
-    rng = random.Random(5)
-    records = [
-        record
-        for job in range(4)
-        for number in range(3)
-        for record in synthetic.revisions(f"job-{job}", number, START + number * 60_000, rng, 1)
-    ]
-    produce(settings, settings.topics.rescales, encoded(codec, records))
+    produce(settings, settings.topics.rescales, encoded(codec, _rescales(4, 3, seed=5, post=1)))
     sent = read_topic(settings, settings.topics.rescales)
-    ends: dict[int, int] = {}
-    for message in sent:
-        ends[message.partition] = max(ends.get(message.partition, 0), message.offset + 1)
+    ends = _ends(sent)
     half = {p: end // 2 for p, end in ends.items()}
     quarter = {p: end // 4 for p, end in ends.items()}
     layout = Layout(tmp_path)
