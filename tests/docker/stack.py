@@ -258,3 +258,24 @@ def revisions(records: Iterable[Mapping[str, Any]]) -> dict[tuple[str, int], str
         (r["rescaleUuid"], r["revision"]): json.dumps(r, sort_keys=True, default=str)
         for r in records
     }
+
+
+def first_provision(stack: Stack, job: str, desired: int) -> dict[str, Any]:
+    """The job's first command: a PROVISION of what the planner read it lacked.
+
+    A job submitted with one TaskManager added right after gets `desired - 1` once it
+    runs on it, or `desired - 0` if it was still waiting with no slot when the
+    planner's grace ran out (a busy machine): both are the planner's rules (their exact
+    amounts: tests/history/test_planner.py), so the amount is checked against the
+    revision the command names as its evidence."""
+    command = poll(lambda: stack.records("commands", job), bool, timeout=300)[0]
+    assert command["action"] == "PROVISION_TASK_MANAGERS", command
+    read = [
+        r
+        for r in stack.records("rescales", job)
+        if r["rescaleUuid"] in command["evidence"]
+        and r["updatedAtMillis"] == command["issuedAtMillis"]
+    ]
+    assert read, command
+    assert command["amount"] in {desired - r["availableSlots"] for r in read}, (command, read)
+    return command

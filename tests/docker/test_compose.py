@@ -16,7 +16,16 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from tests.docker.stack import Stack, engine_volumes, poll, replayed, revisions, split, workload
+from tests.docker.stack import (
+    Stack,
+    engine_volumes,
+    first_provision,
+    poll,
+    replayed,
+    revisions,
+    split,
+    workload,
+)
 
 HEALTHY = "healthy"
 
@@ -227,9 +236,7 @@ def test_closed_loop_provisions_a_job_below_its_desired_parallelism(stack: Stack
     )
     port = str(stack.port("actuator", 6067))
     stack.scalefold("cluster", "--port", port, "add-taskmanagers", "--job", job, "--count", "1")
-    commands = poll(lambda: stack.records("commands", job), bool, timeout=300)
-    command = commands[0]
-    assert (command["action"], command["amount"]) == ("PROVISION_TASK_MANAGERS", 3)
+    command = first_provision(stack, job, desired=4)
 
     def scaled_up(records: list[dict[str, Any]]) -> bool:
         return any(

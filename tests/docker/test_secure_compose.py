@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.docker.conftest import project_name, stack_env, started
-from tests.docker.stack import COMPOSE_FILE, SCALEFOLD, SECURE, Stack, poll
+from tests.docker.stack import COMPOSE_FILE, SCALEFOLD, SECURE, Stack, first_provision, poll
 
 USERS = ("scheduler", "history", "actuator", "cli")
 ONE_SHOTS = {"secure-material", "secure-accounts", "topics"}
@@ -135,8 +135,7 @@ def test_closed_loop_on_sasl_ssl_with_acls(secure: Stack) -> None:
         "cluster", "--host", "actuator", "--port", "6067",
         "add-taskmanagers", "--job", job, "--count", "1",
     )  # fmt: skip
-    command = poll(lambda: secure.records("commands", job), bool, timeout=300)[0]
-    assert (command["action"], command["amount"]) == ("PROVISION_TASK_MANAGERS", 3)
+    command = first_provision(secure, job, desired=4)
 
     def scaled_up(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [
