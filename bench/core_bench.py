@@ -51,10 +51,10 @@ VERTICES = (
 CONFIG = (("jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling", "20 s"),)
 
 
-def job_events(job_id: str, count: int, seed: int) -> Iterator[Event]:
-    """`count` events of one job, 1 to 10 s apart."""
+def job_events(job_id: str, count: int, seed: int, start_ms: int = 0) -> Iterator[Event]:
+    """`count` events of one job, 1 to 10 s apart, from `start_ms`."""
     rng = random.Random(seed)
-    now = 0
+    now = start_ms
     yield JobSubmitted(job_id, now, job_id, VERTICES, 10_000, CONFIG)
     tms: list[str] = []
     for i in range(count - 1):
@@ -78,10 +78,10 @@ def job_events(job_id: str, count: int, seed: int) -> Iterator[Event]:
             yield JobLifecycle(job_id, now, kind, checkpoint_id=i)
 
 
-def workload(jobs: int, events: int) -> list[Event]:
-    """`events` in all, spread over `jobs` jobs and interleaved by time."""
+def workload(jobs: int, events: int, start_ms: int = 0) -> list[Event]:
+    """`events` in all, spread over `jobs` jobs and interleaved by time, from `start_ms`."""
     per_job = max(2, events // jobs)
-    streams = [list(job_events(f"job-{j}", per_job, j)) for j in range(jobs)]
+    streams = [list(job_events(f"job-{j}", per_job, j, start_ms)) for j in range(jobs)]
     merged = [e for stream in streams for e in stream]
     merged.sort(key=lambda e: (e.timestamp, e.job_id))
     return merged

@@ -1,7 +1,7 @@
 """Benchmark of the history service (not a test): ingest rate and `job_summary` latency.
 
     .venv/bin/scalefold local run -- .venv/bin/python -m bench.history_bench \
-        [--records 20000] [--rows 1000000 10000000] [--runs 3] [--json] \
+        [--records 100000 500000] [--rows 1000000 10000000] [--runs 3] [--json] \
         [--stream-minutes 10]
 
 1. Ingest: `--records` rescale revisions (synthetic, ~1.5 kB of Avro each) are
@@ -223,10 +223,13 @@ def synthetic_tables(spark: SparkSession, rows: int, layout: Layout) -> None:
 
 
 def query(spark: SparkSession, layout: Layout, runs: int) -> list[float]:
+    """Seconds per collect of `job_summary`, its views built anew each run as the SQL
+    endpoint builds them after a commit (from the tables' schemas it derives once)."""
     schemas = RescaleSchemas.of(SchemaRegistry.load())
+    found = table_schemas(spark, schemas)
 
     def summary(_: int) -> None:
-        rows = build_views(spark, layout, schemas)["job_summary"].collect()
+        rows = build_views(spark, layout, schemas, found)["job_summary"].collect()
         assert len(rows) == JOBS, len(rows)
 
     return _timed(runs, summary)
@@ -294,6 +297,29 @@ def _file_counts(layout: Layout, elapsed: float) -> dict[str, object]:
     return counts
 
 
+def _marginal(small: list[float], large: list[float]) -> list[float]:
+    """The seconds the larger size took beyond the smaller, medians of their runs (the
+    first run of the first size also warms the JVM up: runs are not paired)."""
+    return [max(statistics.median(large) - statistics.median(small), 1e-3)]
+
+
+def jvm_memory(spark: SparkSession) -> dict[str, int]:
+    """The resident memory of Spark's JVM (the driver, and in local mode its executors)
+    now and at its peak, MiB."""
+    pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()  # type: ignore[union-attr]
+    status = dict(
+        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+    )
+    return {
+        "jvm_rss_mib": int(status["VmRSS"].split()[0]) // 1024,
+        "jvm_rss_mib_peak": int(status["VmHWM"].split()[0]) // 1024,
+    }
+
+
+def _bytes_under(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
 def _json_row(
     mode: str, amount: int, seconds: list[float], ceiling: list[float], **extra: object
 ) -> str:
@@ -321,10 +347,59 @@ def _row(name: str, seconds: list[float], per: float | None = None) -> str:
     return f"| {name} | {median:.2f} s | {rate} | {runs} |"
 
 
+def ingest_rows(
+    spark: SparkSession, settings: Settings, args: argparse.Namespace
+) -> tuple[list[str], list[str]]:
+    """The ingest's table lines and JSON rows: each --records size on its own topic,
+    then the marginal rate between the two largest."""
+    lines: list[str] = []
+    rows_json: list[str] = []
+    drained: list[tuple[int, list[float], list[float]]] = []
+    for records in (n for n in args.records if n):
+        topic_settings = settings.with_overrides(topic_prefix=f"{settings.topic_prefix}{records}.")
+        count, seconds = ingest(
+            spark, topic_settings, records, args.runs, args.work_dir / f"records-{records}"
+        )
+        ceiling = ingest_ceiling(spark, topic_settings, args.runs)
+        drained.append((count, seconds, ceiling))
+        lines.append(_row(f"ingest {count:,} records", seconds, count))
+        lines.append(_row("ceiling: bare Kafka read + decode + aggregate", ceiling, count))
+        rows_json.append(
+            _json_row(
+                "ingest", count, seconds, ceiling, jobs=100, events=count, **jvm_memory(spark)
+            )
+        )
+        print("\n".join(lines[-2:]), flush=True)
+    if len(drained) >= 2:
+        (small, small_s, small_c), (large, large_s, large_c) = sorted(drained)[-2:]
+        marginal = _marginal(small_s, large_s)
+        marginal_ceiling = _marginal(small_c, large_c)
+        lines.append(_row(f"ingest, marginal {small:,} -> {large:,}", marginal, large - small))
+        lines.append(_row("ceiling, marginal", marginal_ceiling, large - small))
+        rows_json.append(
+            _json_row(
+                "ingest-marginal",
+                large - small,
+                marginal,
+                marginal_ceiling,
+                jobs=100,
+                events=large - small,
+                between=[small, large],
+            )
+        )
+        print("\n".join(lines[-2:]), flush=True)
+    return lines, rows_json
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--records", type=int, default=20_000, help="rescale revisions to ingest (0: skip ingest)"
+        "--records",
+        type=int,
+        nargs="*",
+        default=[20_000],
+        help="rescale revisions to ingest, each size on its own topic; with two or more, also "
+        "the marginal rate between the two largest (none or 0: skip ingest)",
     )
     parser.add_argument(
         "--rows",
@@ -365,13 +440,9 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings(bootstrap_servers=bootstrap, topic_prefix=f"bench{int(time.time())}.")
     lines = ["| measurement | median | rate | runs (s) |", "|---|---:|---:|---|"]
     rows_json: list[str] = []
-    if args.records:
-        count, seconds = ingest(spark, settings, args.records, args.runs, args.work_dir)
-        ceiling = ingest_ceiling(spark, settings, args.runs)
-        lines.append(_row(f"ingest {count:,} records", seconds, count))
-        lines.append(_row("ceiling: bare Kafka read + decode + aggregate", ceiling, count))
-        rows_json.append(_json_row("ingest", count, seconds, ceiling, jobs=100, events=count))
-        print("\n".join(lines[-2:]), flush=True)
+    ingested, ingested_json = ingest_rows(spark, settings, args)
+    lines += ingested
+    rows_json += ingested_json
     for rows in args.rows:
         layout = Layout(args.work_dir / f"rows-{rows}")
         started = time.perf_counter()
@@ -381,7 +452,18 @@ def main(argv: list[str] | None = None) -> int:
         ceiling = summary_ceiling(spark, layout, args.runs)
         lines.append(_row(f"job_summary over {rows:,} rescale rows", seconds, rows))
         lines.append(_row("ceiling: bare scan + aggregate of the same rows", ceiling, rows))
-        rows_json.append(_json_row("summary", rows, seconds, ceiling, jobs=JOBS, rows=rows))
+        rows_json.append(
+            _json_row(
+                "summary",
+                rows,
+                seconds,
+                ceiling,
+                jobs=JOBS,
+                rows=rows,
+                table_mib=round(_bytes_under(layout.data_dir / "tables") / 2**20),
+                **jvm_memory(spark),
+            )
+        )
         print("\n".join(lines[-2:]), flush=True)
     if args.stream_minutes:
         samples = stream_files(

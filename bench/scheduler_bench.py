@@ -34,12 +34,14 @@ import threading
 import time
 import urllib.request
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from bench.core_bench import workload
+from bench import core_bench
 from services.contracts import Codec, SchemaRegistry, Settings
 from services.contracts import jobconfig as c
 from services.contracts import records as r
@@ -53,11 +55,26 @@ from services.contracts.events import (
 from services.contracts.kafka import ensure_topics, librdkafka_config, producer_config
 from tests.integration.scheduler_support import ROOT, SchedulerProcess, free_port
 
+EVENTS_IN = "scalefold_scheduler_events_in_total"
+DAY_MS = 86_400_000
+
 ZERO = {
     c.COOLDOWN: "0 ms",
     c.EXECUTING_STABILIZATION: "0 ms",
     c.SUBMISSION_STABILIZATION: "0 ms",
 }
+
+
+def workload(jobs: int, events: int) -> list[Event]:
+    """The core bench's workload dated a day ahead of the wall clock.
+
+    The service fires a job's timers once the wall clock passes them; dated at the
+    epoch, as in the core bench, every timer of every job would be overdue, and the
+    worker would write and fold a `TimerFired` for each job after each batch: messages
+    that are not the workload's, counted as its events, and, at 10,000 jobs and more,
+    a flood that delayed the latency run's rescales by seconds. A day ahead, a timer
+    runs as the core runs it, when a later event of its job passes it."""
+    return core_bench.workload(jobs, events, start_ms=int(time.time() * 1000) + DAY_MS)
 
 
 def fresh(base: Settings) -> Settings:
@@ -102,24 +119,76 @@ def service_rate(settings: Settings, events: int) -> tuple[float, float]:
         worker = SchedulerProcess(settings, Path(data)).start()
         try:
             worker.wait_ready()
-            assert worker.process is not None
-            pid = worker.process.pid
-            first = last = None
-            start_count = seen = cpu_first = cpu_last = 0.0
-            deadline = time.monotonic() + 600
-            while seen < events and time.monotonic() < deadline:
-                seen = metrics_of(worker).get("scalefold_scheduler_events_in_total", 0)
-                now, cpu_last = time.monotonic(), cpu_seconds(pid)
-                if seen and first is None:
-                    first, start_count = now, seen  # the first batch marks the start
-                    cpu_first = cpu_last
-                last = now
-                time.sleep(0.05)
-            assert first is not None and last is not None and seen >= events, f"stalled at {seen}"
-            counted = events - start_count
-            return counted / max(last - first, 1e-3), (cpu_last - cpu_first) / counted * 1e6
+            return drain(worker, events)
         finally:
             worker.stop()
+
+
+def drain(worker: SchedulerProcess, events: int) -> tuple[float, float]:
+    """Input events/s of a ready worker until it has taken `events` in all, timed from
+    its first consumed batch, and the CPU microseconds it spent per event."""
+    assert worker.process is not None
+    pid = worker.process.pid
+    first = last = None
+    start_count = seen = cpu_first = cpu_last = 0.0
+    deadline = time.monotonic() + 1200
+    while seen < events and time.monotonic() < deadline:
+        seen = metrics_of(worker).get(EVENTS_IN, 0)
+        now, cpu_last = time.monotonic(), cpu_seconds(pid)
+        if seen and first is None:
+            first, start_count = now, seen  # the first batch marks the start
+            cpu_first = cpu_last
+        last = now
+        time.sleep(0.05)
+    assert first is not None and last is not None and seen >= events, f"stalled at {seen}"
+    counted = events - start_count
+    return counted / max(last - first, 1e-3), (cpu_last - cpu_first) / counted * 1e6
+
+
+def rss_mib(pid: int) -> tuple[float, float]:
+    """A process's resident memory now and at its peak (VmRSS, VmHWM), MiB."""
+    status = dict(
+        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+    )
+    return tuple(int(status[key].split()[0]) / 1024 for key in ("VmRSS", "VmHWM"))  # type: ignore[return-value]
+
+
+def stored_state_bytes(settings: Settings, skip_prefix: str) -> list[int]:
+    """The size of each job's stored state: the latest record per key of the jobs
+    table's changelog (what a worker restores), sorted; jobs whose id starts with
+    `skip_prefix` left out."""
+    topic = f"{settings.topics.own('scheduler')}-jobs-changelog"
+    consumer = Consumer(
+        librdkafka_config(
+            settings, **{"group.id": f"state-{uuid.uuid4().hex}", "enable.auto.commit": False}
+        )
+    )
+    try:
+        partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), 30)[1] for p in partitions
+        }
+        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+        sizes: dict[bytes, int] = {}
+        left = {p for p, end in ends.items() if end > 0}
+        deadline = time.monotonic() + 600
+        while left and time.monotonic() < deadline:
+            for message in consumer.consume(1000, 0.5):
+                if message.error() is not None:
+                    continue
+                key, value = message.key() or b"", message.value()
+                if key.decode(errors="replace").lstrip('"').startswith(skip_prefix):
+                    pass
+                elif value is None:
+                    sizes.pop(key, None)
+                else:
+                    sizes[key] = len(value)
+                partition, offset = message.partition() or 0, message.offset() or 0
+                if offset + 1 >= ends[partition]:
+                    left.discard(partition)
+        return sorted(sizes.values())
+    finally:
+        consumer.close()
 
 
 def workers_rate(
@@ -148,9 +217,7 @@ def workers_rate(
             start_count = seen = cpu_first = cpu_last = 0.0
             deadline = time.monotonic() + 600
             while seen < len(events) and time.monotonic() < deadline:
-                seen = sum(
-                    metrics_of(w).get("scalefold_scheduler_events_in_total", 0) for w in workers
-                )
+                seen = sum(metrics_of(w).get(EVENTS_IN, 0) for w in workers)
                 now, cpu_last = time.monotonic(), sum(cpu_seconds(pid) for pid in pids)
                 if seen and first is None:
                     first, start_count, cpu_first = now, seen, cpu_last
@@ -276,7 +343,7 @@ def restart(base: Settings, codec: Codec, events: int, jobs: int, store: str) ->
             metrics: dict[str, float] = {}
             while time.monotonic() < deadline:
                 metrics = metrics_of(worker)
-                if metrics.get("scalefold_scheduler_events_in_total", 0) >= events:
+                if metrics.get(EVENTS_IN, 0) >= events:
                     break
                 time.sleep(0.2)
             time.sleep(2)  # the last batch's table writes
@@ -313,6 +380,62 @@ def throughput(
     }
 
 
+def scaled(
+    base: Settings, codec: Codec, jobs: int, events: int, *, rate: int, seconds: int
+) -> dict[str, object]:
+    """One row of the scaling table: a fresh topic with `events` over `jobs` jobs; one
+    worker drains it (rate, CPU per event), then, holding every job, takes a latency
+    run at `rate`; its memory, the stored state per job, and a bare Faust agent on the
+    same topic for the ratio."""
+    settings = fresh(base)
+    load = workload(jobs, events)
+    produce_all(settings, codec, load)
+    with tempfile.TemporaryDirectory() as data:
+        worker = SchedulerProcess(settings, Path(data)).start()
+        try:
+            worker.wait_ready(300)
+            per_s, cpu_us = drain(worker, len(load))
+            assert worker.process is not None
+            rss_drained, _ = rss_mib(worker.process.pid)
+            drained = metrics_of(worker)
+            measured = paced_rescales(settings, codec, worker, rate, seconds)
+            rss, peak = rss_mib(worker.process.pid)
+        finally:
+            worker.stop()
+    state = stored_state_bytes(settings, skip_prefix="lat-")
+    ceiling, _ = faust_rate(settings, len(load))
+    lat = sorted(measured.latencies_ms)
+    return {
+        "stage": "scheduler-service",
+        "mode": "scaling",
+        "jobs": jobs,
+        "events": len(load),
+        "per_s_median": round(per_s, 1),
+        "cpu_us_per_event": round(cpu_us, 1),
+        "ceiling": "ceiling-faust",
+        "ceiling_per_s": round(ceiling, 1),
+        "ratio_to_ceiling": round(per_s / ceiling, 3),
+        "jobs_in_memory": int(drained.get("scalefold_scheduler_jobs", 0)),
+        "timer_events_written": int(drained.get("scalefold_scheduler_timer_ticks_total", 0)),
+        "dead_letters": int(drained.get("scalefold_scheduler_dead_letters_total", 0)),
+        "latency_offered_per_s": rate,
+        "p50_ms": round(statistics.median(lat), 1),
+        "p99_ms": round(_p99(lat), 1),
+        "p99_after_warm_up_ms": round(_p99(sorted(measured.warm_ms)), 1),
+        "worker_cpu_share": round(measured.worker_cpu_share, 2),
+        "rss_mib_drained": round(rss_drained),
+        "rss_mib": round(rss),
+        "rss_mib_peak": round(peak),
+        "stored_jobs": len(state),
+        "state_bytes_median": state[len(state) // 2] if state else None,
+        "state_bytes_p99": _p99(state) if state else None,
+    }
+
+
+LATENCY_JOBS = 50
+"""The latency run's jobs: each of its events adds a TaskManager to one of them, so at
+1,000/s for 10 s each job grows to 200 TaskManagers (a rescale lists all their slots)."""
+
 WARM_UP_S = 1.0
 """The first second of a latency run: each job's first rescale, the worker's first batches."""
 
@@ -328,35 +451,70 @@ class LatencyRun:
     """The worker's CPU seconds per second while they went out: near 1, it was saturated."""
 
 
-def latency(base: Settings, codec: Codec, rate: int, seconds: int) -> LatencyRun:
+def latency(
+    base: Settings, codec: Codec, rate: int, seconds: int, jobs: int = LATENCY_JOBS
+) -> LatencyRun:
+    """The latency run on a fresh topic and a worker of its own."""
     settings = fresh(base)
-    jobs = 50
+    with tempfile.TemporaryDirectory() as data:
+        worker = SchedulerProcess(
+            settings, Path(data), *[f"-D{k}={v}" for k, v in ZERO.items()]
+        ).start()
+        try:
+            worker.wait_ready()
+            return paced_rescales(settings, codec, worker, rate, seconds, jobs)
+        finally:
+            worker.stop()
+
+
+def paced_rescales(  # noqa: PLR0917 (the run's parameters)
+    settings: Settings,
+    codec: Codec,
+    worker: SchedulerProcess,
+    rate: int,
+    seconds: int,
+    jobs: int = LATENCY_JOBS,
+) -> LatencyRun:
+    """Submit `jobs` jobs with zero timeouts (each on one TaskManager) to a ready worker,
+    wait until it has folded them, then offer `rate` rescales per second for `seconds`
+    and time each from its produce to its rescale record being consumable."""
     vertices = (VertexSpec("source", "Source", "g", "g", 1000, None),)
-    defaults = tuple(sorted(ZERO.items()))
+    zero = tuple(sorted(ZERO.items()))
     start = int(time.time() * 1000)
     setup: list[Event] = [
-        JobSubmitted(f"lat-{j}", start, "lat", vertices, None, defaults) for j in range(jobs)
+        JobSubmitted(f"lat-{j}", start, "lat", vertices, None, zero) for j in range(jobs)
     ]
     setup += [TaskManagerRegistered(f"lat-{j}", start, "tm-0", 1, None) for j in range(jobs)]
+    folded = metrics_of(worker).get(EVENTS_IN, 0) + len(setup)
     produce_all(settings, codec, setup)
+    deadline = time.monotonic() + 120
+    while metrics_of(worker).get(EVENTS_IN, 0) < folded:
+        assert time.monotonic() < deadline, "the latency jobs were not folded"
+        time.sleep(0.1)
     produced: dict[tuple[str, int], float] = {}
     latencies: list[float] = []
     warm: list[float] = []
     first_sent = [float("inf")]  # set before the first event goes out
     stop = threading.Event()
+    consumer = Consumer(
+        librdkafka_config(
+            settings,
+            **{"group.id": f"lat-{uuid.uuid4().hex}", "fetch.wait.max.ms": 10},
+        )
+    )
+    topic = settings.topics.rescales
+    partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+    # from each partition's end: the records of the events before are not timed
+    consumer.assign(
+        [
+            TopicPartition(
+                topic, p, consumer.get_watermark_offsets(TopicPartition(topic, p), 30)[1]
+            )
+            for p in partitions
+        ]
+    )
 
     def consume() -> None:
-        consumer = Consumer(
-            librdkafka_config(
-                settings,
-                **{
-                    "group.id": f"lat-{uuid.uuid4().hex}",
-                    "auto.offset.reset": "earliest",
-                    "fetch.wait.max.ms": 10,
-                },
-            )
-        )
-        consumer.subscribe([settings.topics.rescales])
         while not stop.is_set():
             message = consumer.poll(0.1)
             if message is None or message.error():
@@ -367,29 +525,23 @@ def latency(base: Settings, codec: Codec, rate: int, seconds: int) -> LatencyRun
                 latencies.append((time.time() - sent) * 1000)
                 if sent >= first_sent[0] + WARM_UP_S:
                     warm.append(latencies[-1])
-        consumer.close()
 
-    with tempfile.TemporaryDirectory() as data:
-        worker = SchedulerProcess(
-            settings, Path(data), *[f"-D{k}={v}" for k, v in ZERO.items()]
-        ).start()
-        reader = threading.Thread(target=consume, daemon=True)
-        try:
-            worker.wait_ready()
-            reader.start()
-            time.sleep(3)  # let the consumer join its group
-            assert worker.process is not None
-            pid = worker.process.pid
-            began, cpu_began = time.monotonic(), cpu_seconds(pid)
-            first_sent[0] = time.time()
-            offer(settings, codec, produced, count=rate * seconds, rate=rate, jobs=jobs)
-            spent = time.monotonic() - began
-            cpu = cpu_seconds(pid) - cpu_began
-            time.sleep(5)
-        finally:
-            stop.set()
-            reader.join(10)
-            worker.stop()
+    reader = threading.Thread(target=consume, daemon=True)
+    reader.start()
+    assert worker.process is not None
+    pid = worker.process.pid
+    try:
+        time.sleep(1)  # the reader's first fetch
+        began, cpu_began = time.monotonic(), cpu_seconds(pid)
+        first_sent[0] = time.time()
+        offer(settings, codec, produced, count=rate * seconds, rate=rate, jobs=jobs)
+        spent = time.monotonic() - began
+        cpu = cpu_seconds(pid) - cpu_began
+        time.sleep(5)
+    finally:
+        stop.set()
+        reader.join(10)
+        consumer.close()
     return LatencyRun(latencies, warm, rate * seconds / spent, cpu / spent)
 
 
@@ -422,7 +574,7 @@ def offer(
     producer.flush(30)
 
 
-def _p99(ordered: list[float]) -> float:
+def _p99(ordered: Sequence[float]) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
 
 
@@ -461,6 +613,75 @@ def row(
     return result
 
 
+def _restarts(args: argparse.Namespace, base: Settings, codec: Codec) -> None:
+    """kill -9 -> ready again, per --restart store."""
+    for store in args.restart:
+        times = [restart(base, codec, args.events, args.jobs, store) for _ in range(args.repeat)]
+        result = {
+            "stage": "scheduler-service",
+            "mode": "restart",
+            "store": store,
+            "jobs": args.jobs,
+            "events": args.events,
+            "repeats": len(times),
+            "restart_s_median": round(statistics.median(t["seconds"] for t in times), 1),
+            "restart_s_all": [round(t["seconds"], 1) for t in times],
+            "jobs_before": [t["jobs_before"] for t in times],
+            "jobs_after": [t["jobs_after"] for t in times],
+            "per_s_median": None,
+            "ceiling_per_s": None,
+            "ratio_to_ceiling": None,
+        }
+        print(json.dumps(result), flush=True)
+
+
+def _scaling(args: argparse.Namespace, base: Settings, codec: Codec) -> None:
+    """The scaling table, one row per job count of --scaling."""
+    for jobs in (int(n) for n in args.scaling.split(",")):
+        events = max(args.events, jobs * args.events_per_job)
+        result = scaled(base, codec, jobs, events, rate=args.rate, seconds=args.seconds)
+        print(json.dumps(result) if args.json else _scaling_line(result), flush=True)
+
+
+def _workers(args: argparse.Namespace, base: Settings, codec: Codec) -> None:
+    """--workers N in one group beside one worker."""
+    scaled_runs: list[dict[str, tuple[float, float]]] = []
+    for run in range(args.repeat):
+        load = workload(args.jobs, args.events)
+        scaled_runs.append(
+            {
+                "service-1-worker": workers_rate(base, codec, load, 1),
+                f"service-{args.workers}-workers": workers_rate(base, codec, load, args.workers),
+            }
+        )
+        shown = ", ".join(
+            f"{mode} {rate:,.0f}/s ({cpu:,.0f} us CPU/event)"
+            for mode, (rate, cpu) in scaled_runs[-1].items()
+        )
+        print(f"  run {run + 1}: {shown}", file=sys.stderr, flush=True)
+    rows = [
+        row(
+            f"service-{args.workers}-workers",
+            args.jobs,
+            args.events,
+            scaled_runs,
+            "service-1-worker",
+        ),
+        row("service-1-worker", args.jobs, args.events, scaled_runs, None),
+    ]
+    for each in rows:
+        print(json.dumps(each), flush=True)
+
+
+def _scaling_line(result: dict[str, Any]) -> str:
+    return (
+        "jobs {jobs:,}: {events:,} events at {per_s_median:,.0f}/s ({cpu_us_per_event:,.0f} us "
+        "CPU/event, {ratio_to_ceiling:.1%} of the bare Faust agent's {ceiling_per_s:,.0f}/s); "
+        "at {latency_offered_per_s}/s p50 {p50_ms} ms, p99 {p99_ms} ms; RSS {rss_mib} MiB "
+        "(peak {rss_mib_peak}); state {state_bytes_median} B/job (p99 {state_bytes_p99})"
+    ).format(**result)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -471,6 +692,13 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=200, help="events/s for the latency run")
     parser.add_argument("--seconds", type=int, default=10, help="length of the latency run")
     parser.add_argument("--no-latency", action="store_true", help="skip the latency run")
+    parser.add_argument(
+        "--latency-jobs",
+        type=int,
+        default=LATENCY_JOBS,
+        help="jobs of the latency run (each event adds a TaskManager to one: fewer jobs, "
+        "larger ones)",
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object per measured row")
     parser.add_argument(
         "--restart",
@@ -478,6 +706,16 @@ def main() -> None:
         metavar="STORE",
         choices=("memory://", "rocksdb://"),
         help="only measure kill -9 -> ready again with this table store (repeatable)",
+    )
+    parser.add_argument(
+        "--scaling",
+        metavar="JOBS,JOBS,...",
+        help="instead: a scaling table, one worker per job count (e.g. 1,1000,10000,100000) "
+        "over max(--events, jobs x --events-per-job) events, with a latency run at --rate "
+        "while it holds them all, its RSS and the stored state per job",
+    )
+    parser.add_argument(
+        "--events-per-job", type=int, default=3, help="with --scaling: the events per job at least"
     )
     parser.add_argument(
         "--workers",
@@ -488,59 +726,14 @@ def main() -> None:
     args = parser.parse_args()
     base = Settings(bootstrap_servers=os.environ["SCALEFOLD_BOOTSTRAP_SERVERS"])
     codec = Codec(SchemaRegistry.load())
-    if args.restart:
-        for store in args.restart:
-            times = [
-                restart(base, codec, args.events, args.jobs, store) for _ in range(args.repeat)
-            ]
-            result = {
-                "stage": "scheduler-service",
-                "mode": "restart",
-                "store": store,
-                "jobs": args.jobs,
-                "events": args.events,
-                "repeats": len(times),
-                "restart_s_median": round(statistics.median(t["seconds"] for t in times), 1),
-                "restart_s_all": [round(t["seconds"], 1) for t in times],
-                "jobs_before": [t["jobs_before"] for t in times],
-                "jobs_after": [t["jobs_after"] for t in times],
-                "per_s_median": None,
-                "ceiling_per_s": None,
-                "ratio_to_ceiling": None,
-            }
-            print(json.dumps(result), flush=True)
-        return
-
-    if args.workers:
-        scaled: list[dict[str, tuple[float, float]]] = []
-        for run in range(args.repeat):
-            load = workload(args.jobs, args.events)
-            scaled.append(
-                {
-                    "service-1-worker": workers_rate(base, codec, load, 1),
-                    f"service-{args.workers}-workers": workers_rate(
-                        base, codec, load, args.workers
-                    ),
-                }
-            )
-            shown = ", ".join(
-                f"{mode} {rate:,.0f}/s ({cpu:,.0f} us CPU/event)"
-                for mode, (rate, cpu) in scaled[-1].items()
-            )
-            print(f"  run {run + 1}: {shown}", file=sys.stderr, flush=True)
-        rows = [
-            row(
-                f"service-{args.workers}-workers",
-                args.jobs,
-                args.events,
-                scaled,
-                "service-1-worker",
-            ),
-            row("service-1-worker", args.jobs, args.events, scaled, None),
-        ]
-        for each in rows:
-            print(json.dumps(each), flush=True)
-        return
+    for chosen, measure in (
+        (args.restart, _restarts),
+        (args.scaling, _scaling),
+        (args.workers, _workers),
+    ):
+        if chosen:
+            measure(args, base, codec)
+            return
 
     runs: list[dict[str, tuple[float, float]]] = []
     for run in range(args.repeat):
@@ -550,16 +743,18 @@ def main() -> None:
             for mode, (rate, cpu) in runs[-1].items()
         )
         print(f"  run {run + 1}: {shown}", file=sys.stderr if args.json else sys.stdout, flush=True)
-    rows = [
-        row("service", args.jobs, args.events, runs, "ceiling-faust"),
-        row("service", args.jobs, args.events, runs, "ceiling-faust-stock"),
-        row("service", args.jobs, args.events, runs, "ceiling-confluent"),
-        row("ceiling-faust", args.jobs, args.events, runs, "ceiling-confluent"),
-        row("ceiling-faust-stock", args.jobs, args.events, runs, "ceiling-faust"),
-        row("ceiling-confluent", args.jobs, args.events, runs, None),
-    ]
+    compared = (
+        ("service", "ceiling-faust"),
+        ("service", "ceiling-faust-stock"),
+        ("service", "ceiling-confluent"),
+        ("ceiling-faust", "ceiling-confluent"),
+        ("ceiling-faust-stock", "ceiling-faust"),
+        ("ceiling-confluent", None),
+    )
+    # none with --repeat 0: the latency run alone
+    rows = [row(mode, args.jobs, args.events, runs, to) for mode, to in compared if runs]
     if not args.no_latency:
-        measured = latency(base, codec, args.rate, args.seconds)
+        measured = latency(base, codec, args.rate, args.seconds, args.latency_jobs)
         lat = sorted(measured.latencies_ms)
         p50 = statistics.median(lat)
         p99 = _p99(lat)
@@ -567,7 +762,7 @@ def main() -> None:
             {
                 "stage": "scheduler-service",
                 "mode": "latency",
-                "jobs": 50,
+                "jobs": args.latency_jobs,
                 "events": len(lat),
                 "offered_per_s": args.rate,
                 "produced_per_s": round(measured.produced_per_s),
