@@ -334,7 +334,8 @@ def restart(base: Settings, codec: Codec, events: int, jobs: int, store: str) ->
     """kill -9 -> ready again: one worker folds the whole topic, is killed, and a new
     worker on the same data directory is timed from its start to /health ready."""
     settings = fresh(base)
-    produce_all(settings, codec, workload(jobs, events))
+    load = workload(jobs, events)  # at least 2 events per job: 20,000 jobs get 40,000
+    produce_all(settings, codec, load)
     with tempfile.TemporaryDirectory() as data:
         worker = SchedulerProcess(settings, Path(data), "--store", store).start()
         try:
@@ -343,7 +344,7 @@ def restart(base: Settings, codec: Codec, events: int, jobs: int, store: str) ->
             metrics: dict[str, float] = {}
             while time.monotonic() < deadline:
                 metrics = metrics_of(worker)
-                if metrics.get(EVENTS_IN, 0) >= events:
+                if metrics.get(EVENTS_IN, 0) >= len(load):
                     break
                 time.sleep(0.2)
             time.sleep(2)  # the last batch's table writes
@@ -360,6 +361,7 @@ def restart(base: Settings, codec: Codec, events: int, jobs: int, store: str) ->
             worker.stop()
     return {
         "seconds": seconds,
+        "events": len(load),
         "jobs_before": metrics.get("scalefold_scheduler_jobs", 0),
         "jobs_after": after.get("scalefold_scheduler_jobs", 0),
     }
@@ -371,12 +373,13 @@ def throughput(
     """One repeat: a fresh topic with the workload; the service and the ceilings on it.
     Each mode's (events/s, CPU microseconds per event)."""
     settings = fresh(base)
-    produce_all(settings, codec, workload(jobs, events))
+    load = workload(jobs, events)
+    produce_all(settings, codec, load)
     return {
-        "service": service_rate(settings, events),
-        "ceiling-faust": faust_rate(settings, events),
-        "ceiling-faust-stock": faust_rate(settings, events, stock=True),
-        "ceiling-confluent": confluent_rate(settings, codec, events),
+        "service": service_rate(settings, len(load)),
+        "ceiling-faust": faust_rate(settings, len(load)),
+        "ceiling-faust-stock": faust_rate(settings, len(load), stock=True),
+        "ceiling-confluent": confluent_rate(settings, codec, len(load)),
     }
 
 
@@ -622,7 +625,7 @@ def _restarts(args: argparse.Namespace, base: Settings, codec: Codec) -> None:
             "mode": "restart",
             "store": store,
             "jobs": args.jobs,
-            "events": args.events,
+            "events": times[0]["events"],
             "repeats": len(times),
             "restart_s_median": round(statistics.median(t["seconds"] for t in times), 1),
             "restart_s_all": [round(t["seconds"], 1) for t in times],
