@@ -60,3 +60,18 @@ def test_a_partition_never_folded_starts_at_its_earliest_offset(kafka: Settings)
     service = _service(kafka, {})
     delivered = asyncio.run(service._in_order(_delivered(kafka, 0, 2, 3)))
     assert [m.offset for m in delivered] == [0, 1, 2, 3]
+
+
+def test_successive_reads_return_exactly_their_partitions_ranges(kafka: Settings) -> None:
+    """After a takeover a worker reads the holes of several partitions one after the
+    other with one reader; what one read fetched ahead must not reach the next."""
+    _produce(kafka, 1, 40)
+    _produce(kafka, 3, 40)
+    reader = HoleReader(kafka)
+    topic = kafka.topics.job_events
+    reads = [(1, 30, 35), (3, 5, 9), (1, 2, 6), (3, 30, 40)]
+    for partition, start, end in reads:
+        got = reader.read(topic, partition, start, end)
+        assert [(m.partition, m.offset, m.value) for m in got] == [
+            (partition, o, f"m{o}".encode()) for o in range(start, end)
+        ]

@@ -220,14 +220,17 @@ class HoleReader:
 
     def _client(self) -> Any:
         if self._consumer is None:
-            from confluent_kafka import Consumer
-
-            options: dict[str, Any] = {
-                "group.id": f"{self.kafka.topic_prefix}scheduler-holes",  # never joined
-                "enable.auto.commit": False,
-            }
-            self._consumer = Consumer(librdkafka_config(self.kafka, **options))
+            self._consumer = self._new_consumer()
         return self._consumer
+
+    def _new_consumer(self) -> Any:
+        from confluent_kafka import Consumer
+
+        options: dict[str, Any] = {
+            "group.id": f"{self.kafka.topic_prefix}scheduler-holes",  # never joined
+            "enable.auto.commit": False,
+        }
+        return Consumer(librdkafka_config(self.kafka, **options))
 
     def first_offset(self, topic: str, partition: int) -> int:
         """The partition's earliest offset still in the log."""
@@ -241,24 +244,46 @@ class HoleReader:
         return int(low)
 
     def read(self, topic: str, partition: int, start: int, end: int) -> list[Incoming]:
-        """The messages at offsets start..end-1 (blocking; run it off the event loop)."""
+        """The messages at offsets start..end-1 (blocking; run it off the event loop).
+
+        Each read has a consumer of its own, closed after it: nothing another read
+        fetched ahead (librdkafka prefetches whole batches) can reach this one, and
+        a message of another partition or outside the range is never taken for one
+        of it. A read that waits (the broker away) says so every `HOLE_LOG_S`."""
         from confluent_kafka import TopicPartition
 
-        consumer = self._client()
-        consumer.assign([TopicPartition(topic, partition, start)])
+        consumer = self._new_consumer()
         found: list[Incoming] = []
-        deadline = time.monotonic() + 600  # the broker may be away for a while
-        while (not found or found[-1].offset < end - 1) and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is None or message.error() or message.offset() >= end:
-                continue
-            found.append(
-                Incoming(topic, partition, message.offset(), message.key(), message.value())
-            )
-        consumer.unassign()
+        began = time.monotonic()
+        deadline, report = began + 600, began + HOLE_LOG_S  # the broker may be away a while
+        try:
+            consumer.assign([TopicPartition(topic, partition, start)])
+            while (not found or found[-1].offset < end - 1) and time.monotonic() < deadline:
+                message = consumer.poll(0.5)
+                if time.monotonic() > report:
+                    report += HOLE_LOG_S
+                    log.warning(
+                        "still reading offsets %d..%d of %s[%d] after %.0f s: %d of %d read",
+                        start, end - 1, topic, partition, time.monotonic() - began,
+                        len(found), end - start,
+                    )  # fmt: skip
+                if message is None or message.error() or not _within(message, topic, partition):
+                    continue
+                offset = message.offset()
+                if start <= offset < end and (not found or offset > found[-1].offset):
+                    found.append(Incoming(topic, partition, offset, message.key(), message.value()))
+        finally:
+            consumer.close()
         if not found or found[-1].offset < end - 1:
             raise RuntimeError(f"could not read offsets {start}..{end - 1} of {topic}[{partition}]")
         return found
+
+
+HOLE_LOG_S = 30.0
+
+
+def _within(message: Any, topic: str, partition: int) -> bool:
+    return bool(message.topic() == topic and message.partition() == partition)
 
 
 class Output:
