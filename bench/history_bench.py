@@ -45,6 +45,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bench.proc import memory_mib
 from services.contracts import Codec, SchemaRegistry, Settings
 from services.contracts import records as r
 from services.history import synthetic
@@ -307,13 +308,8 @@ def jvm_memory(spark: SparkSession) -> dict[str, int]:
     """The resident memory of Spark's JVM (the driver, and in local mode its executors)
     now and at its peak, MiB."""
     pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()  # type: ignore[union-attr]
-    status = dict(
-        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-    )
-    return {
-        "jvm_rss_mib": int(status["VmRSS"].split()[0]) // 1024,
-        "jvm_rss_mib_peak": int(status["VmHWM"].split()[0]) // 1024,
-    }
+    rss, peak = memory_mib(int(pid))
+    return {"jvm_rss_mib": round(rss), "jvm_rss_mib_peak": round(peak)}
 
 
 def _bytes_under(path: Path) -> int:

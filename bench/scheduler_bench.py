@@ -19,6 +19,12 @@
    worker, each on a fresh topic, started before the events are produced (so
    no rebalance falls inside the timed span); the ratio of their aggregate rate
    to the one worker's is the figure.
+4. With --scaling 1,1000,... instead: per job count one worker drains its own
+   topic, takes a latency run while holding every job, and reports its RSS and
+   the stored state per job, beside the bare Faust agent on the same topic.
+5. With --restart STORE instead: kill -9 -> /health ready again.
+
+The workload is the core bench's, dated a day ahead (see `workload`).
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from bench import core_bench
+from bench.proc import memory_mib
 from services.contracts import Codec, SchemaRegistry, Settings
 from services.contracts import jobconfig as c
 from services.contracts import records as r
@@ -145,14 +152,6 @@ def drain(worker: SchedulerProcess, events: int) -> tuple[float, float]:
     return counted / max(last - first, 1e-3), (cpu_last - cpu_first) / counted * 1e6
 
 
-def rss_mib(pid: int) -> tuple[float, float]:
-    """A process's resident memory now and at its peak (VmRSS, VmHWM), MiB."""
-    status = dict(
-        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-    )
-    return tuple(int(status[key].split()[0]) / 1024 for key in ("VmRSS", "VmHWM"))  # type: ignore[return-value]
-
-
 def stored_state_bytes(settings: Settings, skip_prefix: str) -> list[int]:
     """The size of each job's stored state: the latest record per key of the jobs
     table's changelog (what a worker restores), sorted; jobs whose id starts with
@@ -177,7 +176,7 @@ def stored_state_bytes(settings: Settings, skip_prefix: str) -> list[int]:
                 if message.error() is not None:
                     continue
                 key, value = message.key() or b"", message.value()
-                if key.decode(errors="replace").lstrip('"').startswith(skip_prefix):
+                if key.startswith(skip_prefix.encode()):  # the table's keys are raw UTF-8
                     pass
                 elif value is None:
                     sizes.pop(key, None)
@@ -399,10 +398,10 @@ def scaled(
             worker.wait_ready(300)
             per_s, cpu_us = drain(worker, len(load))
             assert worker.process is not None
-            rss_drained, _ = rss_mib(worker.process.pid)
+            rss_drained, _ = memory_mib(worker.process.pid)
             drained = metrics_of(worker)
             measured = paced_rescales(settings, codec, worker, rate, seconds)
-            rss, peak = rss_mib(worker.process.pid)
+            rss, peak = memory_mib(worker.process.pid)
         finally:
             worker.stop()
     state = stored_state_bytes(settings, skip_prefix="lat-")
