@@ -126,29 +126,32 @@ def service_rate(settings: Settings, events: int) -> tuple[float, float]:
         worker = SchedulerProcess(settings, Path(data)).start()
         try:
             worker.wait_ready()
-            return drain(worker, events)
+            return drain([worker], events)
         finally:
             worker.stop()
 
 
-def drain(worker: SchedulerProcess, events: int) -> tuple[float, float]:
-    """Input events/s of a ready worker until it has taken `events` in all, timed from
-    its first consumed batch, and the CPU microseconds it spent per event."""
-    assert worker.process is not None
-    pid = worker.process.pid
+def drain(
+    workers: list[SchedulerProcess], events: int, timeout: float = 1200
+) -> tuple[float, float]:
+    """Input events/s of ready workers until they have taken `events` in all, timed from
+    their first consumed batch, and the CPU microseconds they spent per event (all
+    their processes together)."""
+    pids = [w.process.pid for w in workers if w.process is not None]
     first = last = None
     start_count = seen = cpu_first = cpu_last = 0.0
-    deadline = time.monotonic() + 1200
+    deadline = time.monotonic() + timeout
     while seen < events and time.monotonic() < deadline:
-        seen = metrics_of(worker).get(EVENTS_IN, 0)
-        now, cpu_last = time.monotonic(), cpu_seconds(pid)
+        seen = sum(metrics_of(w).get(EVENTS_IN, 0) for w in workers)
+        now, cpu_last = time.monotonic(), sum(cpu_seconds(pid) for pid in pids)
         if seen and first is None:
-            first, start_count = now, seen  # the first batch marks the start
-            cpu_first = cpu_last
+            first, start_count, cpu_first = now, seen, cpu_last  # the first batch marks the start
         last = now
         time.sleep(0.05)
-    assert first is not None and last is not None and seen >= events, f"stalled at {seen}"
+    assert first is not None and last is not None, "no event consumed"
+    assert seen >= events, f"stalled at {seen}"
     counted = events - start_count
+    assert counted > 0, f"all {events} events came in the first batch: too few to time"
     return counted / max(last - first, 1e-3), (cpu_last - cpu_first) / counted * 1e6
 
 
@@ -209,24 +212,11 @@ def workers_rate(
             for worker in workers:
                 worker.start()
             _wait_all_ready(workers)
-            pids = [w.process.pid for w in workers if w.process is not None]
             producer = threading.Thread(target=produce_all, args=(settings, codec, events))
             producer.start()
-            first = last = None
-            start_count = seen = cpu_first = cpu_last = 0.0
-            deadline = time.monotonic() + 600
-            while seen < len(events) and time.monotonic() < deadline:
-                seen = sum(metrics_of(w).get(EVENTS_IN, 0) for w in workers)
-                now, cpu_last = time.monotonic(), sum(cpu_seconds(pid) for pid in pids)
-                if seen and first is None:
-                    first, start_count, cpu_first = now, seen, cpu_last
-                last = now
-                time.sleep(0.05)
+            measured = drain(workers, len(events), timeout=600)
             producer.join()
-            assert first is not None and last is not None, "no event consumed"
-            assert seen >= len(events), f"stalled at {seen}"
-            counted = len(events) - start_count
-            return counted / max(last - first, 1e-3), (cpu_last - cpu_first) / counted * 1e6
+            return measured
         finally:
             for worker in workers:
                 worker.stop()
@@ -396,7 +386,7 @@ def scaled(
         worker = SchedulerProcess(settings, Path(data)).start()
         try:
             worker.wait_ready(300)
-            per_s, cpu_us = drain(worker, len(load))
+            per_s, cpu_us = drain([worker], len(load))
             assert worker.process is not None
             rss_drained, _ = memory_mib(worker.process.pid)
             drained = metrics_of(worker)
