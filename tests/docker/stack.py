@@ -125,7 +125,7 @@ class Stack:
             timeout=120,
             check=False,
         )
-        return done.stdout[-6000:]
+        return done.stdout
 
     def exec(self, service: str, *args: str, timeout: float = 900) -> str:
         return self.run("exec", "-T", service, *args, timeout=timeout)

@@ -41,9 +41,14 @@ def wait_for_rescales(
 
     received = poll(lambda: stack.records("rescales", prefix), complete, timeout)
     have = revisions(received)
-    if set(have) != set(want):  # what the schedulers said, for the report
+    if set(have) != set(want):  # what each worker said and counted, for the report
+        workers = range(1, len(stack.containers("scheduler")) + 1)
         print(
-            stack.run("ps", "-a", check=False), stack.logs_tail(150, "scheduler"), file=sys.stderr
+            stack.run("ps", "-a", check=False),
+            *(f"scheduler-{n} metrics: {metrics_or_why(stack, n)}" for n in workers),
+            stack.logs_tail(300, "scheduler"),
+            sep="\n",
+            file=sys.stderr,
         )
     assert set(have) == set(want), (
         f"lost {len(set(want) - set(have))}, invented {len(set(have) - set(want))} revisions"
@@ -55,6 +60,13 @@ def wait_for_rescales(
             == want[(record["rescaleUuid"], record["revision"])]
         )
     return received
+
+
+def metrics_or_why(stack: Stack, index: int) -> object:
+    try:
+        return stack.metrics(index)
+    except (OSError, AssertionError, subprocess.SubprocessError) as error:
+        return f"unavailable: {error}"
 
 
 def history_rows(stack: Stack, prefix: str) -> list[dict[str, str]]:

@@ -11,13 +11,13 @@ crash can lose no output and no state: after a restart, messages whose state
 was not stored are folded again and their outputs re-sent byte for byte, and
 messages whose state was stored are recognised by their offset and skipped.
 
-Faust can leave holes in what it delivers: around a (re)start it skips the
-messages it fetched while its flow control was paused, and acknowledges them,
-so its next commit may pass them. A job's events must all be folded, in order,
-so the worker keeps, per partition, the offset through which every message is
-folded and stored (a second table, written once the batch's states are
-acknowledged), checks that what Faust delivers follows on from it, and reads
-any skipped range from Kafka itself before going on.
+Faust could leave holes in what it delivers: at the end of a recovery it
+dropped the first messages it fetched (`fastpath.SeekFirstRecovery` closes
+that race). A job's events must all be folded, in order, so the worker still
+keeps, per partition, the offset through which every message is folded and
+stored (a second table, written once the batch's states are acknowledged),
+checks that what Faust delivers follows on from it, and reads any skipped
+range from Kafka itself before going on.
 
 Timers: after each fold the job's earliest due timer is noted; a periodic task
 writes a `TimerFired` event for it onto the job-events topic once the wall
