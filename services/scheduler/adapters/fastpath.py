@@ -45,9 +45,10 @@ gives the worker no later message to notice the gap by: they are lost.
 `SeekFirstRecovery` stops the consumer's flow before that sequence runs, so no
 message is fetched or handed over until the seek is done and the queues are
 cleared; Faust's own `resume_flow()` at its end starts it again, from the
-committed offsets. (Seen as `Faust skipped offsets` after every rebalance and
-as revisions lost in compose runs; the upstream fix is the same two lines at
-the top of `on_recovery_completed`.)
+committed offsets; if it returns early because another rebalance began, the
+next recovery resumes it. (Seen as `Faust skipped offsets` after many
+rebalances and as revisions lost in compose runs; the upstream fix is the same
+line at the top of `on_recovery_completed`.)
 """
 
 from __future__ import annotations
