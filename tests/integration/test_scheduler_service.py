@@ -74,10 +74,10 @@ def test_rescale_records_equal_what_replay_prints(kafka: Settings, codec: Codec,
     assert codec.decode(decisions[0].value).schema == r.SCHEDULER_DECISIONS
 
 
-def workload(jobs: int, per_job: int, seed: int, start_ms: int = 0) -> list[Event]:
+def workload(jobs: int, per_job: int, seed: int) -> list[Event]:
     from bench.core_bench import job_events
 
-    streams = [list(job_events(f"crash-{j}", per_job, seed + j, start_ms)) for j in range(jobs)]
+    streams = [list(job_events(f"crash-{j}", per_job, seed + j)) for j in range(jobs)]
     merged = [event for stream in streams for event in stream]
     merged.sort(key=lambda e: (e.timestamp, e.job_id))
     return merged
