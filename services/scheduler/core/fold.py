@@ -47,13 +47,9 @@ class InvariantError(AssertionError):
     """The scheduler broke one of its own rules: a bug, never bad input."""
 
 
-def _due_order(timer: Timer) -> tuple[int, int]:
-    return timer.due, timer.seq
-
-
 def _details(details: dict[str, object]) -> tuple[tuple[str, str], ...]:
     """An effect's details as (key, text) pairs, in the order given."""
-    return tuple([(key, str(value)) for key, value in details.items()]) if details else ()
+    return tuple([(key, str(value)) for key, value in details.items()])
 
 
 @lru_cache(maxsize=4096)
@@ -72,6 +68,24 @@ class Fold:
     into the job once, in `finish`; `job` holds everything else and is changed with
     `set`. Read the clock, the state and the timeline from the Fold, never from `job`.
     """
+
+    __slots__ = (
+        "_config",
+        "_constructing",
+        "_slot_count",
+        "_slots",
+        "_touched",
+        "defaults",
+        "effects",
+        "epochs",
+        "job",
+        "now",
+        "sequence",
+        "state",
+        "timeline",
+        "timer_seq",
+        "timers",
+    )
 
     def __init__(self, job: JobState, defaults: Defaults) -> None:
         self.job = job
@@ -165,11 +179,13 @@ class Fold:
         timer = Timer(
             self.now + max(0, delay_ms), self.timer_seq, action, self.state.epoch, phase_epoch
         )
-        bisect.insort(self.timers, timer, key=_due_order)
+        bisect.insort(self.timers, timer)
 
     def advance_to(self, until: int, run: Callable[[Fold, str], None]) -> None:
         """Run the timers due at or before `until` in due order, then set the clock to it."""
         timers = self.timers
+        if until <= self.now and (not timers or timers[0].due > until):
+            return  # most steps: nothing due, and the clock already there
         for _ in range(MAX_TIMERS_PER_STEP):
             if not timers or timers[0].due > until:
                 break
@@ -229,7 +245,7 @@ class Fold:
                 str(self.state.name),
                 str(stm.phase) if stm is not None else None,
                 message,
-                _details(details),
+                _details(details) if details else (),
                 job_status,
             )
         )

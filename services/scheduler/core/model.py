@@ -124,8 +124,11 @@ class SchedulerState(msgspec.Struct, frozen=True, array_like=True, gc=False):
     cause: str | None = None
 
 
-class Timer(msgspec.Struct, frozen=True, array_like=True, gc=False):
-    """A delayed action guarded by the identity of the state (and phase) that set it."""
+class Timer(msgspec.Struct, frozen=True, array_like=True, gc=False, order=True):
+    """A delayed action guarded by the identity of the state (and phase) that set it.
+
+    Timers order by (due, seq): `seq` is unique within a job, so no later field is ever
+    compared, and a job's timers sort without a key function."""
 
     due: int
     seq: int
