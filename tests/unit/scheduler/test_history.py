@@ -3,12 +3,14 @@ call sites, id epochs, spans, pre/post values, revisions, and the bounded histor
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from services.contracts import jobconfig as c
 from services.contracts.events import JobEventKind
 from services.scheduler.core.model import StateName
-from services.scheduler.core.timeline import derive_uuid, recent_ids
+from services.scheduler.core.timeline import NAMESPACE, derive_uuid, recent_ids
 from tests.unit.scheduler.harness import SECOND, Scenario, outcome, outcomes, post, spans, vertex
 
 S = StateName
@@ -246,6 +248,17 @@ def test_ids_are_derived_from_the_log_not_drawn() -> None:
 
     assert run() == run()
     assert len(set(run())) == 2
+
+
+@pytest.mark.parametrize("job_id", ["job-1", "p", "zürich-7", ""])
+@pytest.mark.parametrize("kind", ["rescale", "requirements"])
+@pytest.mark.parametrize("number", [0, 1, 64, 2**40])
+def test_derived_ids_are_uuid5_of_the_job_kind_and_number(
+    job_id: str, kind: str, number: int
+) -> None:
+    expected = uuid.uuid5(NAMESPACE, f"{job_id}/{kind}/{number}")
+    assert derive_uuid(job_id, kind, number) == str(expected)
+    assert uuid.UUID(derive_uuid(job_id, kind, number)).version == 5
 
 
 @pytest.mark.flink(
