@@ -42,6 +42,7 @@ from services.scheduler.core.jobgraph import (
 )
 from services.scheduler.core.jobgraph import validate_requirements as validate
 from services.scheduler.core.model import (
+    ExecutionGraph,
     JobState,
     JobStatus,
     SchedulerState,
@@ -218,10 +219,15 @@ def _lose(fold: Fold, event: TaskManagerLost) -> None:
         taskManagerSlots=lost.slots,
     )
     graph = fold.state.graph
-    used = graph.assignment.slot_ids() if graph is not None else frozenset()
-    if fold.state.name in RUNNING_GRAPH and any(slot.id in used for slot in lost.slot_list()):
+    if fold.state.name in RUNNING_GRAPH and graph is not None and _uses(graph, lost):
         cause = f"TaskManager {lost.id} lost" + (f": {event.reason}" if event.reason else "")
         behaviour(fold.state.name).on_failure(fold, cause, True, False)
+
+
+def _uses(graph: ExecutionGraph, task_manager: TaskManager) -> bool:
+    """Whether the graph holds any of the TaskManager's slots."""
+    used = graph.assignment.slot_ids()
+    return any(slot.id in used for slot in task_manager.slot_list())
 
 
 def _update_requirements(fold: Fold, event: RequirementsUpdated) -> None:

@@ -106,8 +106,7 @@ class Executing(WithGraph):
     def on_report(self, fold: Fold, event: JobLifecycle) -> None:
         kind = event.kind
         if kind is JobEventKind.CHECKPOINT_COMPLETED:
-            checkpoint_ended(fold, completed=True)
-            fold.set_state(checkpoint_countdown=None)
+            checkpoint_ended(fold, completed=True, checkpoint_countdown=None)
             stm.on_trigger(fold, self)
         elif kind is JobEventKind.CHECKPOINT_FAILED:
             checkpoint_ended(fold, completed=False)
@@ -208,12 +207,14 @@ class Executing(WithGraph):
         fold.request(RequestKind.TRIGGER_CHECKPOINT, graph.id, reason="rescale evaluation")
 
 
-def checkpoint_ended(fold: Fold, completed: bool) -> None:
+def checkpoint_ended(fold: Fold, completed: bool, **state_changes: object) -> None:
     """What the graph's CheckpointCoordinator learns, whatever the state: nothing is pending
-    any more (it runs one checkpoint at a time), and a completion starts the min pause."""
+    any more (it runs one checkpoint at a time), and a completion starts the min pause.
+    `state_changes` go into the same copy of the state (one copy per checkpoint event)."""
     graph = graph_of(fold)
     last = fold.now if completed else graph.last_checkpoint_at
-    fold.set_state(graph=replace(graph, checkpoint_pending=False, last_checkpoint_at=last))
+    graph = replace(graph, checkpoint_pending=False, last_checkpoint_at=last)
+    fold.set_state(graph=graph, **state_changes)
 
 
 def _min_pause_left(fold: Fold, graph: ExecutionGraph) -> int:
