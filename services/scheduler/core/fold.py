@@ -299,9 +299,11 @@ class Fold:
             revised = replace(rescale, revision=rescale.revision + 1)
             current = self.timeline.current
             if current is not None and current.uuid == rescale.uuid:
-                self.timeline = replace(
-                    self.timeline, current=replace(current, revision=revised.revision)
+                # `current` is the rescale as last touched, so `revised` is it, revised
+                kept = (
+                    revised if current is rescale else replace(current, revision=revised.revision)
                 )
+                self.timeline = replace(self.timeline, current=kept)
             self.effects.append(
                 RescaleUpdated(
                     self.job.job_id,

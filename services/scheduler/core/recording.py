@@ -24,6 +24,7 @@ def build_record(
     spans = list(rescale.spans)
     if not rescale.terminated:
         spans.append(tl.StateSpan(str(state.name), state.entered_at, None))
+    terminal_state = rescale.terminal_state
     return {
         "jobId": job.job_id,
         "rescaleUuid": rescale.uuid,
@@ -35,7 +36,7 @@ def build_record(
         "startTimestampInMillis": rescale.start if rescale.start is not None else now,
         "endTimestampInMillis": rescale.end,
         "triggerCause": str(rescale.trigger or tl.TriggerCause.INITIAL_SCHEDULE),
-        "terminalState": str(rescale.terminal_state) if rescale.terminal_state else None,
+        "terminalState": str(terminal_state) if terminal_state else None,
         "terminatedReason": str(rescale.reason) if rescale.reason else None,
         "revision": rescale.revision,
         "updatedAtMillis": now,

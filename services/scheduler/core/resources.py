@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 from services.scheduler.core.allocator import desired_slots, determine_parallelism, minimal_slots
 from services.scheduler.core.fold import Fold
@@ -30,8 +31,11 @@ def candidate(fold: Fold, current: Sequence[int] | None) -> tuple[int, ...] | No
     )
 
 
-def describe(info: JobInformation, parallelism: Sequence[int]) -> str:
-    return ", ".join(f"{v.id}={p}" for v, p in zip(info.vertices, parallelism, strict=True))
+@lru_cache(maxsize=4096)
+def describe(info: JobInformation, parallelism: tuple[int, ...]) -> str:
+    """`source=4, sink=2`; cached, as a rescale describes the same few parallelisms in its
+    assessments, requests and transitions (hashing the job information costs less)."""
+    return ", ".join([f"{v.id}={p}" for v, p in zip(info.vertices, parallelism, strict=True)])
 
 
 def insufficient(fold: Fold) -> str:
