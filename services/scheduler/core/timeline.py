@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from enum import StrEnum
+from functools import lru_cache
 from typing import TypeVar
 
 import msgspec
@@ -248,17 +249,37 @@ def close_phases(rescale: Rescale, at: int) -> Rescale:
 
 def set_requirements(rescale: Rescale, info: JobInformation) -> Rescale:
     """setDesiredSlots + setDesiredVertexParallelism + setMinimalRequiredSlots."""
-    vertices = {v.vertex_id: v for v in rescale.vertices}
+    if not rescale.vertices and not rescale.slots:  # a new rescale: rows from `info` alone
+        vertices, slots = _requirement_rows(info)
+    else:
+        vertices, slots = _with_requirements(rescale.vertices, rescale.slots, info)
+    return replace(rescale, vertices=vertices, slots=slots)
+
+
+@lru_cache(maxsize=2048)
+def _requirement_rows(
+    info: JobInformation,
+) -> tuple[tuple[VertexRescale, ...], tuple[SlotRescale, ...]]:
+    """The rows of a rescale that has none yet, built once per job information."""
+    return _with_requirements((), (), info)
+
+
+def _with_requirements(
+    known_vertices: tuple[VertexRescale, ...],
+    known_slots: tuple[SlotRescale, ...],
+    info: JobInformation,
+) -> tuple[tuple[VertexRescale, ...], tuple[SlotRescale, ...]]:
+    vertices = {v.vertex_id: v for v in known_vertices}
     for vertex, bounds in zip(info.vertices, info.bounds, strict=True):
         known = vertices.get(vertex.id) or VertexRescale(
             vertex.id, vertex.name, vertex.ssg_id, vertex.ssg_name
         )
         vertices[vertex.id] = replace(known, desired=bounds.upper, sufficient=bounds.lower)
-    slots = {s.ssg_id: s for s in rescale.slots}
+    slots = {s.ssg_id: s for s in known_slots}
     for meta in ssg_metas(info):
         group = slots.get(meta.id) or SlotRescale(meta.id, meta.name)
         slots[meta.id] = replace(group, desired=meta.max_upper, minimal=meta.max_lower)
-    return replace(rescale, vertices=_sorted(vertices), slots=_sorted(slots))
+    return _sorted(vertices), _sorted(slots)
 
 
 def set_pre_rescale(rescale: Rescale, info: JobInformation, latest: Completed | None) -> Rescale:
