@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
+from operator import attrgetter
 
 import msgspec
 
@@ -122,7 +123,7 @@ def assign(
     Free slots are taken in natural TaskManager-id order (`tm-2` before `tm-10`),
     then by slot index; Flink takes them in its slot pool's order.
     """
-    candidates = sorted(free, key=lambda s: (natural_key(s.task_manager_id), s.index))
+    candidates = _in_natural_order(free)
     if plan.slots > len(candidates):
         return None
     if prefer_minimal_taskmanagers and len(candidates) > plan.slots:
@@ -133,6 +134,18 @@ def assign(
             (ssg, tuple(next(chosen).id for _ in range(count))) for ssg, count in plan.group_slots
         )
     )
+
+
+def _in_natural_order(slots: Iterable[Slot]) -> list[Slot]:
+    """The slots by (natural TaskManager id, index): TaskManagers sorted once each rather
+    than a key per slot (natural_key is total, so the order is the same)."""
+    by_tm: dict[str, list[Slot]] = {}
+    for slot in slots:
+        by_tm.setdefault(slot.task_manager_id, []).append(slot)
+    by_index = attrgetter("index")
+    return [
+        slot for tm in sorted(by_tm, key=natural_key) for slot in sorted(by_tm[tm], key=by_index)
+    ]
 
 
 def _fewest_taskmanagers(slots: list[Slot], needed: int) -> list[Slot]:
