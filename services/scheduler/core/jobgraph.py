@@ -34,8 +34,11 @@ class Bounds(msgspec.Struct, frozen=True, array_like=True, gc=False):
     upper: int
 
 
-class JobInformation(msgspec.Struct, frozen=True, array_like=True, gc=False):
-    """The vertices (in topological order) and their current bounds, index-aligned."""
+class JobInformation(msgspec.Struct, frozen=True, array_like=True, gc=False, cache_hash=True):
+    """The vertices (in topological order) and their current bounds, index-aligned.
+
+    The key of the allocator's and the rescale rows' caches, looked up several times a
+    step: its hash is computed once per object (`cache_hash`; not part of the encoding)."""
 
     vertices: tuple[Vertex, ...]
     bounds: tuple[Bounds, ...]
