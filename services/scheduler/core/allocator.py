@@ -55,7 +55,7 @@ class Assignment(msgspec.Struct, frozen=True, array_like=True, gc=False):
     groups: tuple[tuple[str, tuple[str, ...]], ...]  # (ssg id, slot ids)
 
     def slot_ids(self) -> frozenset[str]:
-        return frozenset(slot for _, slots in self.groups for slot in slots)
+        return frozenset([slot for _, slots in self.groups for slot in slots])
 
 
 @lru_cache(maxsize=2048)

@@ -209,7 +209,7 @@ def _lose(fold: Fold, event: TaskManagerLost) -> None:
             DecisionKind.EVENT_IGNORED, f"TaskManager {event.task_manager_id} is not registered"
         )
         return
-    fold.set(task_managers=tuple(tm for tm in fold.job.task_managers if tm.id != lost.id))
+    fold.set(task_managers=tuple([tm for tm in fold.job.task_managers if tm.id != lost.id]))
     fold.decide(
         DecisionKind.RESOURCES_CHANGED,
         f"-{lost.slots} slots with {lost.id}: {fold.slot_count} slots",

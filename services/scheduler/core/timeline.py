@@ -210,8 +210,8 @@ def _terminated(timeline: Timeline, rescale: Rescale) -> Timeline:
     state = rescale.terminal_state
     if state is TerminalState.COMPLETED:
         done = Completed(
-            tuple((v.vertex_id, v.post) for v in rescale.vertices),
-            tuple((s.ssg_id, s.post) for s in rescale.slots),
+            tuple([(v.vertex_id, v.post) for v in rescale.vertices]),
+            tuple([(s.ssg_id, s.post) for s in rescale.slots]),
         )
         return replace(timeline, completed=timeline.completed + 1, latest_completed=done)
     if state is TerminalState.FAILED:
@@ -289,8 +289,8 @@ def set_pre_rescale(rescale: Rescale, info: JobInformation, latest: Completed | 
     vertex_post = dict(latest.vertex_post)
     slot_post = dict(latest.slot_post)
     rescale = set_requirements(rescale, info) if not rescale.vertices else rescale
-    vertices = tuple(replace(v, pre=vertex_post.get(v.vertex_id)) for v in rescale.vertices)
-    slots = tuple(replace(s, pre=slot_post.get(s.ssg_id)) for s in rescale.slots)
+    vertices = tuple([replace(v, pre=vertex_post.get(v.vertex_id)) for v in rescale.vertices])
+    slots = tuple([replace(s, pre=slot_post.get(s.ssg_id)) for s in rescale.slots])
     return replace(rescale, vertices=vertices, slots=slots)
 
 
@@ -304,20 +304,22 @@ def set_post_rescale(
     """setPostRescaleVertexParallelism + setPostRescaleSlots."""
     rescale = set_requirements(rescale, info) if not rescale.vertices else rescale
     post = {v.id: p for v, p in zip(info.vertices, plan.parallelism, strict=True)}
-    vertices = tuple(replace(v, post=post.get(v.vertex_id)) for v in rescale.vertices)
+    vertices = tuple([replace(v, post=post.get(v.vertex_id)) for v in rescale.vertices])
     assigned = dict(assignment.groups)
     slots = tuple(
-        replace(
-            s,
-            post=len(assigned.get(s.ssg_id, ())),
-            acquired_profile=pool[assigned[s.ssg_id][0]].profile
-            if assigned.get(s.ssg_id)
-            else None,
-        )
-        for s in rescale.slots
+        [
+            replace(
+                s,
+                post=len(assigned.get(s.ssg_id, ())),
+                acquired_profile=pool[assigned[s.ssg_id][0]].profile
+                if assigned.get(s.ssg_id)
+                else None,
+            )
+            for s in rescale.slots
+        ]
     )
     return replace(rescale, vertices=vertices, slots=slots)
 
 
 def _sorted(items: dict[str, _T]) -> tuple[_T, ...]:
-    return tuple(items[key] for key in sorted(items))
+    return tuple([items[key] for key in sorted(items)])
