@@ -54,7 +54,7 @@ class Behaviour:
     def on_lifecycle(self, fold: Fold, event: JobLifecycle) -> None:
         """Dispatch a job lifecycle event to the state's hooks."""
         kind = event.kind
-        if kind in (JobEventKind.TASK_FAILURE, JobEventKind.GLOBAL_FAILURE):
+        if kind in FAILURES:
             cause = event.exception or kind.value.lower().replace("_", " ")
             self.on_failure(fold, cause, event.recoverable, kind is JobEventKind.GLOBAL_FAILURE)
         elif kind is JobEventKind.CANCEL:
@@ -82,6 +82,7 @@ class Behaviour:
         fold.decide(DecisionKind.EVENT_IGNORED, f"{event.kind} ignored in {self.name}")
 
 
+FAILURES = (JobEventKind.TASK_FAILURE, JobEventKind.GLOBAL_FAILURE)
 GRAPH_REPORTS = (
     JobEventKind.EXECUTION_GRAPH_CREATED,
     JobEventKind.EXECUTION_GRAPH_CANCELLED,
