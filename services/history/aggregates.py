@@ -64,16 +64,21 @@ def _measures(reasons: Sequence[str]) -> list[Column]:
 
 
 def completed_in_window(latest: DataFrame, window_ms: int = FLAP_WINDOW_MS) -> DataFrame:
-    """Each job's COMPLETED rescales in the window ending at its latest COMPLETED one."""
-    from pyspark.sql import Window
+    """Each job's COMPLETED rescales in the window ending at its latest COMPLETED one.
+
+    The anchors (one row per job) are aggregated apart and broadcast, so the window's
+    few rows are picked out as the table is read: a window function over the job's
+    rescales would shuffle and sort them all first (over 10M rows: 5.8 -> 3.4 s of CPU,
+    docs/benchmarks.md). A million jobs broadcast a few tens of MB.
+    """
     from pyspark.sql import functions as F
 
     completed = latest.where(
         (F.col("terminal_state") == "COMPLETED") & F.col("end_timestamp_ms").isNotNull()
     )
-    anchor = F.max("end_timestamp_ms").over(Window.partitionBy("job_id"))
+    anchors = completed.groupBy("job_id").agg(F.max("end_timestamp_ms").alias("_anchor"))
     return (
-        completed.withColumn("_anchor", anchor)
+        completed.join(F.broadcast(anchors), on="job_id")
         .where(F.col("end_timestamp_ms") >= F.col("_anchor") - F.lit(window_ms))
         .drop("_anchor")
     )

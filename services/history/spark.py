@@ -86,6 +86,13 @@ def build_session(
     return session
 
 
+STATS_COLUMNS = 1
+"""Delta collects per-file statistics (min, max, null count) of a table's first this many
+columns as it writes (Delta's default: 32). The history's tables all begin with `job_id`:
+its bounds and the row counts are kept, what a query for some jobs can skip files by; the
+dates prune by partition. Collecting all 32 cost about a tenth of an ingest's CPU
+(docs/benchmarks.md) for bounds of uuids, offsets and texts that no query skips by."""
+
 HISTORY_CONF = {
     # The history's tables are Delta Lake tables (docs/history.md): its SQL (MERGE,
     # OPTIMIZE, VACUUM, delta.`path`) in every session, Connect clients' included.
@@ -109,6 +116,8 @@ HISTORY_CONF = {
     # 56-80 s -> 3.5-4.9 s, OPTIMIZE 12-25 s -> 4.4 s). A cluster may raise both.
     "spark.databricks.delta.snapshotPartitions": "4",
     "spark.sql.sources.parallelPartitionDiscovery.parallelism": "8",
+    # Tables created from here on; `upsert.keep_for` gives older ones the same at start.
+    "spark.databricks.delta.properties.defaults.dataSkippingNumIndexedCols": str(STATS_COLUMNS),
     # Parquet's standard timestamp type; Spark's default (INT96) is deprecated in Parquet.
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     # The CLI prints its own progress; Spark's bar garbles logs of a long-running job.

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from services.history.sinklog import is_delta
+from services.history.spark import STATS_COLUMNS
 from services.history.tables import EXECUTING, LATEST_TABLE, PARTITION_COLUMN, span_length
 from services.history.views import latest_revisions
 
@@ -107,8 +108,9 @@ def _retention(hours: float) -> dict[str, str]:
 
 
 def keep_for(spark: SparkSession, path: Path, hours: float) -> None:
-    """Give the table at `path` the retention of `hours` (`retention_defaults`), if it has
-    another; VACUUM reads it there. A metadata commit, so the table's writers must not run.
+    """Give the table at `path` the retention of `hours` (`retention_defaults`) and the
+    statistics columns of new tables (`spark.STATS_COLUMNS`), if it has others; VACUUM
+    reads the retention there. A metadata commit, so the table's writers must not run.
 
     The retention goes by the table's property, not by `VACUUM ... RETAIN n HOURS`: Delta
     rounds that to whole hours (`math.round`), so a retention under half an hour became
@@ -116,6 +118,7 @@ def keep_for(spark: SparkSession, path: Path, hours: float) -> None:
     from deltalake import DeltaTable
 
     wanted = {f"delta.{key}": value for key, value in _retention(hours).items()}
+    wanted["delta.dataSkippingNumIndexedCols"] = str(STATS_COLUMNS)
     have = DeltaTable(str(path)).metadata().configuration
     if all(have.get(key) == value for key, value in wanted.items()):
         return
@@ -184,6 +187,11 @@ class UpkeepConfig:
     """VACUUM deletes files that no version of the last this many hours needs."""
 
 
+def optimize(spark: SparkSession, path: Path) -> None:
+    """Compact the table's small files: one file per date partition, up to Delta's size."""
+    spark.sql(f"OPTIMIZE {_quoted(path)}")
+
+
 @dataclass
 class Upkeep:
     """OPTIMIZE and VACUUM of tables, each at most every `optimize_minutes`."""
@@ -204,7 +212,7 @@ class Upkeep:
         own retention property, which `keep_for` sets: see there why not RETAIN)."""
         self._last[path] = self.clock()
         keep_for(self.spark, path, self.config.retention_hours)  # set at start already
-        self.spark.sql(f"OPTIMIZE {_quoted(path)}")
+        optimize(self.spark, path)
         self.spark.sql(f"VACUUM {_quoted(path)}")
 
     def run_due(self, paths: list[Path]) -> None:

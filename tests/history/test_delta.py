@@ -230,6 +230,7 @@ def test_upkeep_compacts_small_files_and_vacuums_the_replaced_ones(
     keep_for(spark, path, 0.05)
     kept = DeltaTable(str(path)).metadata().configuration
     assert kept["delta.deletedFileRetentionDuration"] == "interval 180 seconds"
+    assert kept["delta.dataSkippingNumIndexedCols"] == "1"  # the ingest's statistics
 
 
 def test_a_parquet_table_of_an_earlier_version_is_converted_in_place(
