@@ -226,11 +226,16 @@ def test_upkeep_compacts_small_files_and_vacuums_the_replaced_ones(
     assert sorted(on_disk) == after  # the replaced files are vacuumed
     assert uncommitted_files(path) == []
     assert DeltaTable(str(path)).to_pyarrow_table().num_rows == len(records)
+    assert DeltaTable(str(path)).metadata().configuration["delta.dataSkippingNumIndexedCols"] == "1"
+    # A table of an earlier scalefold, with Delta's 32 columns of statistics:
+    spark.sql(
+        f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES (delta.dataSkippingNumIndexedCols = 32)"
+    )
     # The retention is the table's own, to the second: VACUUM's RETAIN rounds to hours.
     keep_for(spark, path, 0.05)
     kept = DeltaTable(str(path)).metadata().configuration
     assert kept["delta.deletedFileRetentionDuration"] == "interval 180 seconds"
-    assert kept["delta.dataSkippingNumIndexedCols"] == "1"  # the ingest's statistics
+    assert kept["delta.dataSkippingNumIndexedCols"] == "1"  # the statistics of new tables
 
 
 def test_a_parquet_table_of_an_earlier_version_is_converted_in_place(
