@@ -60,7 +60,8 @@ from services.contracts.events import (
     to_record,
 )
 from services.contracts.kafka import ensure_topics, librdkafka_config, producer_config
-from tests.integration.scheduler_support import ROOT, SchedulerProcess, free_port
+from services.localstack.ports import free_port
+from tests.integration.scheduler_support import ROOT, SchedulerProcess
 
 EVENTS_IN = "scalefold_scheduler_events_in_total"
 DAY_MS = 86_400_000

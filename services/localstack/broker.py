@@ -8,8 +8,10 @@
       bootstrap           host:port of the broker once it answers metadata requests
       secure/             with `secure=True`: its TLS material (tls.py), users' passwords
 
-Ports are free ones picked at first start and kept, so a stopped stack restarts
-with the same address and data; `fresh=True` starts a new cluster.
+Ports are free ones picked at first start (below the kernel's ephemeral range:
+ports.py) and kept, so a stopped stack restarts with the same address and data;
+`fresh=True` starts a new cluster. A start never discards data on its own: where
+another program holds one of its ports, it waits a little and then says so.
 
 A secured broker (`secure=True`, deploy/local/kafka/secure.properties.in) serves
 clients on SASL_SSL only, with the authorizer on; `admin_config()` is the
@@ -23,7 +25,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import string
 import subprocess
 import time
@@ -34,12 +35,14 @@ from pathlib import Path
 from typing import Any
 
 from services.localstack.layout import DEPLOY_LOCAL
+from services.localstack.ports import bindable, free_ports
 from services.localstack.tls import BROKER_PRINCIPAL, BrokerTls, make_broker_tls
 
 TEMPLATE = DEPLOY_LOCAL / "kafka" / "server.properties.in"
 SECURE_TEMPLATE = DEPLOY_LOCAL / "kafka" / "secure.properties.in"
 LOG4J = DEPLOY_LOCAL / "kafka" / "log4j2.yaml"
 HEAP = ("-Xms256m", "-Xmx1g")
+PORTS_WAIT = 15.0  # seconds a start waits for its ports, held by a process just ending
 
 Progress = Callable[[str], None]
 
@@ -88,6 +91,8 @@ class LocalBroker:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if fresh or not self._reusable():
             self._format(progress)
+        else:
+            self._wait_ports_free()
         bootstrap = self._bootstrap()
         self.bootstrap_file.unlink(missing_ok=True)
         progress(f"starting Kafka broker on {bootstrap} (log: {self.log})")
@@ -161,20 +166,36 @@ class LocalBroker:
             )
 
     def _reusable(self) -> bool:
-        """Existing storage whose ports are still free can be started again."""
+        """Existing storage (with its TLS material if secured) is started again."""
         if not (self.data / "meta.properties").exists() or not self.config.exists():
             return False
-        if self.secure and not self.tls.exists():
-            return False
-        return all(_port_free(port) for port in self._listeners().values())
+        return not self.secure or self.tls.exists()
+
+    def _wait_ports_free(self, timeout: float = PORTS_WAIT) -> None:
+        """Wait for the listeners' ports; a port still held is an error, never a reason to
+        discard the cluster (its clients know its address, its controller its port)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            held = {
+                name: port
+                for name, port in self._listeners().items()
+                if not bindable(port, reuse_address=True)
+            }
+            if not held:
+                return
+            if time.monotonic() >= deadline:
+                ports = ", ".join(f"{port} ({name})" for name, port in sorted(held.items()))
+                raise BrokerError(
+                    f"another process holds port {ports} of the broker in {self.run_dir}: "
+                    "stop it, or start a new cluster with --fresh (discards the broker's data)"
+                )
+            time.sleep(0.5)
 
     def _format(self, progress: Progress) -> None:
         shutil.rmtree(self.data, ignore_errors=True)
-        ports = {
-            "broker_port": _free_port(),
-            "controller_port": _free_port(),
-            "internal_port": _free_port(),
-        }
+        ports = dict(
+            zip(("broker_port", "controller_port", "internal_port"), free_ports(3), strict=True)
+        )
         text = string.Template(TEMPLATE.read_text()).substitute(ports, data_dir=self.data)
         if self.secure:
             progress("making a CA and the broker's certificate")
@@ -275,24 +296,6 @@ def _cluster_id() -> str:
         candidate = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         if not candidate.startswith("-"):
             return candidate
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket() as sock:
-        # As the broker binds (Java sets SO_REUSEADDR): connections of a broker that
-        # just stopped linger in TIME_WAIT on its port, and must not make it look taken.
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
 
 
 def _read_int(path: Path) -> int | None:

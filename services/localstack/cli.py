@@ -139,7 +139,7 @@ def _up(args: argparse.Namespace, context: Context) -> int:
     from pathlib import Path
 
     from services.contracts.kafka import ensure_topics
-    from services.localstack import secure, stack
+    from services.localstack import ports, secure, stack
     from services.localstack.broker import BrokerError
 
     run_dir = Path(args.run_dir)
@@ -165,8 +165,8 @@ def _up(args: argparse.Namespace, context: Context) -> int:
     if not args.broker_only:
         known = {p.name: p for p in stack.services(run_dir)}
         wanted = [
-            known.get("scheduler") or stack.scheduler_process(run_dir, stack.free_port()),
-            known.get("actuator") or stack.actuator_process(run_dir, stack.free_port()),
+            known.get("scheduler") or stack.scheduler_process(run_dir, ports.free_port()),
+            known.get("actuator") or stack.actuator_process(run_dir, ports.free_port()),
             known.get("history") or stack.history_process(run_dir),
         ]
         for process in wanted:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import time
 import urllib.request
 from collections.abc import Callable, Mapping
@@ -19,12 +18,6 @@ Progress = Callable[[str], None]
 EXTERNAL_RUNTIME = "-Dscalefold.runtime.mode=external"
 NAMES = ("scheduler", "actuator", "history")
 HISTORY_READY = "streaming query started"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def scheduler_process(run_dir: Path, web_port: int, *extra: str) -> ServiceProcess:

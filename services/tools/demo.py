@@ -262,15 +262,15 @@ def run_demo(context: Context, *, verbose: bool = False) -> int:
 def start_services(settings: Settings) -> list[ServiceProcess]:
     import shutil
 
-    from services.localstack import stack
+    from services.localstack import ports, stack
 
     shutil.rmtree(RUN_DIR / "history", ignore_errors=True)
     shutil.rmtree(RUN_DIR / "scheduler", ignore_errors=True)
     processes = [
-        stack.scheduler_process(RUN_DIR, stack.free_port()),
+        stack.scheduler_process(RUN_DIR, ports.free_port()),
         stack.actuator_process(
             RUN_DIR,
-            stack.free_port(),
+            ports.free_port(),
             "--provisioning-delay",
             "2",
             "--cancellation-delay",

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from pytest_docker.plugin import get_docker_services
 
-from tests.docker.stack import Stack, compose_problem, free_port
+from services.localstack.ports import free_port
+from tests.docker.stack import Stack, compose_problem
 
 PROBLEM = compose_problem()
 

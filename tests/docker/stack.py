@@ -10,7 +10,6 @@ import io
 import json
 import os
 import shutil
-import socket
 import subprocess
 import time
 import urllib.request
@@ -51,12 +50,6 @@ def engine_volumes() -> list[str]:
         ["docker", "volume", "ls", "-q"], capture_output=True, text=True, check=False
     )
     return done.stdout.split()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 T = TypeVar("T")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,18 +17,13 @@ from typing import Any, Self
 from services.contracts import Codec, Settings
 from services.contracts.eventlog import read_log
 from services.contracts.events import Event, from_record
+from services.localstack.ports import free_port
 from services.scheduler.core.driver import replay
 from services.scheduler.core.effects import RescaleUpdated
 from tests.kafka_support import Received, consume
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class ServiceProcess:

@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from services.contracts.settings import Settings
-from services.localstack import stack
+from services.localstack import ports, stack
 from services.localstack.broker import _alive, _read_int
 from tests.integration.scheduler_support import ROOT
 
@@ -77,7 +77,7 @@ def test_one_service_restarts_alone(tmp_path: Path) -> None:
     try:
         settings = Settings(bootstrap_servers=bootstrap_of(run_dir))
         broker_pid = _read_int(run_dir / "broker.pid")
-        scheduler = stack.scheduler_process(run_dir, stack.free_port())
+        scheduler = stack.scheduler_process(run_dir, ports.free_port())
         first = stack.start(scheduler, settings)
         stack.wait_ready(scheduler)
 

@@ -32,7 +32,7 @@ from services.contracts import jobconfig as c
 from services.contracts.events import JobSubmitted, VertexSpec, to_record
 from services.contracts.kafka import ensure_topics
 from services.history.sinklog import committed_files
-from services.localstack import secure, stack
+from services.localstack import ports, secure, stack
 from services.localstack.broker import LocalBroker
 from services.localstack.tls import make_ca
 from tests.integration.scheduler_support import ROOT
@@ -181,8 +181,8 @@ def test_closed_loop_on_sasl_ssl_with_acls_and_no_password_in_any_file(
     secure.password_file(tls.directory, "history").write_text(NASTY_PASSWORD + "\n")
     secure.provision(secured.broker.admin_config(), tls, settings.topics)  # the new password
     processes = [
-        stack.scheduler_process(tmp_path, stack.free_port(), "--session-timeout", "6"),
-        stack.actuator_process(tmp_path, stack.free_port(), "--provisioning-delay", "1"),
+        stack.scheduler_process(tmp_path, ports.free_port(), "--session-timeout", "6"),
+        stack.actuator_process(tmp_path, ports.free_port(), "--provisioning-delay", "1"),
         stack.history_process(
             tmp_path,
             *("--trigger-seconds", "1", "--plan-interval", "2", "--provision-grace", "3"),
@@ -258,8 +258,8 @@ def test_closed_loop_on_sasl_ssl_with_acls_and_no_password_in_any_file(
     [
         ("tail", "rescales"),
         ("produce", "tm-registered", "--job-id", "j", "--task-manager-id", "tm", "--slots", "1"),
-        ("scheduler", "--web-port", str(stack.free_port())),
-        ("actuator", "--web-port", str(stack.free_port())),
+        ("scheduler", "--web-port", str(ports.free_port())),
+        ("actuator", "--web-port", str(ports.free_port())),
         ("history", "run"),
     ],
     ids=lambda args: args[0],
@@ -280,7 +280,7 @@ def test_a_wrong_password_is_one_line_and_exit_77(
 
 @pytest.mark.parametrize(
     "args",
-    [("tail", "rescales"), ("actuator", "--web-port", str(stack.free_port()))],
+    [("tail", "rescales"), ("actuator", "--web-port", str(ports.free_port()))],
     ids=["tail", "actuator"],
 )
 def test_an_untrusted_ca_is_one_line_and_exit_77(
@@ -355,7 +355,7 @@ def test_a_service_missing_an_acl_stops_at_start_naming_it(
     )
     deleted = [future.result() for future in admin.delete_acls([rule]).values()]
     assert len(deleted[0]) == 1
-    web = ["--web-port", str(stack.free_port())] if service != "history" else []
+    web = ["--web-port", str(ports.free_port())] if service != "history" else []
     data = ["--data-dir", str(tmp_path / "data")] if service != "actuator" else []
     password = secure.password_file(secured.broker.tls.directory, service).read_text().strip()
     env = {
