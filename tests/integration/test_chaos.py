@@ -122,6 +122,7 @@ class Inputs:
         self.rng, self.codec, self.topics = rng, codec, settings.topics
         self.producer = Producer(producer_config(settings, **{"message.timeout.ms": 0}))
         self.ledger = Ledger()
+        self.undelivered: Counter[str] = Counter()  # by topic, for a failure's message
         self.jobs = [f"chaos-{j}" for j in range(JOBS)]
         self.tms: dict[str, list[str]] = {job: [] for job in self.jobs}
         self.tm_number = 0
@@ -149,6 +150,7 @@ class Inputs:
         def delivered(error: Any, message: Any) -> None:
             assert error is None, error
             with self.ledger.lock:
+                self.undelivered[topic] -= 1
                 where = (message.topic(), message.partition(), message.offset())
                 self.ledger.sent[where] = Sent(topic, kind, error_class)
 
@@ -156,6 +158,8 @@ class Inputs:
         if self.rng.random() < 0.2:  # headers of any shape
             headers = [("h", None), (b"\xfe\xff", self.rng.randbytes(8)), ("h", b"")]
         extra = {} if partition is None else {"partition": partition}
+        with self.ledger.lock:
+            self.undelivered[topic] += 1
         self.producer.produce(
             topic, key=key, value=value, headers=headers, on_delivery=delivered, **extra
         )
@@ -455,7 +459,11 @@ def test_chaos(tmp_path: Path, codec: Codec) -> None:
                 time.sleep(rng.expovariate(RATE))
             chaos.join(600)
             assert not chaos.is_alive(), f"the chaos did not end {failure}"
-            assert inputs.producer.flush(120) == 0
+            left = inputs.producer.flush(120)
+            assert left == 0, (
+                f"{left} inputs not delivered in 120 s {failure}: "
+                f"{dict(+inputs.undelivered)}; broker {broker.status()}; chaos {actions}"
+            )
             timings["chaos"] = time.monotonic() - start
             _check(
                 codec,
