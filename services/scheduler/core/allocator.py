@@ -139,20 +139,25 @@ def assign(
 def _in_natural_order(slots: Iterable[Slot]) -> list[Slot]:
     """The slots by (natural TaskManager id, index): TaskManagers sorted once each rather
     than a key per slot (natural_key is total, so the order is the same)."""
-    by_tm: dict[str, list[Slot]] = {}
-    for slot in slots:
-        by_tm.setdefault(slot.task_manager_id, []).append(slot)
+    by_tm = _by_task_manager(slots)
     by_index = attrgetter("index")
     return [
         slot for tm in sorted(by_tm, key=natural_key) for slot in sorted(by_tm[tm], key=by_index)
     ]
 
 
-def _fewest_taskmanagers(slots: list[Slot], needed: int) -> list[Slot]:
+def _by_task_manager(slots: Iterable[Slot]) -> dict[str, list[Slot]]:
+    """The slots grouped by TaskManager, each group in the order given."""
     by_tm: dict[str, list[Slot]] = {}
     for slot in slots:
         by_tm.setdefault(slot.task_manager_id, []).append(slot)
-    ordered = sorted(by_tm.items(), key=lambda item: (-len(item[1]), natural_key(item[0])))
+    return by_tm
+
+
+def _fewest_taskmanagers(slots: list[Slot], needed: int) -> list[Slot]:
+    ordered = sorted(
+        _by_task_manager(slots).items(), key=lambda item: (-len(item[1]), natural_key(item[0]))
+    )
     picked: list[Slot] = []
     for _, tm_slots in ordered:
         if len(picked) >= needed:
