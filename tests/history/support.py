@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from services.contracts import Codec, Settings
 from services.contracts import records as r
-from services.contracts.kafka import librdkafka_config
+from services.contracts.kafka import librdkafka_config, retry_transient
 from services.history.decode import RescaleSchemas
 from services.history.job import RunOptions, start_queries
 from services.history.views import Layout, build_views
@@ -61,10 +61,15 @@ def read_topic(settings: Settings, topic: str, timeout: float = 30.0) -> list[Re
     received: list[Received] = []
     try:
         partitions = consumer.list_topics(topic, timeout=timeout).topics[topic].partitions
-        ends = {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1]
-            for p in partitions
-        }
+
+        def end_offsets() -> dict[int, int]:
+            return {
+                p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1]
+                for p in partitions
+            }
+
+        # as the services do: a broker just restarted is electing its partitions' leaders
+        ends = retry_transient(end_offsets, f"end offsets of {topic}", timeout)
         pending = {p for p, end in ends.items() if end > 0}
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in pending])
         deadline = time.monotonic() + timeout
