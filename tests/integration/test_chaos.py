@@ -20,6 +20,7 @@ printed (and named in every failure); `SCALEFOLD_CHAOS_SEED=N` runs that seed ag
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import threading
@@ -92,6 +93,7 @@ BAD_JOB_EVENTS = {
     "wrong-partition",
     "rejected",
 }
+TRACED = "broker,topic,metadata,msg,eos"  # librdkafka's debug contexts the trace keeps
 MAX_EVENTS_PER_JOB_SECOND = 40  # the actuator paces one job's events 50 ms apart (20/s)
 
 
@@ -118,9 +120,15 @@ class Ledger:
 class Inputs:
     """The seeded generator of chaos inputs and the producer that sends them."""
 
-    def __init__(self, rng: random.Random, codec: Codec, settings: Settings) -> None:
+    def __init__(self, rng: random.Random, codec: Codec, settings: Settings, trace: Path) -> None:
         self.rng, self.codec, self.topics = rng, codec, settings.topics
-        self.producer = Producer(producer_config(settings, **{"message.timeout.ms": 0}))
+        self.trace = trace
+        self.producer = Producer(
+            producer_config(
+                settings,
+                **{"message.timeout.ms": 0, "debug": TRACED, "logger": _trace_logger(trace)},
+            )
+        )
         self.ledger = Ledger()
         self.undelivered: Counter[str] = Counter()  # by topic, for a failure's message
         self.jobs = [f"chaos-{j}" for j in range(JOBS)]
@@ -378,6 +386,35 @@ class Inputs:
                 self.copies[name] = good
 
 
+def _trace_logger(path: Path) -> logging.Logger:
+    """A logger of its own that keeps the chaos producer's librdkafka debug lines in `path`
+    (a few thousand lines a run), out of the test's captured log."""
+    logger = logging.getLogger(f"chaos.producer.{path}")
+    logger.propagate = False
+    logger.setLevel(logging.DEBUG)
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    logger.addHandler(handler)
+    return logger
+
+
+def _trace_summary(path: Path, last: int = 15) -> str:
+    """What a stalled producer did: its lines by librdkafka facility, the idempotent
+    producer's state changes, and its last lines. The lines' times are when the test
+    polled the producer, not when they happened."""
+    lines = [line[:200] for line in path.read_text(errors="replace").splitlines()]
+    facilities = Counter(line.split()[2] for line in lines if len(line.split()) > 2)
+    states = [line for line in lines if " IDEMPSTATE " in line]
+    return "\n".join(
+        [
+            f"producer trace {path}: {dict(facilities.most_common(12))}",
+            *states[-8:],
+            "...",
+            *lines[-last:],
+        ]
+    )
+
+
 def _chaos(
     rng: random.Random,
     stack: Stack,
@@ -440,7 +477,7 @@ def test_chaos(tmp_path: Path, codec: Codec) -> None:
         stopping = threading.Event()
         chaos: threading.Thread | None = None
         try:
-            inputs = Inputs(rng, codec, settings)
+            inputs = Inputs(rng, codec, settings, tmp_path / "producer-trace.log")
             inputs.submit_all(int(time.time() * 1000))
             actions: list[str] = []
             start = time.monotonic()
@@ -462,7 +499,8 @@ def test_chaos(tmp_path: Path, codec: Codec) -> None:
             left = inputs.producer.flush(120)
             assert left == 0, (
                 f"{left} inputs not delivered in 120 s {failure}: "
-                f"{dict(+inputs.undelivered)}; broker {broker.status()}; chaos {actions}"
+                f"{dict(+inputs.undelivered)}; broker {broker.status()}; chaos {actions}\n"
+                f"{_trace_summary(inputs.trace)}"
             )
             timings["chaos"] = time.monotonic() - start
             _check(
