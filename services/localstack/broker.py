@@ -115,7 +115,8 @@ class LocalBroker:
         return bootstrap
 
     def stop(self, timeout: float = 30.0, progress: Progress = print) -> bool:
-        """Stop the broker: SIGTERM (controlled shutdown), then SIGKILL. True if one ran."""
+        """Stop the broker: SIGTERM (an orderly shutdown; not Kafka's controlled shutdown, see
+        server.properties.in), then SIGKILL. True if one ran."""
         pid = _read_int(self.pid_file)
         self.bootstrap_file.unlink(missing_ok=True)
         if pid is None or not _alive(pid):

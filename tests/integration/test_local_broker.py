@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from services.localstack.broker import BrokerError, LocalBroker
 from services.localstack.jars import kafka_jars
@@ -63,3 +64,41 @@ def test_a_start_never_discards_a_cluster_whose_port_another_process_holds(
         assert (tmp_path / "stack" / "data" / "meta.properties").read_text() == cluster
     finally:
         broker.stop(progress=quiet)
+
+
+def test_a_stopping_broker_never_answers_metadata_without_brokers(tmp_path: Path) -> None:
+    """librdkafka drops every broker it knows on such an answer and never re-bootstraps
+    (server.properties.in). With Kafka's controlled shutdown on, this failed in most runs
+    (the answers without brokers come in a window of a few milliseconds)."""
+    broker = LocalBroker(
+        tmp_path / "stack", kafka_jars(cache_dir(os.environ), progress=lambda _: None)
+    )
+    quiet = lambda _: None  # noqa: E731
+    bootstrap = broker.start(progress=quiet)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("led", 4, 1)])["led"].result()  # leaders to give up
+    broker.stop(progress=quiet)  # as in the chaos test: a broker stopped once already
+    broker.start(progress=quiet)
+    answers: list[int] = []  # brokers listed, one entry per metadata answer
+    stopping = threading.Event()
+
+    def ask() -> None:
+        client = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+        while not stopping.is_set():
+            try:
+                answers.append(len(client.list_topics(timeout=0.5).brokers))
+            except Exception:  # stopped: no answer at all, which clients retry
+                stopping.wait(0.01)
+
+    askers = [threading.Thread(target=ask) for _ in range(4)]
+    for asker in askers:
+        asker.start()
+    try:
+        stopping.wait(1)
+        broker.stop(progress=quiet)
+    finally:
+        stopping.set()
+        for asker in askers:
+            asker.join()
+    assert len(answers) > 100  # the askers were answered up to the stop
+    assert 0 not in answers
