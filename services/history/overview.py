@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from services.history.aggregates import percentile_of_sorted, sorted_values
 from services.history.render import table
 
 if TYPE_CHECKING:
@@ -73,15 +74,23 @@ def duration_stats(latest: DataFrame) -> DataFrame:
 
     terminated = latest.where(F.col("terminal_state").isNotNull())
     both = terminated.unionByName(terminated.withColumn("terminal_state", F.lit("ALL")))
-    values = F.percentile("duration_ms", list(STAT_PERCENTILES))
+    values = F.col("_values")
     return (
         both.groupBy("terminal_state")
         .agg(
             F.count(F.lit(1)).alias("count"),
             F.min("duration_ms").alias("min"),
             F.avg("duration_ms").alias("avg"),
-            *[values[i].alias(_label(p)) for i, p in enumerate(STAT_PERCENTILES)],
+            sorted_values("duration_ms").alias("_values"),
             F.max("duration_ms").alias("max"),
+        )
+        .select(
+            "terminal_state",
+            "count",
+            "min",
+            "avg",
+            *[percentile_of_sorted(values, p).alias(_label(p)) for p in STAT_PERCENTILES],
+            "max",
         )
         .orderBy(F.col("terminal_state") == "ALL", "terminal_state")
     )
