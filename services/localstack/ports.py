@@ -30,11 +30,11 @@ def ephemeral_range(source: Path = PORT_RANGE) -> tuple[int, int]:
     return low, high
 
 
-def free_port(rng: random.Random | None = None) -> int:
+def free_port() -> int:
     """A port on 127.0.0.1 that nothing holds now, below the ephemeral range.
 
     Where the range starts too low to leave room, the kernel's own choice."""
-    choose = rng or random.SystemRandom()
+    choose = random.SystemRandom()
     low, _ = ephemeral_range()
     if low - LOWEST >= 1000:
         for _ in range(TRIES):

@@ -403,7 +403,8 @@ def _trace_summary(path: Path, last: int = 15) -> str:
     producer's state changes, and its last lines. The lines' times are when the test
     polled the producer, not when they happened."""
     lines = [line[:200] for line in path.read_text(errors="replace").splitlines()]
-    facilities = Counter(line.split()[2] for line in lines if len(line.split()) > 2)
+    words = (line.split() for line in lines)
+    facilities = Counter(parts[2] for parts in words if len(parts) > 2)
     states = [line for line in lines if " IDEMPSTATE " in line]
     return "\n".join(
         [
