@@ -18,11 +18,16 @@ from services.localstack.ports import ephemeral_range
 pytestmark = pytest.mark.integration
 
 
+def quiet(_: str) -> None:
+    """A progress callback that prints nothing."""
+
+
+def _broker(tmp_path: Path) -> LocalBroker:
+    return LocalBroker(tmp_path / "stack", kafka_jars(cache_dir(os.environ), progress=quiet))
+
+
 def test_start_is_idempotent_and_stop_leaves_no_process(tmp_path: Path) -> None:
-    broker = LocalBroker(
-        tmp_path / "stack", kafka_jars(cache_dir(os.environ), progress=lambda _: None)
-    )
-    quiet = lambda _: None  # noqa: E731
+    broker = _broker(tmp_path)
     bootstrap = broker.start(progress=quiet)
     try:
         assert bootstrap.startswith("127.0.0.1:")
@@ -45,10 +50,7 @@ def test_start_is_idempotent_and_stop_leaves_no_process(tmp_path: Path) -> None:
 def test_a_start_never_discards_a_cluster_whose_port_another_process_holds(
     tmp_path: Path,
 ) -> None:
-    broker = LocalBroker(
-        tmp_path / "stack", kafka_jars(cache_dir(os.environ), progress=lambda _: None)
-    )
-    quiet = lambda _: None  # noqa: E731
+    broker = _broker(tmp_path)
     bootstrap = broker.start(progress=quiet)
     broker.stop(progress=quiet)
     port = int(bootstrap.rsplit(":", 1)[1])
@@ -70,17 +72,8 @@ def test_a_stopping_broker_never_answers_metadata_without_brokers(tmp_path: Path
     """librdkafka drops every broker it knows on such an answer and never re-bootstraps
     (server.properties.in). With Kafka's controlled shutdown on, this failed in most runs
     (the answers without brokers come in a window of a few milliseconds)."""
-    broker = LocalBroker(
-        tmp_path / "stack", kafka_jars(cache_dir(os.environ), progress=lambda _: None)
-    )
-    quiet = lambda _: None  # noqa: E731
+    broker = _broker(tmp_path)
     bootstrap = broker.start(progress=quiet)
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic("led", 4, 1)])["led"].result()  # leaders to give up
-    # A broker that has stopped and started once: with controlled shutdown on, this test
-    # caught its answers without brokers more often after such a restart.
-    broker.stop(progress=quiet)
-    broker.start(progress=quiet)
     answers: list[int] = []  # brokers listed, one entry per metadata answer
     stopping = threading.Event()
 
@@ -93,14 +86,22 @@ def test_a_stopping_broker_never_answers_metadata_without_brokers(tmp_path: Path
                 stopping.wait(0.01)
 
     askers = [threading.Thread(target=ask) for _ in range(4)]
-    for asker in askers:
-        asker.start()
     try:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic("led", 4, 1)])["led"].result()  # leaders to give up
+        # A broker that has stopped and started once: with controlled shutdown on, this
+        # test caught its answers without brokers more often after such a restart.
+        broker.stop(progress=quiet)
+        broker.start(progress=quiet)
+        for asker in askers:
+            asker.start()
         stopping.wait(1)
         broker.stop(progress=quiet)
     finally:
         stopping.set()
         for asker in askers:
-            asker.join()
+            if asker.is_alive():
+                asker.join()
+        broker.stop(progress=quiet)  # no-op once stopped; a broker a failure left running
     assert len(answers) > 100  # the askers were answered up to the stop
     assert 0 not in answers
