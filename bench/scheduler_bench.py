@@ -340,7 +340,10 @@ def restart(base: Settings, codec: Codec, events: int, jobs: int, store: str) ->
             time.sleep(2)  # the last batch's table writes
             worker.kill()
             started = time.monotonic()
-            again = SchedulerProcess(settings, Path(data), "--store", store).start()
+            # restarted as a user restarts it: the same command, so the same web port
+            again = SchedulerProcess(
+                settings, Path(data), "--store", store, port=worker.port
+            ).start()
             try:
                 again.wait_ready(600)
                 seconds = time.monotonic() - started

@@ -105,6 +105,15 @@ def register_service(commands: argparse._SubParsersAction[argparse.ArgumentParse
         help="Kafka consumer-group session timeout (default 10)",
     )
     scheduler.add_argument(
+        "--group-instance-id",
+        default="auto",
+        metavar="ID",
+        help="Kafka's group.instance.id (static membership): a worker restarted with the "
+        "same id takes its partitions back at once, not after --session-timeout; a stopped "
+        "one keeps them until its session times out. 'auto' (the default): an id kept in "
+        "--data-dir with rocksdb://, none with memory://; 'none': a new member at every start",
+    )
+    scheduler.add_argument(
         "--replication-factor",
         type=int,
         default=1,
@@ -143,6 +152,7 @@ def _scheduler(args: argparse.Namespace, context: Context) -> int:
         session_timeout_s=args.session_timeout,
         replication_factor=args.replication_factor,
         store=args.store,
+        group_instance_id=None if args.group_instance_id == "none" else args.group_instance_id,
     )
     return run_service(settings, args.log_level.lower())
 

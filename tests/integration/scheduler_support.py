@@ -31,10 +31,12 @@ class ServiceProcess:
 
     service = "scheduler"
 
-    def __init__(self, settings: Settings, data_dir: Path, *extra: str) -> None:
+    def __init__(
+        self, settings: Settings, data_dir: Path, *extra: str, port: int | None = None
+    ) -> None:
         self.settings = settings
         self.data_dir = data_dir
-        self.port = free_port()
+        self.port = port or free_port()
         self.extra = extra
         self.process: subprocess.Popen[bytes] | None = None
         self.log = data_dir / f"{self.service}.log"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -42,10 +43,11 @@ EXAMPLES = (
 def scheduler(kafka: Settings, tmp_path: Path):  # type: ignore[no-untyped-def]
     processes: list[SchedulerProcess] = []
 
-    def start(*extra: str, data: str = "scheduler") -> SchedulerProcess:
+    def start(*extra: str, data: str = "scheduler", port: int | None = None) -> SchedulerProcess:
         """A worker on `tmp_path/data`: a restarted one on its predecessor's, so that
-        RocksDB's tables carry over; two at once each on its own (one RocksDB, one process)."""
-        process = SchedulerProcess(kafka, tmp_path / data, *extra).start()
+        RocksDB's tables carry over; two at once each on its own (one RocksDB, one process).
+        A web `port` of its own unless given (a predecessor's: restarted by the same command)."""
+        process = SchedulerProcess(kafka, tmp_path / data, *extra, port=port).start()
         processes.append(process)
         process.wait_ready()
         return process
@@ -184,9 +186,14 @@ def test_kill_minus_nine_loses_and_invents_nothing(
     assert processed_at_kill < len(events) + len(bad), (
         "the worker finished before the kill: raise the load"
     )
-    again = scheduler("--batch-size", "20", "--store", store)
+    # restarted by the same command: with RocksDB the same static group member, which
+    # takes its partitions back without waiting for the killed one's session to end
+    again = scheduler("--batch-size", "20", "--store", store, port=worker.port)
+    log = again.log.read_text(errors="replace")
     # the same cluster: RocksDB's tables are kept, only the changelogs' tail is replayed
-    assert "discarding the tables" not in again.log.read_text(errors="replace")
+    assert "discarding the tables" not in log
+    members = re.findall(r"consumer group member (\S+) \(static membership\)", log)
+    assert len(members) == (2 if store == "rocksdb://" else 0) and len(set(members)) <= 1
 
     def converged(records: list[dict[str, Any]]) -> bool:
         return latest_by_uuid(records) == expected

@@ -80,6 +80,10 @@ class ServiceSettings:
     # the tables on local disk (rocksdict), so a restart replays only the changelogs'
     # tail; "memory://" replays them whole (docs/scheduler-service.md)
     store: str = "rocksdb://"
+    # Kafka's group.instance.id (static membership, KIP-345): a worker restarted with
+    # the same id takes its partitions back at once instead of after the session
+    # timeout; None: a new member at every start (run.py picks the default)
+    group_instance_id: str | None = None
 
     @property
     def app_id(self) -> str:
@@ -551,6 +555,7 @@ def create_app(
         table_standby_replicas=0,
         broker_session_timeout=settings.session_timeout_s,
         broker_heartbeat_interval=max(0.5, settings.session_timeout_s / 6),
+        consumer_group_instance_id=settings.group_instance_id,
         consumer_auto_offset_reset="earliest",
         producer_acks=-1,
         web_enabled=True,

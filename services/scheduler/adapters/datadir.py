@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import fcntl
 import logging
+import re
 import shutil
+import uuid
 from typing import IO
 
 from services.scheduler.adapters.app import ServiceSettings, table_dir
@@ -19,6 +21,7 @@ log = logging.getLogger("scalefold.scheduler")
 
 EXIT_DATA_DIR = 73  # EX_CANTCREAT (sysexits.h): --data-dir cannot be used
 CLUSTER_FILE = "kafka-cluster-id"
+IDENTITY_FILE = "group-instance-id"
 
 
 class DataDirError(RuntimeError):
@@ -80,3 +83,28 @@ def keep_tables_of(settings: ServiceSettings, cluster_id: str) -> bool:
         shutil.rmtree(tables / "v1")
     marker.write_text(cluster_id + "\n")
     return kept
+
+
+def worker_identity(settings: ServiceSettings) -> str:
+    """The worker's Kafka group.instance.id: an id kept in its locked directory, and
+    its web address.
+
+    The directory holds the worker's tables, so it is the worker's identity: a
+    worker restarted on it (after a crash, a kill -9, an upgrade) rejoins the
+    consumer group as the same static member and gets its partitions back at once,
+    without waiting for its predecessor's session to time out (KIP-345). Called
+    with the directory locked, so no two live workers share an id. The address is
+    part of it because Faust writes each member's web address into the assignment
+    it keeps for the member, and a worker handed an assignment naming another
+    address fails Faust's check and stalls: restarted on another port, the worker
+    joins as a new member, as it would without static membership."""
+    path = table_dir(settings) / IDENTITY_FILE
+    try:
+        known = path.read_text().strip()
+    except FileNotFoundError:
+        known = ""
+    if not known:
+        known = f"{settings.app_id}-{uuid.uuid4().hex[:12]}"
+        path.write_text(known + "\n")
+    # Kafka takes letters, digits, '.', '_' and '-' in an id
+    return re.sub(r"[^A-Za-z0-9._-]", "_", f"{known}-{settings.web_host}-{settings.web_port}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sys
 from typing import Any
@@ -15,11 +16,16 @@ from services.scheduler.adapters.datadir import (
     DataDirError,
     claim_data_dir,
     keep_tables_of,
+    worker_identity,
 )
 from services.scheduler.core.config import ConfigError
 from services.scheduler.core.fold import config_of
 
 log = logging.getLogger("scalefold.scheduler")
+
+AUTO_INSTANCE_ID = "auto"
+"""--group-instance-id's default: static membership under an id kept in --data-dir
+when the worker holds that directory alone (rocksdb://), a new member otherwise."""
 
 
 def faust_topics(app: Any) -> list[str]:
@@ -62,6 +68,11 @@ def run_service(settings: ServiceSettings, log_level: str = "info") -> int:
     log.info("connecting to %s", redacted(librdkafka_config(kafka))["bootstrap.servers"])
     if lock is not None:
         keep_tables_of(settings, cluster_id(kafka))
+    if settings.group_instance_id == AUTO_INSTANCE_ID:
+        identity = worker_identity(settings) if lock is not None else None
+        settings = dataclasses.replace(settings, group_instance_id=identity)
+    if settings.group_instance_id:
+        log.info("consumer group member %s (static membership)", settings.group_instance_id)
     service = create_service(settings, Codec(SchemaRegistry.load(kafka.schemas_dir)))
     created = prepare(kafka, "scheduler", faust_topics(service.app))
     if created:

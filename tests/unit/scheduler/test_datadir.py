@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
+import re
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ from services.scheduler.adapters.datadir import (
     DataDirError,
     claim_data_dir,
     keep_tables_of,
+    worker_identity,
 )
 
 
@@ -93,3 +96,27 @@ def test_tables_of_another_cluster_are_discarded(tmp_path: Path) -> None:
     assert not keep_tables_of(worker, "cluster-b")  # a new broker of the same topic names
     assert not stored.exists()
     assert (tables / CLUSTER_FILE).read_text() == "cluster-b\n"
+
+
+def test_a_worker_keeps_its_group_instance_id_across_restarts(tmp_path: Path) -> None:
+    worker = settings(tmp_path / "one")
+    table_dir(worker).mkdir(parents=True)
+    first = worker_identity(worker)
+    assert worker_identity(worker) == first  # the same directory: the same static member
+    assert first.startswith("unit.scheduler-") and first.endswith("-127.0.0.1-6066")
+    other = settings(tmp_path / "two")
+    table_dir(other).mkdir(parents=True)
+    assert worker_identity(other) != first  # each directory its own member
+
+
+def test_the_group_instance_id_follows_the_web_address_in_kafkas_alphabet(
+    tmp_path: Path,
+) -> None:
+    # Faust keeps each member's web address in its assignment: another address is
+    # another member, and ':' of an IPv6 host is not a character Kafka takes
+    worker = settings(tmp_path)
+    table_dir(worker).mkdir(parents=True)
+    moved = worker_identity(dataclasses.replace(worker, web_host="::1", web_port=7000))
+    assert moved != worker_identity(worker)
+    assert moved.endswith("-__1-7000")
+    assert re.fullmatch(r"[A-Za-z0-9._-]+", moved)
