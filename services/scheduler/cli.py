@@ -105,6 +105,14 @@ def register_service(commands: argparse._SubParsersAction[argparse.ArgumentParse
         help="Kafka consumer-group session timeout (default 10)",
     )
     scheduler.add_argument(
+        "--state-cache",
+        type=_jobs,
+        default=20_000,
+        metavar="JOBS",
+        help="decoded job states kept in memory, several KB each (default 20000); the "
+        "least recently used beyond it are read from the table again at their next event",
+    )
+    scheduler.add_argument(
         "--group-instance-id",
         default="auto",
         metavar="ID",
@@ -127,6 +135,17 @@ def register_service(commands: argparse._SubParsersAction[argparse.ArgumentParse
         "restart replays only the changelogs' tail) or memory (replayed whole at every start)",
     )
     scheduler.set_defaults(handler=_scheduler)
+
+
+def _jobs(text: str) -> int:
+    """A number of jobs, 1 or more."""
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of jobs: {text}") from None
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {text}")
+    return count
 
 
 def _scheduler(args: argparse.Namespace, context: Context) -> int:
@@ -153,6 +172,7 @@ def _scheduler(args: argparse.Namespace, context: Context) -> int:
         replication_factor=args.replication_factor,
         store=args.store,
         group_instance_id=None if args.group_instance_id == "none" else args.group_instance_id,
+        state_cache_jobs=args.state_cache,
     )
     return run_service(settings, args.log_level.lower())
 

@@ -174,7 +174,9 @@ def test_kill_minus_nine_loses_and_invents_nothing(
     injected = produce_mixed(
         kafka, kafka.topics.job_events, encode_events(codec, events), bad, rng, after=20
     )
-    worker = scheduler("--batch-size", "20", "--store", store)
+    # 20 jobs and 5 decoded states kept: most events read their job's state from the table
+    options = ("--batch-size", "20", "--store", store, "--state-cache", "5")
+    worker = scheduler(*options)
     deadline = time.monotonic() + 60
     while (
         worker.metrics().get("scalefold_scheduler_events_in_total", 0) < 1_000
@@ -188,7 +190,7 @@ def test_kill_minus_nine_loses_and_invents_nothing(
     )
     # restarted by the same command: with RocksDB the same static group member, which
     # takes its partitions back without waiting for the killed one's session to end
-    again = scheduler("--batch-size", "20", "--store", store, port=worker.port)
+    again = scheduler(*options, port=worker.port)
     log = again.log.read_text(errors="replace")
     # the same cluster: RocksDB's tables are kept, only the changelogs' tail is replayed
     assert "discarding the tables" not in log

@@ -32,6 +32,7 @@ import logging
 import os
 import ssl
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -84,6 +85,9 @@ class ServiceSettings:
     # the same id takes its partitions back at once instead of after the session
     # timeout; None: a new member at every start (run.py picks the default)
     group_instance_id: str | None = None
+    # decoded job states kept in memory (several KB each); beyond it, the least
+    # recently used are read from the table again when their jobs next have events
+    state_cache_jobs: int = 20_000
 
     @property
     def app_id(self) -> str:
@@ -375,10 +379,11 @@ class SchedulerService:
     ready: bool = False
     holes: HoleReader | None = None
     next_offset: dict[int, int] = field(default_factory=dict)  # partition -> offset to fold next
-    # The jobs' states as last read or written, so that a RocksDB-backed table
-    # is read and decoded once per job, not once per batch; emptied when
-    # partitions are revoked (another worker may fold them meanwhile).
-    states: dict[str, Stored] = field(default_factory=dict)
+    # The jobs' states as last read or written, so that the table is read and
+    # decoded once per job, not once per batch; the `settings.state_cache_jobs`
+    # most recently used (the table holds them all); emptied when partitions are
+    # revoked (another worker may fold them meanwhile).
+    states: OrderedDict[str, Stored] = field(default_factory=OrderedDict)
     generation: int = 0  # counts revocations: a rescan in progress stops at the next one
 
     async def process_batch(self, events: list[Any]) -> None:
@@ -411,7 +416,7 @@ class SchedulerService:
         await self.output.delivered()  # every output acknowledged before any state is stored
         for job_id, stored in staged.items():
             self.table[job_id] = stored
-            self.states[job_id] = stored
+            self._keep(job_id, stored)
             self._note_due(job_id, stored)
         await self.table.acknowledged()
         for partition in {m.partition for m in messages}:
@@ -421,12 +426,23 @@ class SchedulerService:
         await self.folded.acknowledged()  # the batch's offsets are committed after this
 
     def _stored(self, job_id: str) -> Stored | None:
-        if job_id in self.states:
-            return self.states[job_id]
+        stored = self.states.get(job_id)
+        if stored is not None:
+            self.states.move_to_end(job_id)
+            return stored
         stored = self.table.get(job_id)
         if stored is not None:
-            self.states[job_id] = stored
+            self._keep(job_id, stored)
         return stored
+
+    def _keep(self, job_id: str, stored: Stored) -> None:
+        """Remember a state the table holds too; forget the least recently used
+        beyond the bound (only after the table has it: `states` is never the only copy)."""
+        states = self.states
+        states[job_id] = stored
+        states.move_to_end(job_id)
+        while len(states) > self.settings.state_cache_jobs:
+            states.popitem(last=False)
 
     async def _in_order(self, messages: list[Incoming]) -> list[Incoming]:
         """The messages with every partition's skipped offsets read in.

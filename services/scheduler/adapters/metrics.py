@@ -77,7 +77,7 @@ class Metrics:
         for name, (help_text, value) in counters.items():
             lines += [f"# HELP {name} {help_text}", f"# TYPE {name} counter", f"{name} {value}"]
         lines += [
-            "# HELP scalefold_scheduler_jobs jobs in this worker's table",
+            "# HELP scalefold_scheduler_jobs jobs whose state this worker holds decoded (--state-cache)",
             "# TYPE scalefold_scheduler_jobs gauge",
             f"scalefold_scheduler_jobs {jobs}",
         ]
