@@ -107,9 +107,9 @@ def register_service(commands: argparse._SubParsersAction[argparse.ArgumentParse
     scheduler.add_argument(
         "--state-cache",
         type=_jobs,
-        default=20_000,
+        default=100_000,
         metavar="JOBS",
-        help="decoded job states kept in memory, several KB each (default 20000); the "
+        help="decoded job states kept in memory, several KB each (default 100000); the "
         "least recently used beyond it are read from the table again at their next event",
     )
     scheduler.add_argument(

@@ -87,7 +87,7 @@ class ServiceSettings:
     group_instance_id: str | None = None
     # decoded job states kept in memory (several KB each); beyond it, the least
     # recently used are read from the table again when their jobs next have events
-    state_cache_jobs: int = 20_000
+    state_cache_jobs: int = 100_000
 
     @property
     def app_id(self) -> str:
