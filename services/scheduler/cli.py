@@ -118,8 +118,9 @@ def register_service(commands: argparse._SubParsersAction[argparse.ArgumentParse
         metavar="ID",
         help="Kafka's group.instance.id (static membership): a worker restarted with the "
         "same id takes its partitions back at once, not after --session-timeout; a stopped "
-        "one keeps them until its session times out. 'auto' (the default): an id kept in "
-        "--data-dir with rocksdb://, none with memory://; 'none': a new member at every start",
+        "one keeps them until its session times out. The web address goes after the id. "
+        "'auto' (the default): an id kept in --data-dir with rocksdb://, none with memory://; "
+        "'none': a new member at every start",
     )
     scheduler.add_argument(
         "--replication-factor",

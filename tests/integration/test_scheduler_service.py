@@ -226,6 +226,32 @@ def test_kill_minus_nine_loses_and_invents_nothing(
     assert seen == injected  # exactly the injected bad inputs, each with its reason
 
 
+def test_a_worker_with_an_id_of_its_own_restarted_on_another_port_gets_to_work(
+    kafka: Settings, codec: Codec, scheduler
+) -> None:  # type: ignore[no-untyped-def]
+    """--group-instance-id ID joins with the web address after the id: Faust keeps a
+    member's address in the assignment the broker holds for it, and a static member
+    that came back on another port stopped in Faust's check of it and never got to
+    work. With the address in the id it is a new member there."""
+    events = workload(jobs=4, per_job=30, seed=400)
+    expected = latest_by_uuid(r for records in replayed_records(events).values() for r in records)
+    encoded = encode_events(codec, events)
+    first = scheduler("--group-instance-id", "my worker")
+    produce(kafka, kafka.topics.job_events, encoded[: len(encoded) // 2])
+    first.kill()
+    produce(kafka, kafka.topics.job_events, encoded[len(encoded) // 2 :])
+    again = scheduler("--group-instance-id", "my worker")  # another web port
+    assert again.port != first.port
+    received = consume_records(
+        codec, kafka, lambda got: latest_by_uuid(got) == expected, timeout=120
+    )
+    assert latest_by_uuid(received) == expected
+    for worker in (first, again):
+        log = worker.log.read_text(errors="replace")
+        member = f"my_worker-127.0.0.1-{worker.port}"
+        assert f"consumer group member {member} (static membership)" in log
+
+
 @pytest.mark.parametrize("store", ["memory://", "rocksdb://"])
 def test_what_is_produced_while_no_worker_runs_is_all_folded_after_a_restart(
     kafka: Settings, codec: Codec, scheduler, store: str

@@ -97,7 +97,7 @@ def worker_identity(settings: ServiceSettings) -> str:
     part of it because Faust writes each member's web address into the assignment
     it keeps for the member, and a worker handed an assignment naming another
     address fails Faust's check and stalls: restarted on another port, the worker
-    joins as a new member, as it would without static membership."""
+    joins as a new member, as it would without static membership (`with_address`)."""
     path = table_dir(settings) / IDENTITY_FILE
     try:
         known = path.read_text().strip()
@@ -106,5 +106,15 @@ def worker_identity(settings: ServiceSettings) -> str:
     if not known:
         known = f"{settings.app_id}-{uuid.uuid4().hex[:12]}"
         path.write_text(known + "\n")
+    return with_address(known, settings)
+
+
+def with_address(instance_id: str, settings: ServiceSettings) -> str:
+    """A group.instance.id with the worker's web address after it, in Kafka's alphabet.
+
+    Faust keeps each member's web address in the member's assignment and asserts it
+    at the next join: a static member restarted on another port would stall there
+    until its old session timed out. With the address in the id, it joins as a new
+    member instead."""
     # Kafka takes letters, digits, '.', '_' and '-' in an id
-    return re.sub(r"[^A-Za-z0-9._-]", "_", f"{known}-{settings.web_host}-{settings.web_port}")
+    return re.sub(r"[^A-Za-z0-9._-]", "_", f"{instance_id}-{settings.web_host}-{settings.web_port}")

@@ -16,6 +16,7 @@ from services.scheduler.adapters.datadir import (
     DataDirError,
     claim_data_dir,
     keep_tables_of,
+    with_address,
     worker_identity,
 )
 from services.scheduler.core.config import ConfigError
@@ -68,9 +69,12 @@ def run_service(settings: ServiceSettings, log_level: str = "info") -> int:
     log.info("connecting to %s", redacted(librdkafka_config(kafka))["bootstrap.servers"])
     if lock is not None:
         keep_tables_of(settings, cluster_id(kafka))
-    if settings.group_instance_id == AUTO_INSTANCE_ID:
-        identity = worker_identity(settings) if lock is not None else None
-        settings = dataclasses.replace(settings, group_instance_id=identity)
+    instance_id = settings.group_instance_id
+    if instance_id == AUTO_INSTANCE_ID:
+        instance_id = worker_identity(settings) if lock is not None else None
+    elif instance_id:
+        instance_id = with_address(instance_id, settings)  # an id of the user's, as auto's
+    settings = dataclasses.replace(settings, group_instance_id=instance_id)
     if settings.group_instance_id:
         log.info("consumer group member %s (static membership)", settings.group_instance_id)
     service = create_service(settings, Codec(SchemaRegistry.load(kafka.schemas_dir)))

@@ -18,6 +18,7 @@ from services.scheduler.adapters.datadir import (
     DataDirError,
     claim_data_dir,
     keep_tables_of,
+    with_address,
     worker_identity,
 )
 
@@ -120,3 +121,12 @@ def test_the_group_instance_id_follows_the_web_address_in_kafkas_alphabet(
     assert moved != worker_identity(worker)
     assert moved.endswith("-__1-7000")
     assert re.fullmatch(r"[A-Za-z0-9._-]+", moved)
+
+
+def test_an_id_of_the_users_gets_the_web_address_too(tmp_path: Path) -> None:
+    # --group-instance-id ID: restarted on another port, the worker must be a new
+    # member, as with the default id (Faust would stall a static member moved there)
+    worker = settings(tmp_path)
+    assert with_address("my worker", worker) == "my_worker-127.0.0.1-6066"
+    moved = dataclasses.replace(worker, web_port=7000)
+    assert with_address("my worker", moved) == "my_worker-127.0.0.1-7000"
