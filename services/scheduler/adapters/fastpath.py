@@ -49,11 +49,18 @@ committed offsets; if it returns early because another rebalance began, the
 next recovery resumes it. (Seen as `Faust skipped offsets` after many
 rebalances and as revisions lost in compose runs; the upstream fix is the same
 line at the top of `on_recovery_completed`.)
+
+And a warning where Faust would pass over offsets silently: when a fetched offset
+jumps past the last one handed over, Faust's consumer counts the offsets between
+as done (`_add_gap`), so its commit can go past messages it never delivered. On
+the job-events topic that is not expected; the worker's own check of the offsets
+it folded reads such a range from Kafka, and the warning says where it began.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import faust
@@ -61,6 +68,8 @@ from faust.tables.manager import TableManager as FaustTableManager
 from faust.tables.recovery import Recovery
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from mode.services import WaitResults
+
+log = logging.getLogger("scalefold.scheduler")
 
 
 def _is_suspend_wait(coro: Any, suspend_flow: Any) -> bool:
@@ -119,6 +128,21 @@ class FastHandoverConsumer(faust_aiokafka.Consumer):
             suspended.close()
             raise
         return await super().wait_first(_resumed(handover, waiting_on), suspended)
+
+    async def _add_gap(self, tp: Any, offset_from: int, offset_to: int) -> None:
+        # When a fetched offset jumps past the last one handed over, Faust counts the
+        # offsets between as done, so its commit may pass over them. Not expected on
+        # the job-events topic (no compaction, no transactions): say so, so that a
+        # "Faust skipped offsets" of a later start can be traced to its cause.
+        log.warning(
+            "Faust's fetch of %s[%d] jumped to offset %d: it counts %d..%d as done",
+            tp.topic,
+            tp.partition,
+            offset_to,
+            offset_from,
+            offset_to - 1,
+        )
+        await super()._add_gap(tp, offset_from, offset_to)
 
 
 class FastHandoverTransport(faust_aiokafka.Transport):
