@@ -185,13 +185,12 @@ class Processor:
     def _emit_decisions(
         self, effects: tuple[Effect, ...], job_id: str, at: int, message: Incoming, outcome: Outcome
     ) -> None:
-        items = [decision_record(e) for e in effects if isinstance(e, Decision | RuntimeRequest)]
-        if not items:
+        record = decisions_record(effects, job_id, at, message.offset)
+        if record is None:
             return
-        record = {"jobId": job_id, "timestamp": at, "sourceOffset": message.offset, "items": items}
         value = self.codec.encode(r.SCHEDULER_DECISIONS, record)
         outcome.outgoing.append(Outgoing(self.topics.decisions, job_id.encode(), value))
-        outcome.decisions += len(items)
+        outcome.decisions += len(record["items"])
 
     def _dead(self, message: Incoming, error_class: str, reason: str) -> Outcome:
         record = dead_letter(
@@ -208,6 +207,16 @@ class Processor:
         value = encode_dead_letter(self.codec, record)
         out = Outgoing(self.topics.dead_letters, letter_key(message.key), value)
         return Outcome(self.job_of(message), outgoing=[out], dead_letters=1)
+
+
+def decisions_record(
+    effects: tuple[Effect, ...], job_id: str, at: int, source_offset: int
+) -> dict[str, Any] | None:
+    """The Avro SchedulerDecisions record of one folded input (None if it decided nothing)."""
+    items = [decision_record(e) for e in effects if isinstance(e, Decision | RuntimeRequest)]
+    if not items:
+        return None
+    return {"jobId": job_id, "timestamp": at, "sourceOffset": source_offset, "items": items}
 
 
 def decision_record(effect: Decision | RuntimeRequest) -> dict[str, Any]:

@@ -1,0 +1,141 @@
+"""Benchmark of the scheduler service's output encoding (not a test): Avro per record.
+
+    .venv/bin/python -m bench.avro_bench [--events 20000] [--jobs 1000] [--repeat 3]
+    .venv/bin/python -m bench.avro_bench --candidate cavro   # after `pip install cavro`
+
+Folds the core bench's workload and encodes the two records the service sends
+for it, as it sends them: every rescale revision (`rescales`) and one
+SchedulerDecisions record per folded input (`decisions`), with the project's
+`Codec` (fastavro, single-object encoding). Records per CPU second (the
+machines are shared), the median of --repeat passes, and the cost per input
+event. With --candidate, the same records through another Avro writer, beside
+fastavro's, after checking that it writes every record's body byte for byte as
+fastavro does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import io
+import json
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from fastavro import schemaless_writer
+
+from bench.core_bench import workload
+from services.contracts import records as r
+from services.contracts.codec import Codec
+from services.contracts.schemas import SchemaRegistry, SchemaVersion
+from services.scheduler.adapters.processor import decisions_record
+from services.scheduler.core import handle
+from services.scheduler.core.effects import RescaleUpdated
+from services.scheduler.core.model import JobState
+
+Record = dict[str, Any]
+
+
+def outputs(jobs: int, events: int) -> tuple[int, dict[str, list[Record]]]:
+    """(inputs folded, the output records by record name) of the core bench's workload."""
+    states: dict[str, JobState | None] = {}
+    produced: dict[str, list[Record]] = {r.RESCALE: [], r.SCHEDULER_DECISIONS: []}
+    folded = workload(jobs, events)
+    for offset, event in enumerate(folded):
+        step = handle(states.get(event.job_id), event)
+        states[event.job_id] = step.job
+        for effect in step.effects:
+            if isinstance(effect, RescaleUpdated):
+                produced[r.RESCALE].append(effect.record)
+        decisions = decisions_record(step.effects, event.job_id, event.timestamp, offset)
+        if decisions is not None:
+            produced[r.SCHEDULER_DECISIONS].append(decisions)
+    return len(folded), produced
+
+
+def per_cpu_second(records: list[Record], encode: Callable[[Record], bytes], repeat: int) -> float:
+    rates = []
+    for _ in range(repeat):
+        start = time.process_time()
+        for record in records:
+            encode(record)
+        rates.append(len(records) / (time.process_time() - start))
+    return statistics.median(rates)
+
+
+def fastavro_body(version: SchemaVersion) -> Callable[[Record], bytes]:
+    def encode(record: Record) -> bytes:
+        out = io.BytesIO()
+        schemaless_writer(out, version.parsed, record)
+        return out.getvalue()
+
+    return encode
+
+
+def single_object(codec: Codec, full_name: str) -> Callable[[Record], bytes]:
+    """What the service calls: header and body, through the project's Codec."""
+    return lambda record: codec.encode(full_name, record)
+
+
+def candidate_body(name: str, version: SchemaVersion) -> Callable[[Record], bytes]:
+    """Another library's writer of a record body (no single-object header)."""
+    try:
+        cavro = importlib.import_module("cavro")
+    except ImportError:
+        raise SystemExit("cavro is not installed: pip install cavro") from None
+    schema = cavro.Schema(json.dumps(json.loads(version.path.read_text())))
+    encode: Callable[[Record], bytes] = schema.binary_encode
+    return encode
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--events", type=int, default=20_000)
+    parser.add_argument("--jobs", type=int, default=1_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--candidate", choices=("cavro",), help="another Avro writer beside fastavro"
+    )
+    args = parser.parse_args()
+    registry = SchemaRegistry.load()
+    codec = Codec(registry)
+    inputs, produced = outputs(args.jobs, args.events)
+    print(
+        f"{inputs:,} inputs folded ({args.jobs:,} jobs); records per CPU second, median of "
+        f"{args.repeat}\n"
+    )
+    print(
+        "| record | writer | records | per input | bytes (median) | records/CPU s | µs/record "
+        "| µs per input |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for full_name, records in produced.items():
+        version = registry.latest(full_name)
+        writers: list[tuple[str, Callable[[Record], bytes]]] = [
+            ("fastavro (Codec.encode)", single_object(codec, full_name))
+        ]
+        if args.candidate:
+            theirs, ours = candidate_body(args.candidate, version), fastavro_body(version)
+            differing = sum(theirs(rec) != ours(rec) for rec in records)
+            if differing:
+                raise SystemExit(
+                    f"{args.candidate} writes {differing} {full_name} records "
+                    "differently from fastavro"
+                )
+            writers.append((f"{args.candidate} (body only, byte-identical)", theirs))
+        size = statistics.median(len(codec.encode(full_name, rec)) for rec in records)
+        for writer, encode in writers:
+            rate = per_cpu_second(records, encode, args.repeat)
+            print(
+                f"| {full_name.rsplit('.', 1)[-1]} | {writer} | {len(records):,} | "
+                f"{len(records) / inputs:.2f} | {size:,.0f} | {rate:,.0f} | {1e6 / rate:.1f} | "
+                f"{1e6 / rate * len(records) / inputs:.1f} |"
+            )
+
+
+if __name__ == "__main__":
+    main()
