@@ -98,6 +98,14 @@ def register_service(commands: argparse._SubParsersAction[argparse.ArgumentParse
     )
     scheduler.add_argument("--batch-size", type=int, default=500, help="messages per fold batch")
     scheduler.add_argument(
+        "--batch-window",
+        type=float,
+        default=0.005,
+        metavar="SECONDS",
+        help="how long a batch waits for more messages before it is folded, unless it is "
+        "full already (default 0.005)",
+    )
+    scheduler.add_argument(
         "--session-timeout",
         type=float,
         default=10.0,
@@ -169,6 +177,7 @@ def _scheduler(args: argparse.Namespace, context: Context) -> int:
         web_port=args.web_port,
         data_dir=Path(args.data_dir),
         batch_size=args.batch_size,
+        batch_window_s=args.batch_window,
         session_timeout_s=args.session_timeout,
         replication_factor=args.replication_factor,
         store=args.store,

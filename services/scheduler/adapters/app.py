@@ -74,7 +74,7 @@ class ServiceSettings:
     web_port: int = 6066
     data_dir: Path = Path(".run/scheduler")
     batch_size: int = 500
-    batch_window_s: float = 0.02
+    batch_window_s: float = 0.005  # each batch cycle waits it out: latency at low rates
     session_timeout_s: float = 10.0
     tick_interval_s: float = 0.2
     replication_factor: int = 1
