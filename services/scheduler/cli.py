@@ -99,7 +99,7 @@ def register_service(commands: argparse._SubParsersAction[argparse.ArgumentParse
     scheduler.add_argument("--batch-size", type=int, default=500, help="messages per fold batch")
     scheduler.add_argument(
         "--batch-window",
-        type=float,
+        type=_wait,
         default=0.005,
         metavar="SECONDS",
         help="how long a batch waits for more messages before it is folded, unless it is "
@@ -144,6 +144,17 @@ def register_service(commands: argparse._SubParsersAction[argparse.ArgumentParse
         "restart replays only the changelogs' tail) or memory (replayed whole at every start)",
     )
     scheduler.set_defaults(handler=_scheduler)
+
+
+def _wait(text: str) -> float:
+    """A time to wait, in seconds: 0 or more."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text}") from None
+    if not seconds >= 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {text}")
+    return seconds
 
 
 def _jobs(text: str) -> int:
