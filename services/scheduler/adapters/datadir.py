@@ -113,8 +113,8 @@ def with_address(instance_id: str, settings: ServiceSettings) -> str:
     """A group.instance.id with the worker's web address after it, in Kafka's alphabet.
 
     Faust keeps each member's web address in the member's assignment and asserts it
-    at the next join: a static member restarted on another port would stall there
-    until its old session timed out. With the address in the id, it joins as a new
-    member instead."""
+    at the next join: a static member restarted on another port failed that check
+    (aiokafka's coordinator routine died) and never became ready. With the address
+    in the id, it joins as a new member instead."""
     # Kafka takes letters, digits, '.', '_' and '-' in an id
     return re.sub(r"[^A-Za-z0-9._-]", "_", f"{instance_id}-{settings.web_host}-{settings.web_port}")
