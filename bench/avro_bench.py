@@ -20,13 +20,13 @@ import importlib
 import io
 import json
 import statistics
-import time
 from collections.abc import Callable
 from typing import Any
 
 from fastavro import schemaless_writer
 
 from bench.core_bench import workload
+from bench.serde_bench import rate
 from services.contracts import records as r
 from services.contracts.codec import Codec
 from services.contracts.schemas import SchemaRegistry, SchemaVersion
@@ -53,16 +53,6 @@ def outputs(jobs: int, events: int) -> tuple[int, dict[str, list[Record]]]:
         if decisions is not None:
             produced[r.SCHEDULER_DECISIONS].append(decisions)
     return len(folded), produced
-
-
-def per_cpu_second(records: list[Record], encode: Callable[[Record], bytes], repeat: int) -> float:
-    rates = []
-    for _ in range(repeat):
-        start = time.process_time()
-        for record in records:
-            encode(record)
-        rates.append(len(records) / (time.process_time() - start))
-    return statistics.median(rates)
 
 
 def fastavro_body(version: SchemaVersion) -> Callable[[Record], bytes]:
@@ -129,11 +119,11 @@ def main() -> None:
             writers.append((f"{args.candidate} (body only, byte-identical)", theirs))
         size = statistics.median(len(codec.encode(full_name, rec)) for rec in records)
         for writer, encode in writers:
-            rate = per_cpu_second(records, encode, args.repeat)
+            per_s = rate(records, encode, args.repeat)
             print(
                 f"| {full_name.rsplit('.', 1)[-1]} | {writer} | {len(records):,} | "
-                f"{len(records) / inputs:.2f} | {size:,.0f} | {rate:,.0f} | {1e6 / rate:.1f} | "
-                f"{1e6 / rate * len(records) / inputs:.1f} |"
+                f"{len(records) / inputs:.2f} | {size:,.0f} | {per_s:,.0f} | {1e6 / per_s:.1f} | "
+                f"{1e6 / per_s * len(records) / inputs:.1f} |"
             )
 
 
