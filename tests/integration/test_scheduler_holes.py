@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from confluent_kafka import Producer
+from faust.types import TP
 
 from services.contracts import Settings
-from services.contracts.kafka import producer_config
+from services.contracts.kafka import ensure_topics, producer_config
+from services.contracts.topics import JOB_EVENTS
 from services.scheduler.adapters.app import HoleReader, SchedulerService
 from services.scheduler.adapters.metrics import Metrics
 from services.scheduler.adapters.processor import Incoming
@@ -26,10 +30,19 @@ def _produce(kafka: Settings, partition: int, count: int) -> None:
     assert producer.flush(30) == 0
 
 
-def _service(kafka: Settings, folded: dict[str, int]) -> Any:
-    """Just the parts `_in_order` uses: the folded-offsets table, the reader, metrics."""
+class _Folded(dict[str, int]):
+    """The folded-offsets table as `_in_order` reads it, with its changelog's name."""
+
+    changelog_topic_name = ""
+
+
+def _service(kafka: Settings, folded: dict[str, int], committed: Any = None) -> Any:
+    """Just the parts `_in_order` uses: the folded-offsets table and its changelog, the
+    reader, metrics, and Faust's consumer for the committed offsets it logs."""
     service = SchedulerService.__new__(SchedulerService)
-    service.folded = folded  # type: ignore[assignment]
+    service.folded = _Folded(folded)  # type: ignore[assignment]
+    service.folded.changelog_topic_name = f"{kafka.topic_prefix}folded-changelog"
+    service.app = SimpleNamespace(consumer=SimpleNamespace(_committed_offset=committed or {}))
     service.holes = HoleReader(kafka)
     service.metrics = Metrics()
     service.next_offset = {}
@@ -41,14 +54,30 @@ def _delivered(kafka: Settings, partition: int, *offsets: int) -> list[Incoming]
     return [Incoming(topic, partition, o, b"k", f"m{o}".encode()) for o in offsets]
 
 
-def test_a_hole_is_read_in_and_repeats_pass_on_to_the_per_job_guard(kafka: Settings) -> None:
+def test_a_hole_is_read_in_and_repeats_pass_on_to_the_per_job_guard(
+    kafka: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
     _produce(kafka, 2, 12)
-    service = _service(kafka, {"2": 2})  # offsets 0..2 folded and stored before a restart
+    committed = {TP(kafka.topics.job_events, 2): 7}  # as if a commit had got ahead
+    service = _service(kafka, {"2": 2}, committed)  # offsets 0..2 folded and stored before
+    changelog = service.folded.changelog_topic_name
+    ensure_topics(kafka, {changelog: JOB_EVENTS})
+    producer = Producer(producer_config(kafka))
+    for through in (b"1", b"2"):  # what a worker wrote; the table recovered the last
+        producer.produce(changelog, key=b"2", value=through, partition=2)
+    assert producer.flush(30) == 0
 
-    first = asyncio.run(service._in_order(_delivered(kafka, 2, 1, 2, 7, 8)))
+    with caplog.at_level(logging.WARNING, logger="scalefold.scheduler"):
+        first = asyncio.run(service._in_order(_delivered(kafka, 2, 1, 2, 7, 8)))
     assert [m.offset for m in first] == [1, 2, 3, 4, 5, 6, 7, 8]
     assert [m.value for m in first[2:6]] == [b"m3", b"m4", b"m5", b"m6"]
     assert service.metrics.holes_filled == 4
+    # the log tells which side is stale: here the commit, not the table's replay
+    assert (
+        f"Faust skipped offsets 3..6 of {kafka.topics.job_events}[2]; reading them from "
+        "Kafka (the group's committed offset 7; the folded table says through 2, its "
+        "changelog's last record at offset 1: b'2')"
+    ) in caplog.text
 
     later = asyncio.run(service._in_order(_delivered(kafka, 2, 11)))
     assert [m.offset for m in later] == [9, 10, 11]
@@ -75,3 +104,16 @@ def test_successive_reads_return_exactly_their_partitions_ranges(kafka: Settings
         assert [(m.partition, m.offset, m.value) for m in got] == [
             (partition, o, f"m{o}".encode()) for o in range(start, end)
         ]
+
+
+def test_a_changelog_that_cannot_be_read_leaves_the_hole_read_all_the_same(
+    kafka: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    _produce(kafka, 1, 6)
+    service = _service(kafka, {"1": 0})  # its changelog topic was never created
+
+    with caplog.at_level(logging.WARNING, logger="scalefold.scheduler"):
+        delivered = asyncio.run(service._in_order(_delivered(kafka, 1, 4, 5)))
+    assert [m.offset for m in delivered] == [1, 2, 3, 4, 5]
+    assert "the group's committed offset None" in caplog.text
+    assert "its changelog's last record unread: " in caplog.text

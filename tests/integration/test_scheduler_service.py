@@ -270,8 +270,9 @@ def test_what_is_produced_while_no_worker_runs_is_all_folded_after_a_restart(
     in four runs of 2026-11-26; never in 12 runs here): it reads that range from Kafka
     itself ("Faust skipped offsets" in its log) and the records below come out exact.
     Which side is stale, the group's committed offset or the replayed table, is not
-    known yet (docs/scheduler-service.md); with rocksdb:// no skip has been seen, and
-    this test still asserts there is none."""
+    known yet (docs/scheduler-service.md; the warning now logs both, and the table's
+    changelog as Kafka has it); with rocksdb:// no skip has been seen, and this test
+    still asserts there is none."""
     events = workload(jobs=24, per_job=40, seed=300)
     expected = latest_by_uuid(r for records in replayed_records(events).values() for r in records)
     rounds = 6  # the old race dropped messages at about one restart in four here

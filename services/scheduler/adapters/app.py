@@ -251,6 +251,16 @@ class HoleReader:
         )
         return int(low)
 
+    def last_value(self, topic: str, partition: int) -> str:
+        """A partition's last record as text, `offset: value` (blocking; for the log)."""
+        from confluent_kafka import TopicPartition
+
+        low, end = self._client().get_watermark_offsets(TopicPartition(topic, partition), 30)
+        if end <= low:
+            return "none (empty)"
+        last = self.read(topic, partition, end - 1, end)[0]
+        return f"at offset {last.offset}: {last.value!r}"
+
     def read(self, topic: str, partition: int, start: int, end: int) -> list[Incoming]:
         """The messages at offsets start..end-1 (blocking; run it off the event loop).
 
@@ -453,11 +463,12 @@ class SchedulerService:
             expected = await self._expected(message.topic, message.partition)
             if message.offset > expected:
                 log.warning(
-                    "Faust skipped offsets %d..%d of %s[%d]; reading them from Kafka",
+                    "Faust skipped offsets %d..%d of %s[%d]; reading them from Kafka (%s)",
                     expected,
                     message.offset - 1,
                     message.topic,
                     message.partition,
+                    await self._why_skipped(message.topic, message.partition),
                 )
                 assert self.holes is not None
                 loop = asyncio.get_running_loop()
@@ -474,6 +485,27 @@ class SchedulerService:
             result.append(message)
             self.next_offset[message.partition] = max(expected, message.offset + 1)
         return result
+
+    async def _why_skipped(self, topic: str, partition: int) -> str:
+        """For the log, where Faust delivers past the expected offset: the group's
+        committed offset as Faust's consumer holds it, what the `folded` table holds,
+        and the last record of its changelog read from Kafka. A committed offset ahead
+        of a changelog that agrees with the table means a commit got ahead of the
+        folding; a changelog ahead of the table, a replay that missed its tail."""
+        committed = getattr(self.app.consumer, "_committed_offset", {})  # Faust's, private
+        try:
+            assert self.holes is not None
+            loop = asyncio.get_running_loop()
+            changelog = await loop.run_in_executor(
+                None, self.holes.last_value, self.folded.changelog_topic_name, partition
+            )
+        except Exception as error:  # a diagnostic is never a reason to stop
+            changelog = f"unread: {type(error).__name__}: {error}"
+        return (
+            f"the group's committed offset {committed.get(TP(topic, partition))}; "
+            f"the folded table says through {self.folded.get(str(partition))}, "
+            f"its changelog's last record {changelog}"
+        )
 
     async def _expected(self, topic: str, partition: int) -> int:
         """The next offset to fold: after the last folded one, or after the one
