@@ -8,6 +8,7 @@ import os
 import random
 import re
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -296,9 +297,12 @@ def test_what_is_produced_while_no_worker_runs_is_all_folded_after_a_restart(
         codec, kafka, lambda got: latest_by_uuid(got) == expected, timeout=120
     )
     assert latest_by_uuid(received) == expected
+    log = worker.log.read_text(errors="replace")  # every round's worker appends to it
+    skips = [line for line in log.splitlines() if "Faust skipped offsets" in line]
     if store == "rocksdb://":  # the tables kept on disk: no skipped range, ever seen
-        log = worker.log.read_text(errors="replace")
-        assert "Faust skipped offsets" not in log, "Faust lost messages at a recovery"
+        assert not skips, f"Faust lost messages at a recovery: {skips}"
+    for line in skips:  # shown in the run's summary, so that CI's log keeps the facts
+        warnings.warn(f"memory:// restart: {line}", stacklevel=1)
 
 
 def test_malformed_messages_are_dead_lettered_and_valid_work_is_unaffected(
