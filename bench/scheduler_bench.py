@@ -394,7 +394,7 @@ def scaled(
             assert worker.process is not None
             rss_drained, _ = memory_mib(worker.process.pid)
             drained = metrics_of(worker)
-            measured = paced_rescales(settings, codec, worker, rate, seconds)
+            measured = paced_rescales(settings, codec, [worker], rate, seconds)
             rss, peak = memory_mib(worker.process.pid)
         finally:
             worker.stop()
@@ -444,35 +444,47 @@ class LatencyRun:
     produced_per_s: float
     """The rate the events actually went out at (the offered rate, if the producer kept up)."""
     worker_cpu_share: float
-    """The worker's CPU seconds per second while they went out: near 1, it was saturated."""
+    """The workers' CPU seconds per second while they went out (all of them together;
+    one worker near 1 was saturated)."""
 
 
-def latency(
-    base: Settings, codec: Codec, rate: int, seconds: int, jobs: int = LATENCY_JOBS
+def latency(  # noqa: PLR0917 (the run's parameters)
+    base: Settings,
+    codec: Codec,
+    rate: int,
+    seconds: int,
+    jobs: int = LATENCY_JOBS,
+    workers: int = 1,
 ) -> LatencyRun:
-    """The latency run on a fresh topic and a worker of its own."""
+    """The latency run on a fresh topic and `workers` workers of its own, in one
+    consumer group (the topic's partitions split between them), all ready before
+    the first event."""
     settings = fresh(base)
+    zero = [f"-D{k}={v}" for k, v in ZERO.items()]
     with tempfile.TemporaryDirectory() as data:
-        worker = SchedulerProcess(
-            settings, Path(data), *[f"-D{k}={v}" for k, v in ZERO.items()]
-        ).start()
+        group = [
+            SchedulerProcess(settings, Path(data) / f"worker-{n}", *zero) for n in range(workers)
+        ]
         try:
-            worker.wait_ready()
-            return paced_rescales(settings, codec, worker, rate, seconds, jobs)
+            for worker in group:
+                worker.start()
+            _wait_all_ready(group)
+            return paced_rescales(settings, codec, group, rate, seconds, jobs)
         finally:
-            worker.stop()
+            for worker in group:
+                worker.stop()
 
 
 def paced_rescales(  # noqa: PLR0917 (the run's parameters)
     settings: Settings,
     codec: Codec,
-    worker: SchedulerProcess,
+    workers: list[SchedulerProcess],
     rate: int,
     seconds: int,
     jobs: int = LATENCY_JOBS,
 ) -> LatencyRun:
-    """Submit `jobs` jobs with zero timeouts (each on one TaskManager) to a ready worker,
-    wait until it has folded them, then offer `rate` rescales per second for `seconds`
+    """Submit `jobs` jobs with zero timeouts (each on one TaskManager) to ready workers,
+    wait until they have folded them, then offer `rate` rescales per second for `seconds`
     and time each from its produce to its rescale record being consumable."""
     vertices = (VertexSpec("source", "Source", "g", "g", 1000, None),)
     zero = tuple(sorted(ZERO.items()))
@@ -481,10 +493,10 @@ def paced_rescales(  # noqa: PLR0917 (the run's parameters)
         JobSubmitted(f"lat-{j}", start, "lat", vertices, None, zero) for j in range(jobs)
     ]
     setup += [TaskManagerRegistered(f"lat-{j}", start, "tm-0", 1, None) for j in range(jobs)]
-    folded = metrics_of(worker).get(EVENTS_IN, 0) + len(setup)
+    folded = _events_in(workers) + len(setup)
     produce_all(settings, codec, setup)
     deadline = time.monotonic() + 120
-    while metrics_of(worker).get(EVENTS_IN, 0) < folded:
+    while _events_in(workers) < folded:
         assert time.monotonic() < deadline, "the latency jobs were not folded"
         time.sleep(0.1)
     produced: dict[tuple[str, int], float] = {}
@@ -524,22 +536,25 @@ def paced_rescales(  # noqa: PLR0917 (the run's parameters)
 
     reader = threading.Thread(target=consume, daemon=True)
     reader.start()
-    assert worker.process is not None
-    pid = worker.process.pid
+    pids = [w.process.pid for w in workers if w.process is not None]
     producer = connected_producer(settings)
     try:
         time.sleep(1)  # the reader's first fetch, the producer's id
-        began, cpu_began = time.monotonic(), cpu_seconds(pid)
+        began, cpu_began = time.monotonic(), sum(cpu_seconds(pid) for pid in pids)
         first_sent[0] = time.time()
         offer(producer, settings, codec, produced, count=rate * seconds, rate=rate, jobs=jobs)
         spent = time.monotonic() - began
-        cpu = cpu_seconds(pid) - cpu_began
+        cpu = sum(cpu_seconds(pid) for pid in pids) - cpu_began
         time.sleep(5)
     finally:
         stop.set()
         reader.join(10)
         consumer.close()
     return LatencyRun(latencies, warm, rate * seconds / spent, cpu / spent)
+
+
+def _events_in(workers: list[SchedulerProcess]) -> float:
+    return sum(metrics_of(worker).get(EVENTS_IN, 0) for worker in workers)
 
 
 def connected_producer(settings: Settings) -> Any:
@@ -705,6 +720,12 @@ def main() -> None:
         help="jobs of the latency run (each event adds a TaskManager to one: fewer jobs, "
         "larger ones)",
     )
+    parser.add_argument(
+        "--latency-workers",
+        type=int,
+        default=1,
+        help="workers of the latency run, in one consumer group (default 1)",
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object per measured row")
     parser.add_argument(
         "--restart",
@@ -760,7 +781,9 @@ def main() -> None:
     # none with --repeat 0: the latency run alone
     rows = [row(mode, args.jobs, args.events, runs, to) for mode, to in compared if runs]
     if not args.no_latency:
-        measured = latency(base, codec, args.rate, args.seconds, args.latency_jobs)
+        measured = latency(
+            base, codec, args.rate, args.seconds, args.latency_jobs, args.latency_workers
+        )
         lat = sorted(measured.latencies_ms)
         p50 = statistics.median(lat)
         p99 = _p99(lat)
@@ -768,6 +791,7 @@ def main() -> None:
             {
                 "stage": "scheduler-service",
                 "mode": "latency",
+                "workers": args.latency_workers,
                 "jobs": args.latency_jobs,
                 "events": len(lat),
                 "offered_per_s": args.rate,
@@ -794,8 +818,9 @@ def main() -> None:
         if each["mode"] == "latency":
             print(
                 f"| produce -> rescale consumable at {args.rate}/s, zero timeouts, "
-                f"{each['events']:,} records (sent at {each['produced_per_s']:,}/s, worker CPU "
-                f"{each['worker_cpu_share']:.0%}) | p50 {each['p50_ms']} ms | | p99 "
+                f"{each['events']:,} records (sent at {each['produced_per_s']:,}/s, "
+                f"{each['workers']} worker(s), CPU {each['worker_cpu_share']:.0%} of a core) "
+                f"| p50 {each['p50_ms']} ms | | p99 "
                 f"{each['p99_ms']} ms ({each['p99_after_warm_up_ms']} ms after the first "
                 f"{WARM_UP_S:.0f} s) | | | | |"
             )
