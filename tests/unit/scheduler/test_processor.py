@@ -185,5 +185,23 @@ def test_stored_state_round_trips_with_its_offset(codec: Codec, processor: Proce
     assert stored_from_bytes(store_bytes(stored)) == Stored(42, stored.job)
 
 
+def test_the_tables_codec_encodes_a_state_once_and_answers_only_for_that_state(
+    codec: Codec, processor: Processor
+) -> None:
+    """A table write encodes its value for the changelog and again for the store."""
+    from faust.serializers import codecs
+
+    from services.scheduler.adapters.app import STORED_CODEC
+
+    first = processor.process(submitted(codec, offset=1), None).stored
+    later = processor.process(submitted(codec, offset=2), None).stored
+    assert first is not None and later is not None
+    written = codecs.dumps(STORED_CODEC, first)
+    assert written == store_bytes(first)
+    assert codecs.dumps(STORED_CODEC, first) is written  # the second time, not encoded again
+    assert codecs.dumps(STORED_CODEC, later) == store_bytes(later) != written
+    assert codecs.dumps(STORED_CODEC, Stored(1, first.job)) == written  # equal, another object
+
+
 def test_timer_ticks_are_input_events(codec: Codec) -> None:
     assert r.TIMER_FIRED in r.INPUT_EVENTS
