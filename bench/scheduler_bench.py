@@ -751,6 +751,8 @@ def main() -> None:
         help="instead: N workers in one group beside one worker, events produced once all are ready",
     )
     args = parser.parse_args()
+    if args.latency_workers < 1:
+        parser.error("--latency-workers must be at least 1")
     base = Settings(bootstrap_servers=os.environ["SCALEFOLD_BOOTSTRAP_SERVERS"])
     codec = Codec(SchemaRegistry.load())
     for chosen, measure in (

@@ -267,7 +267,7 @@ class HoleReader:
         return int(low)
 
     def last_value(self, topic: str, partition: int) -> str:
-        """A partition's last record as text, `offset: value` (blocking; for the log)."""
+        """A partition's last record as text, its offset and value (blocking; for the log)."""
         from confluent_kafka import TopicPartition
 
         low, end = self._client().get_watermark_offsets(TopicPartition(topic, partition), 30)
