@@ -30,6 +30,7 @@ The workload is the core bench's, dated a day ahead (see `workload`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -40,7 +41,7 @@ import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -207,20 +208,29 @@ def workers_rate(
     partitions, so no rebalance falls inside the timed span; timed from the
     first consumed batch to the last event."""
     settings = fresh(base)
-    with tempfile.TemporaryDirectory() as data:
-        workers = [SchedulerProcess(settings, Path(data) / f"worker-{n}") for n in range(count)]
-        try:
-            for worker in workers:
-                worker.start()
-            _wait_all_ready(workers)
-            producer = threading.Thread(target=produce_all, args=(settings, codec, events))
-            producer.start()
-            measured = drain(workers, len(events), timeout=600)
-            producer.join()
-            return measured
-        finally:
-            for worker in workers:
-                worker.stop()
+    with tempfile.TemporaryDirectory() as data, _group(settings, Path(data), count) as workers:
+        producer = threading.Thread(target=produce_all, args=(settings, codec, events))
+        producer.start()
+        measured = drain(workers, len(events), timeout=600)
+        producer.join()
+        return measured
+
+
+@contextlib.contextmanager
+def _group(
+    settings: Settings, data: Path, count: int, *extra: str
+) -> Iterator[list[SchedulerProcess]]:
+    """`count` workers in one consumer group, each on a data directory of its own under
+    `data`, all ready; stopped when the block ends."""
+    workers = [SchedulerProcess(settings, data / f"worker-{n}", *extra) for n in range(count)]
+    try:
+        for worker in workers:
+            worker.start()
+        _wait_all_ready(workers)
+        yield workers
+    finally:
+        for worker in workers:
+            worker.stop()
 
 
 def _wait_all_ready(workers: list[SchedulerProcess], timeout: float = 180) -> None:
@@ -461,18 +471,11 @@ def latency(  # noqa: PLR0917 (the run's parameters)
     the first event."""
     settings = fresh(base)
     zero = [f"-D{k}={v}" for k, v in ZERO.items()]
-    with tempfile.TemporaryDirectory() as data:
-        group = [
-            SchedulerProcess(settings, Path(data) / f"worker-{n}", *zero) for n in range(workers)
-        ]
-        try:
-            for worker in group:
-                worker.start()
-            _wait_all_ready(group)
-            return paced_rescales(settings, codec, group, rate, seconds, jobs)
-        finally:
-            for worker in group:
-                worker.stop()
+    with (
+        tempfile.TemporaryDirectory() as data,
+        _group(settings, Path(data), workers, *zero) as group,
+    ):
+        return paced_rescales(settings, codec, group, rate, seconds, jobs)
 
 
 def paced_rescales(  # noqa: PLR0917 (the run's parameters)

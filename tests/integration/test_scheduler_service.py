@@ -269,8 +269,8 @@ def test_what_is_produced_while_no_worker_runs_is_all_folded_after_a_restart(
     With memory:// a worker still, rarely, finds Faust delivering a partition from past
     the offset through which its recovered `folded` table says all is folded (CI, twice
     in four runs of 2026-11-26; never in 46 runs here, 34 of them beside a busy loop):
-    it reads that range from Kafka
-    itself ("Faust skipped offsets" in its log) and the records below come out exact.
+    it reads that range from Kafka itself ("Faust skipped offsets" in its log) and the
+    records below come out exact.
     Which side is stale, the group's committed offset or the replayed table, is not
     known yet (docs/scheduler-service.md; the warning now logs both, and the table's
     changelog as Kafka has it); with rocksdb:// no skip has been seen, and this test
