@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 # The scheduler core must keep >= 95% branch coverage (pyproject: [tool.coverage.report]).
 PYTEST_ARGS ?= --cov=services/scheduler/core --cov-report=term:skip-covered
 
-.PHONY: demo test compose-test up down status lint format fetch browser venv bench clean
+.PHONY: demo test compose-test up down status lint format fetch browser venv core bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,17 +18,22 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+## core: compile the scheduler core's logic with mypyc into build/core (~15-60 s; skipped
+## while the build matches the sources; the core runs interpreted without it: native.py)
+core: $(STAMP)
+	$(BIN)/python -m services.scheduler.compile_core
+
 ## fetch: resolve the Kafka broker's and Spark's connector jars with Maven (cached)
 fetch: $(STAMP)
 	$(BIN)/scalefold local fetch
 
 ## demo: run the main job end to end on the embedded default
-demo: fetch
+demo: fetch core
 	$(BIN)/scalefold demo
 
 ## test: lint, then the whole suite against a real broker started (and stopped) for it,
 ## then the docker-compose stack's tests (compose-test)
-test: lint fetch browser
+test: lint fetch browser core
 	$(BIN)/scalefold local run -- $(BIN)/pytest $(PYTEST_ARGS) --ignore=tests/docker
 	$(MAKE) compose-test
 
@@ -41,7 +46,7 @@ compose-test: $(STAMP)
 	deploy/docker/compose-test.sh
 
 ## up / down / status: the local stack, for working by hand
-up: fetch
+up: fetch core
 	$(BIN)/scalefold local up
 
 down: $(STAMP)
@@ -61,4 +66,4 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix services tests bench
 
 clean:
-	rm -rf $(VENV) .run .pytest_cache .mypy_cache .ruff_cache .import_linter_cache
+	rm -rf $(VENV) build .run .pytest_cache .mypy_cache .ruff_cache .import_linter_cache

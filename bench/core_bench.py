@@ -39,6 +39,7 @@ from services.contracts.events import (
 )
 from services.contracts.records import INPUT_EVENTS
 from services.contracts.schemas import SchemaRegistry
+from services.scheduler.core import MODE as CORE_MODE
 from services.scheduler.core import handle
 from services.scheduler.core.model import JobState
 from services.scheduler.core.serde import dumps, loads
@@ -163,6 +164,7 @@ def measure(
         rows.append(
             {
                 "stage": "core",
+                "core": CORE_MODE,
                 "mode": "fold+store" if store else "fold",
                 "jobs": jobs,
                 "events": len(events),

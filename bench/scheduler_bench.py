@@ -62,6 +62,10 @@ from services.contracts.events import (
 )
 from services.contracts.kafka import ensure_topics, librdkafka_config, producer_config
 from services.localstack.ports import free_port
+
+# The workers are processes of this environment and source tree: they run the core this
+# process would (compiled when `make core` has built it; services/scheduler/core/native.py).
+from services.scheduler.core import MODE as CORE_MODE
 from tests.integration.scheduler_support import ROOT, SchedulerProcess
 
 EVENTS_IN = "scalefold_scheduler_events_in_total"
@@ -413,6 +417,7 @@ def scaled(
     lat = sorted(measured.latencies_ms)
     return {
         "stage": "scheduler-service",
+        "core": CORE_MODE,
         "mode": "scaling",
         "jobs": jobs,
         "events": len(load),
@@ -614,6 +619,7 @@ def row(
     rates = [run[mode][0] for run in runs]
     result: dict[str, object] = {
         "stage": "scheduler-service",
+        "core": CORE_MODE,
         "mode": mode,
         "jobs": jobs,
         "events": events,
@@ -643,6 +649,7 @@ def _restarts(args: argparse.Namespace, base: Settings, codec: Codec) -> None:
         times = [restart(base, codec, args.events, args.jobs, store) for _ in range(args.repeat)]
         result = {
             "stage": "scheduler-service",
+            "core": CORE_MODE,
             "mode": "restart",
             "store": store,
             "jobs": args.jobs,
@@ -795,6 +802,7 @@ def main() -> None:
         rows.append(
             {
                 "stage": "scheduler-service",
+                "core": CORE_MODE,
                 "mode": "latency",
                 "workers": args.latency_workers,
                 "jobs": args.latency_jobs,

@@ -19,6 +19,7 @@ from services.scheduler.adapters.datadir import (
     with_address,
     worker_identity,
 )
+from services.scheduler.core import MODE as CORE_MODE
 from services.scheduler.core.config import ConfigError
 from services.scheduler.core.fold import config_of
 
@@ -82,8 +83,9 @@ def run_service(settings: ServiceSettings, log_level: str = "info") -> int:
     if created:
         log.info("created topics %s", ", ".join(created))
     log.info(
-        "starting scheduler %s (defaults: %s)",
+        "starting scheduler %s (core %s; defaults: %s)",
         settings.app_id,
+        CORE_MODE,
         ", ".join(f"{k}={v}" for k, v in settings.defaults) or "Flink's",
     )
     worker = faust.Worker(service.app, loglevel=log_level, quiet=True, override_logging=False)

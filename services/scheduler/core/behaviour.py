@@ -8,11 +8,15 @@ state overrides what it reacts to.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
+from mypy_extensions import mypyc_attr
+
 from services.contracts.events import JobEventKind, JobLifecycle
 from services.contracts.jobconfig import RuntimeMode
 from services.scheduler.core.effects import DecisionKind
-from services.scheduler.core.fold import Fold, InvariantError
-from services.scheduler.core.model import StateName
+from services.scheduler.core.fold import Fold
+from services.scheduler.core.model import InvariantError, StateName
 
 REGISTRY: dict[StateName, Behaviour] = {}
 
@@ -21,15 +25,20 @@ def behaviour(name: StateName) -> Behaviour:
     return REGISTRY[name]
 
 
-def register(cls: type[Behaviour]) -> type[Behaviour]:
-    REGISTRY[cls.name] = cls()
-    return cls
+def register(*classes: type[Behaviour]) -> None:
+    """Make one instance of each class the behaviour of the state it names."""
+    for cls in classes:
+        instance = cls()
+        REGISTRY[instance.name] = instance
 
 
+# Compiled by mypyc (services/scheduler/core/native.py), a class is a C type; the tests
+# define their own states, so interpreted subclasses stay allowed.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Behaviour:
     """A scheduler state's reactions; state data lives in `fold.state`."""
 
-    name: StateName
+    name: ClassVar[StateName]
     records_new_resources = False  # only Executing opens NEW_RESOURCE_AVAILABLE rescales
 
     def on_enter(self, fold: Fold) -> None:

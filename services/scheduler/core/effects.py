@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from services.scheduler.core.model import JobStatus
+from services.scheduler.core.model import JobState, JobStatus
 
 
 class DecisionKind(StrEnum):
@@ -102,3 +102,10 @@ class Rejected(msgspec.Struct, frozen=True):
 
 
 Effect = Decision | RuntimeRequest | RescaleUpdated | Rejected
+
+
+class Step(msgspec.Struct, frozen=True):
+    """The job after one event (None if it was never created) and what the event caused."""
+
+    job: JobState | None
+    effects: tuple[Effect, ...]

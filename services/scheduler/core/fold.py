@@ -35,16 +35,12 @@ from services.scheduler.core.effects import (
     RescaleUpdated,
     RuntimeRequest,
 )
-from services.scheduler.core.model import JobState, JobStatus, StateName, Timer
+from services.scheduler.core.model import InvariantError, JobState, JobStatus, StateName, Timer
 from services.scheduler.core.recording import build_record
 
 MAX_TIMERS_PER_STEP = 10_000
 
 Defaults = tuple[tuple[str, str], ...]
-
-
-class InvariantError(AssertionError):
-    """The scheduler broke one of its own rules: a bug, never bad input."""
 
 
 def _details(details: dict[str, object]) -> tuple[tuple[str, str], ...]:

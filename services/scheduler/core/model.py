@@ -15,6 +15,10 @@ from services.scheduler.core.restart import RestartState
 from services.scheduler.core.timeline import Timeline
 
 
+class InvariantError(AssertionError):
+    """The scheduler broke one of its own rules: a bug, never bad input."""
+
+
 class StateName(StrEnum):
     """Flink's scheduler states, by class name."""
 

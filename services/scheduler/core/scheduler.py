@@ -10,8 +10,6 @@ clock never goes backwards. `advance` runs timers up to a time without an event
 
 from __future__ import annotations
 
-import msgspec
-
 from services.contracts.events import (
     ConfigurationUpdated,
     Event,
@@ -29,10 +27,10 @@ from services.scheduler.core.allocator import desired_slots
 from services.scheduler.core.config import ConfigError
 from services.scheduler.core.effects import (
     DecisionKind,
-    Effect,
     Rejected,
     RejectionKind,
     RequestKind,
+    Step,
 )
 from services.scheduler.core.fold import Defaults, Fold, config_of
 from services.scheduler.core.jobgraph import (
@@ -54,13 +52,6 @@ from services.scheduler.core.timeline import Timeline
 from services.scheduler.core.transitions import go_to_waiting_for_resources
 
 RUNNING_GRAPH = (StateName.EXECUTING, StateName.STOP_WITH_SAVEPOINT)
-
-
-class Step(msgspec.Struct, frozen=True):
-    """The job after one event (None if it was never created) and what the event caused."""
-
-    job: JobState | None
-    effects: tuple[Effect, ...]
 
 
 def handle(job: JobState | None, event: Event, defaults: Defaults = ()) -> Step:

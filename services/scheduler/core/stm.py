@@ -25,13 +25,13 @@ from typing import Any, Protocol
 from msgspec.structs import replace
 
 from services.scheduler.core.effects import DecisionKind
-from services.scheduler.core.fold import Fold, InvariantError
+from services.scheduler.core.fold import Fold
 from services.scheduler.core.history import (
     end_without_change,
     open_new_resource_rescale,
     track_phase,
 )
-from services.scheduler.core.model import Phase, TransitionManager
+from services.scheduler.core.model import InvariantError, Phase, TransitionManager
 
 COOLDOWN_END = "stm.cooldown-end"
 STABILIZED = "stm.stabilized"

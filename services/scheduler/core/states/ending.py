@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from services.contracts.events import JobEventKind, JobLifecycle
 from services.contracts.jobconfig import RuntimeMode
 from services.scheduler.core.behaviour import Behaviour, register
@@ -16,7 +18,7 @@ class StoppingGraph(Behaviour):
     """Cancels the execution graph and finishes once it is terminal."""
 
     DONE = "stopping.graph-terminal"
-    status: JobStatus
+    status: ClassVar[JobStatus]
 
     def on_enter(self, fold: Fold) -> None:
         if fold.state.graph_terminal:  # e.g. cancelled while Restarting had stopped it
@@ -48,13 +50,11 @@ class StoppingGraph(Behaviour):
         go_to_finished(fold, JobStatus.SUSPENDED)
 
 
-@register
 class Canceling(StoppingGraph):
     name = StateName.CANCELING
     status = JobStatus.CANCELED
 
 
-@register
 class Failing(StoppingGraph):
     name = StateName.FAILING
     status = JobStatus.FAILED
@@ -63,9 +63,11 @@ class Failing(StoppingGraph):
         go_to_canceling(fold, graph_of(fold), fold.state.graph_terminal)
 
 
-@register
 class Finished(Behaviour):
     name = StateName.FINISHED
 
     def on_lifecycle(self, fold: Fold, event: JobLifecycle) -> None:
         fold.decide(DecisionKind.EVENT_IGNORED, f"{event.kind} ignored: the job has finished")
+
+
+register(Canceling, Failing, Finished)

@@ -10,8 +10,8 @@ from services.scheduler.core import history, stm
 from services.scheduler.core.allocator import desired_slots
 from services.scheduler.core.behaviour import Behaviour, register
 from services.scheduler.core.effects import DecisionKind, RequestKind
-from services.scheduler.core.fold import Fold, InvariantError
-from services.scheduler.core.model import ExecutionGraph, JobStatus, StateName
+from services.scheduler.core.fold import Fold
+from services.scheduler.core.model import ExecutionGraph, InvariantError, JobStatus, StateName
 from services.scheduler.core.resources import candidate, describe, executing_assessment
 from services.scheduler.core.stm import Assessment
 from services.scheduler.core.transitions import (
@@ -58,7 +58,6 @@ class WithGraph(Behaviour):
         go_to_finished(fold, JobStatus.SUSPENDED)
 
 
-@register
 class Executing(WithGraph):
     name = StateName.EXECUTING
     records_new_resources = True
@@ -224,7 +223,6 @@ def _min_pause_left(fold: Fold, graph: ExecutionGraph) -> int:
     return max(0, fold.config.min_pause_ms - (fold.now - graph.last_checkpoint_at))
 
 
-@register
 class StopWithSavepoint(WithGraph):
     name = StateName.STOP_WITH_SAVEPOINT
     GRAPH_FINISHED = "savepoint.graph-finished"
@@ -273,7 +271,6 @@ class StopWithSavepoint(WithGraph):
         self.on_failure(fold, SAVEPOINT_NOT_FINISHED, True, True)
 
 
-@register
 class Restarting(WithGraph):
     name = StateName.RESTARTING
     CANCELLED = "restarting.cancelled"
@@ -322,3 +319,6 @@ class Restarting(WithGraph):
             )
         else:
             go_to_waiting_for_resources(fold, graph, "restarted; waiting for resources")
+
+
+register(Executing, StopWithSavepoint, Restarting)

@@ -50,12 +50,10 @@ class WithoutGraph(Behaviour):
             super().on_failure(fold, cause, recoverable, is_global)
 
 
-@register
 class Created(WithoutGraph):
     name = StateName.CREATED
 
 
-@register
 class WaitingForResources(WithoutGraph):
     name = StateName.WAITING_FOR_RESOURCES
     RESOURCE_TIMEOUT = "waiting.resource-timeout"
@@ -114,7 +112,6 @@ class WaitingForResources(WithoutGraph):
         """Nothing runs, so there is nothing to checkpoint."""
 
 
-@register
 class CreatingExecutionGraph(WithoutGraph):
     name = StateName.CREATING_EXECUTION_GRAPH
     CREATED = "creating.created"
@@ -176,3 +173,6 @@ class CreatingExecutionGraph(WithoutGraph):
     def _failed(self, fold: Fold, exception: str) -> None:
         history.creation_failed(fold, exception)
         go_to_finished(fold, JobStatus.FAILED, exception)
+
+
+register(Created, WaitingForResources, CreatingExecutionGraph)
