@@ -13,49 +13,8 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from operator import attrgetter
 
-import msgspec
-
-from services.contracts.events import Profile
 from services.contracts.ordering import natural_key
-from services.scheduler.core.jobgraph import JobInformation
-
-
-class Slot(msgspec.Struct, frozen=True, array_like=True, gc=False):
-    id: str
-    task_manager_id: str
-    index: int
-    profile: Profile | None
-
-
-class SsgMeta(msgspec.Struct, frozen=True, array_like=True, gc=False):
-    id: str
-    name: str
-    max_lower: int
-    max_upper: int
-
-    @property
-    def range(self) -> int:
-        return self.max_upper - self.max_lower
-
-
-class Plan(msgspec.Struct, frozen=True, array_like=True, gc=False):
-    """A vertex parallelism (index-aligned with the job's vertices) and SSG slot counts."""
-
-    parallelism: tuple[int, ...]
-    group_slots: tuple[tuple[str, int], ...]  # (ssg id, slots), sorted by id
-
-    @property
-    def slots(self) -> int:
-        return sum(count for _, count in self.group_slots)
-
-
-class Assignment(msgspec.Struct, frozen=True, array_like=True, gc=False):
-    """Which slots each slot-sharing group got, in execution-group order."""
-
-    groups: tuple[tuple[str, tuple[str, ...]], ...]  # (ssg id, slot ids)
-
-    def slot_ids(self) -> frozenset[str]:
-        return frozenset([slot for _, slots in self.groups for slot in slots])
+from services.scheduler.core.model import Assignment, JobInformation, Plan, Slot, SsgMeta
 
 
 @lru_cache(maxsize=2048)

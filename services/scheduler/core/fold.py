@@ -23,7 +23,6 @@ from typing import Any
 from msgspec.structs import replace
 
 from services.scheduler.core import timeline as tl
-from services.scheduler.core.allocator import Slot
 from services.scheduler.core.config import SchedulerConfig, resolve
 from services.scheduler.core.effects import (
     Decision,
@@ -35,7 +34,15 @@ from services.scheduler.core.effects import (
     RescaleUpdated,
     RuntimeRequest,
 )
-from services.scheduler.core.model import InvariantError, JobState, JobStatus, StateName, Timer
+from services.scheduler.core.model import (
+    InvariantError,
+    JobState,
+    JobStatus,
+    Rescale,
+    Slot,
+    StateName,
+    Timer,
+)
 from services.scheduler.core.recording import build_record
 
 MAX_TIMERS_PER_STEP = 10_000
@@ -94,7 +101,7 @@ class Fold:
         self.epochs = job.epochs
         self.timer_seq = job.timer_seq
         self.effects: list[Effect] = []
-        self._touched: dict[str, tl.Rescale] = {}
+        self._touched: dict[str, Rescale] = {}
         self._constructing = False
         self._config: SchedulerConfig | None = None
         self._slots: tuple[Slot, ...] | None = None
@@ -266,7 +273,7 @@ class Fold:
 
     # -- the rescale timeline ------------------------------------------------
 
-    def update_rescale(self, change: Callable[[tl.Rescale], tl.Rescale]) -> None:
+    def update_rescale(self, change: Callable[[Rescale], Rescale]) -> None:
         """Change the rescale in progress, if any (RescaleTimeline.updateRescale)."""
         before = self.timeline.in_progress()
         if before is None:
@@ -276,7 +283,7 @@ class Fold:
             self.timeline = tl.with_current(self.timeline, after)
             self._touched[after.uuid] = after
 
-    def open_rescale(self, new_epoch: bool, change: Callable[[tl.Rescale], tl.Rescale]) -> bool:
+    def open_rescale(self, new_epoch: bool, change: Callable[[Rescale], Rescale]) -> bool:
         """newRescale + updateRescale; False (nothing opened) unless the timeline is idling."""
         if not self.timeline.is_idling():
             return False

@@ -20,28 +20,35 @@ from collections.abc import Callable
 from msgspec.structs import replace
 
 from services.scheduler.core import timeline as tl
-from services.scheduler.core.allocator import Assignment, Plan
 from services.scheduler.core.fold import Fold
-from services.scheduler.core.timeline import TerminatedReason, TriggerCause
+from services.scheduler.core.model import (
+    Assignment,
+    PhaseSpan,
+    Plan,
+    Rescale,
+    StateSpan,
+    TerminatedReason,
+    TriggerCause,
+)
 
 
 def _opened(
     fold: Fold, trigger: TriggerCause, start: int, with_pre: bool
-) -> Callable[[tl.Rescale], tl.Rescale]:
+) -> Callable[[Rescale], Rescale]:
     """The fields a newly opened rescale gets: cause, start, desired/minimal, pre values."""
     info = fold.job.info
     latest = fold.timeline.latest_completed
 
-    def fill(rescale: tl.Rescale) -> tl.Rescale:
+    def fill(rescale: Rescale) -> Rescale:
         rescale = tl.set_requirements(replace(rescale, trigger=trigger, start=start), info)
         return tl.set_pre_rescale(rescale, info, latest) if with_pre else rescale
 
     return fill
 
 
-def current_span(fold: Fold, exception: str | None = None) -> tl.StateSpan:
+def current_span(fold: Fold, exception: str | None = None) -> StateSpan:
     """A span for the current state, left now (Durable with leave = now)."""
-    return tl.StateSpan(str(fold.state.name), fold.state.entered_at, fold.now, exception)
+    return StateSpan(str(fold.state.name), fold.state.entered_at, fold.now, exception)
 
 
 def open_initial(fold: Fold) -> None:
@@ -141,7 +148,7 @@ def job_ending(fold: Fold, reason: TerminatedReason, exception: str | None = Non
     )
 
 
-def state_changed(fold: Fold, left: tl.StateSpan, status: str) -> None:
+def state_changed(fold: Fold, left: StateSpan, status: str) -> None:
     """transitionToState: the left state's span, after its open transition phase ends, and
     (scalefold) the statusMessage, the latest explanation; one update of the rescale."""
     fold.update_rescale(
@@ -156,7 +163,7 @@ def track_phase(fold: Fold) -> None:
         return
     state = str(fold.state.name)
 
-    def follow(rescale: tl.Rescale) -> tl.Rescale:
+    def follow(rescale: Rescale) -> Rescale:
         last = rescale.phases[-1] if rescale.phases else None
         if (
             last is not None
@@ -166,8 +173,6 @@ def track_phase(fold: Fold) -> None:
         ):
             return rescale
         closed = tl.close_phases(rescale, fold.now)
-        return replace(
-            closed, phases=(*closed.phases, tl.PhaseSpan(str(stm.phase), state, fold.now))
-        )
+        return replace(closed, phases=(*closed.phases, PhaseSpan(str(stm.phase), state, fold.now)))
 
     fold.update_rescale(follow)

@@ -8,11 +8,16 @@ at submission and never changes (`testConsistentMaxParallelism`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import lru_cache
-
-import msgspec
 
 from services.contracts.events import Requirement, VertexSpec
+from services.scheduler.core.model import (
+    Bounds,
+    InvalidJobGraphError,
+    JobInformation,
+    RequirementsRejectedError,
+    Vertex,
+    shared,
+)
 
 LOWER_BOUND_MAX_PARALLELISM = 128
 UPPER_BOUND_MAX_PARALLELISM = 32768
@@ -20,52 +25,6 @@ AUTO = -1  # FLIP-291: -1 as lower bound means 1, as upper bound means max paral
 MAX_PARALLELISM_DEFAULT = -1  # JobVertex's "not set": computed from the parallelism
 PARALLELISM_DEFAULT = -1  # ExecutionConfig's "not set": normalized to 1
 PARALLELISM_AUTO_MAX = 2**31 - 1  # Integer.MAX_VALUE: the largest max parallelism, 32768
-
-
-class Vertex(msgspec.Struct, frozen=True, array_like=True, gc=False):
-    id: str
-    name: str
-    ssg_id: str
-    ssg_name: str
-    max_parallelism: int
-
-
-class Bounds(msgspec.Struct, frozen=True, array_like=True, gc=False):
-    lower: int
-    upper: int
-
-
-class JobInformation(msgspec.Struct, frozen=True, array_like=True, gc=False, cache_hash=True):
-    """The vertices (in topological order) and their current bounds, index-aligned.
-
-    The key of the allocator's and the rescale rows' caches, looked up several times a
-    step: its hash is computed once per object (`cache_hash`; not part of the encoding)."""
-
-    vertices: tuple[Vertex, ...]
-    bounds: tuple[Bounds, ...]
-
-    def bounds_of(self, vertex_id: str) -> Bounds:
-        return self.bounds[self.index(vertex_id)]
-
-    def index(self, vertex_id: str) -> int:
-        for i, vertex in enumerate(self.vertices):
-            if vertex.id == vertex_id:
-                return i
-        raise KeyError(vertex_id)
-
-    def with_bounds(self, bounds: tuple[Bounds, ...]) -> JobInformation:
-        return shared(JobInformation(self.vertices, bounds))
-
-
-@lru_cache(maxsize=4096)
-def shared(info: JobInformation) -> JobInformation:
-    """The first of the equal job informations seen: jobs of the same graph and bounds share
-    one immutable object (and its cached hash), which stays warm in the CPU's caches."""
-    return info
-
-
-class InvalidJobGraphError(ValueError):
-    """A submitted job graph the scheduler cannot run; the message says why."""
 
 
 def round_up_to_power_of_two(value: int) -> int:
@@ -135,10 +94,6 @@ def job_information(specs: Sequence[VertexSpec], reactive: bool) -> JobInformati
         vertices.append(Vertex(spec.id, spec.name, spec.ssg_id, spec.ssg_name, maximum))
         bounds.append(Bounds(1, parallelism))
     return shared(JobInformation(tuple(vertices), tuple(bounds)))
-
-
-class RequirementsRejectedError(ValueError):
-    """An update that JobResourceRequirements.validate or the scheduler refuses."""
 
 
 def validate_requirements(

@@ -1,4 +1,9 @@
-"""One job's scheduler state: everything the fold needs, immutable and serializable."""
+"""One job's scheduler state: everything the fold needs, immutable and serializable.
+
+Every msgspec Struct, enum and error class of the core that a job's state or a step
+holds is defined here (the effects in effects.py), and this module stays interpreted
+when the core's logic is compiled: msgspec builds a Struct from its annotations, which a
+class compiled by mypyc does not keep (native.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +14,6 @@ from itertools import chain
 import msgspec
 
 from services.contracts.events import Profile
-from services.scheduler.core.allocator import Assignment, Slot
-from services.scheduler.core.jobgraph import JobInformation
-from services.scheduler.core.restart import RestartState
-from services.scheduler.core.timeline import Timeline
 
 
 class InvariantError(AssertionError):
@@ -79,6 +80,244 @@ STATE_JOB_STATUS = {
     StateName.CANCELING: JobStatus.CANCELLING,
     StateName.FAILING: JobStatus.FAILING,
 }
+
+
+# ---- the job graph: vertices and their bounds (rules in jobgraph.py) -----------------
+
+
+class Vertex(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    id: str
+    name: str
+    ssg_id: str
+    ssg_name: str
+    max_parallelism: int
+
+
+class Bounds(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    lower: int
+    upper: int
+
+
+class JobInformation(msgspec.Struct, frozen=True, array_like=True, gc=False, cache_hash=True):
+    """The vertices (in topological order) and their current bounds, index-aligned.
+
+    The key of the allocator's and the rescale rows' caches, looked up several times a
+    step: its hash is computed once per object (`cache_hash`; not part of the encoding)."""
+
+    vertices: tuple[Vertex, ...]
+    bounds: tuple[Bounds, ...]
+
+    def bounds_of(self, vertex_id: str) -> Bounds:
+        return self.bounds[self.index(vertex_id)]
+
+    def index(self, vertex_id: str) -> int:
+        for i, vertex in enumerate(self.vertices):
+            if vertex.id == vertex_id:
+                return i
+        raise KeyError(vertex_id)
+
+    def with_bounds(self, bounds: tuple[Bounds, ...]) -> JobInformation:
+        return shared(JobInformation(self.vertices, bounds))
+
+
+@lru_cache(maxsize=4096)
+def shared(info: JobInformation) -> JobInformation:
+    """The first of the equal job informations seen: jobs of the same graph and bounds share
+    one immutable object (and its cached hash), which stays warm in the CPU's caches."""
+    return info
+
+
+class InvalidJobGraphError(ValueError):
+    """A submitted job graph the scheduler cannot run; the message says why."""
+
+
+class RequirementsRejectedError(ValueError):
+    """An update that JobResourceRequirements.validate or the scheduler refuses."""
+
+
+# ---- slots and plans (SlotSharingSlotAllocator in allocator.py) ----------------------
+
+
+class Slot(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    id: str
+    task_manager_id: str
+    index: int
+    profile: Profile | None
+
+
+class SsgMeta(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    id: str
+    name: str
+    max_lower: int
+    max_upper: int
+
+    @property
+    def range(self) -> int:
+        return self.max_upper - self.max_lower
+
+
+class Plan(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """A vertex parallelism (index-aligned with the job's vertices) and SSG slot counts."""
+
+    parallelism: tuple[int, ...]
+    group_slots: tuple[tuple[str, int], ...]  # (ssg id, slots), sorted by id
+
+    @property
+    def slots(self) -> int:
+        return sum(count for _, count in self.group_slots)
+
+
+class Assignment(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """Which slots each slot-sharing group got, in execution-group order."""
+
+    groups: tuple[tuple[str, tuple[str, ...]], ...]  # (ssg id, slot ids)
+
+    def slot_ids(self) -> frozenset[str]:
+        return frozenset([slot for _, slots in self.groups for slot in slots])
+
+
+# ---- restart backoff (strategies in restart.py) --------------------------------------
+
+
+class RestartState(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    failures: int = 0
+    attempts: int = 0  # since the last backoff reset (exponential delay)
+    backoff_ms: int = 0
+    last_failure_at: int | None = None
+    recent_failures: tuple[int, ...] = ()  # failure-rate window
+
+
+class RestartDecision(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    can_restart: bool
+    backoff_ms: int
+    explanation: str
+
+
+# ---- the rescale timeline (FLIP-495; its operations in timeline.py) -------------------
+
+
+class TriggerCause(StrEnum):
+    INITIAL_SCHEDULE = "INITIAL_SCHEDULE"
+    UPDATE_REQUIREMENT = "UPDATE_REQUIREMENT"
+    NEW_RESOURCE_AVAILABLE = "NEW_RESOURCE_AVAILABLE"
+    RECOVERABLE_FAILOVER = "RECOVERABLE_FAILOVER"
+
+
+class TerminalState(StrEnum):
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    IGNORED = "IGNORED"
+
+
+class TerminatedReason(StrEnum):
+    SUCCEEDED = "SUCCEEDED"
+    EXCEPTION_OCCURRED = "EXCEPTION_OCCURRED"
+    RESOURCE_REQUIREMENTS_UPDATED = "RESOURCE_REQUIREMENTS_UPDATED"
+    NO_RESOURCES_OR_PARALLELISMS_CHANGE = "NO_RESOURCES_OR_PARALLELISMS_CHANGE"
+    JOB_FINISHED = "JOB_FINISHED"
+    JOB_FAILED = "JOB_FAILED"
+    JOB_CANCELED = "JOB_CANCELED"
+    JOB_FAILOVER_RESTARTING = "JOB_FAILOVER_RESTARTING"  # defined by Flink, never set
+
+    @property
+    def terminal_state(self) -> TerminalState:
+        if self is TerminatedReason.SUCCEEDED:
+            return TerminalState.COMPLETED
+        if self is TerminatedReason.EXCEPTION_OCCURRED:
+            return TerminalState.FAILED
+        return TerminalState.IGNORED
+
+
+class StateSpan(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    state: str
+    enter: int
+    leave: int | None
+    exception: str | None = None
+
+
+class PhaseSpan(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    phase: str
+    state: str
+    enter: int
+    leave: int | None = None
+
+
+class VertexRescale(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    vertex_id: str
+    name: str
+    ssg_id: str
+    ssg_name: str
+    desired: int | None = None
+    sufficient: int | None = None
+    pre: int | None = None
+    post: int | None = None
+
+
+class SlotRescale(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    ssg_id: str
+    ssg_name: str
+    desired: int | None = None
+    minimal: int | None = None
+    pre: int | None = None
+    post: int | None = None
+    acquired_profile: Profile | None = None
+
+
+class Rescale(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    uuid: str
+    requirements_uuid: str
+    attempt: int
+    vertices: tuple[VertexRescale, ...] = ()
+    slots: tuple[SlotRescale, ...] = ()
+    spans: tuple[StateSpan, ...] = ()
+    phases: tuple[PhaseSpan, ...] = ()
+    start: int | None = None
+    end: int | None = None
+    trigger: TriggerCause | None = None
+    reason: TerminatedReason | None = None
+    revision: int = 0
+    status: str | None = None
+
+    @property
+    def terminated(self) -> bool:
+        return self.reason is not None
+
+    @property
+    def terminal_state(self) -> TerminalState | None:
+        return None if self.reason is None else self.reason.terminal_state
+
+
+class Completed(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """What a later rescale takes from the latest COMPLETED one: its post values."""
+
+    vertex_post: tuple[tuple[str, int | None], ...]
+    slot_post: tuple[tuple[str, int | None], ...]
+
+
+class Timeline(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    size: int
+    # The rescale in progress; a terminated one is not kept: its last record has left as an
+    # effect, and only the counters and `latest_completed` are read after it.
+    current: Rescale | None = None
+    latest_completed: Completed | None = None
+    requirements_uuid: str = ""
+    requirements_epoch: int = 0
+    attempt: int = 0  # "the id before the first rescale is attempt 0"
+    created: int = 0
+    completed: int = 0
+    failed: int = 0
+    ignored: int = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.size > 0
+
+    def is_idling(self) -> bool:
+        """True when a new rescale may open; always False for the no-op timeline."""
+        return self.enabled and self.current is None
+
+    def in_progress(self) -> Rescale | None:
+        return self.current
 
 
 class TransitionManager(msgspec.Struct, frozen=True, array_like=True, gc=False):

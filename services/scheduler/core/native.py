@@ -27,17 +27,21 @@ CORE = Path(__file__).resolve().parent
 SERVICES = CORE.parents[1]
 
 # The core's logic, as paths below services/scheduler/core: everything but the modules
-# that define msgspec Structs or enums (model, effects, timeline, allocator, jobgraph,
-# restart, serde), the configuration reader, the replay driver and this module.
+# that define msgspec Structs or enums (model, effects, serde), the configuration reader
+# (read once per job and cached), the replay driver and this module.
 COMPILED = (
+    "allocator.py",
     "behaviour.py",
     "fold.py",
     "history.py",
+    "jobgraph.py",
     "policy.py",
     "recording.py",
     "resources.py",
+    "restart.py",
     "scheduler.py",
     "stm.py",
+    "timeline.py",
     "transitions.py",
     "states/__init__.py",
     "states/ending.py",

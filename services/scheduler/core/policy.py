@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from services.contracts.jobconfig import ScalingPolicy
-from services.scheduler.core.jobgraph import JobInformation
+from services.scheduler.core.model import JobInformation
 
 
 def adjust(

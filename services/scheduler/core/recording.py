@@ -5,14 +5,22 @@ from __future__ import annotations
 from typing import Any
 
 from services.contracts.events import profile_to_record
-from services.scheduler.core import timeline as tl
 from services.scheduler.core.config import SchedulerConfig
-from services.scheduler.core.model import JobState, SchedulerState
+from services.scheduler.core.model import (
+    JobState,
+    PhaseSpan,
+    Rescale,
+    SchedulerState,
+    SlotRescale,
+    StateSpan,
+    TriggerCause,
+    VertexRescale,
+)
 
 
 def build_record(
     job: JobState,
-    rescale: tl.Rescale,
+    rescale: Rescale,
     config: SchedulerConfig,
     *,
     state: SchedulerState,
@@ -23,7 +31,7 @@ def build_record(
     progress shows `state`, the current one, open."""
     spans = list(rescale.spans)
     if not rescale.terminated:
-        spans.append(tl.StateSpan(str(state.name), state.entered_at, None))
+        spans.append(StateSpan(str(state.name), state.entered_at, None))
     terminal_state = rescale.terminal_state
     return {
         "jobId": job.job_id,
@@ -35,7 +43,7 @@ def build_record(
         "schedulerStates": [_span(s) for s in spans],
         "startTimestampInMillis": rescale.start if rescale.start is not None else now,
         "endTimestampInMillis": rescale.end,
-        "triggerCause": str(rescale.trigger or tl.TriggerCause.INITIAL_SCHEDULE),
+        "triggerCause": str(rescale.trigger or TriggerCause.INITIAL_SCHEDULE),
         "terminalState": str(terminal_state) if terminal_state else None,
         "terminatedReason": str(rescale.reason) if rescale.reason else None,
         "revision": rescale.revision,
@@ -48,7 +56,7 @@ def build_record(
     }
 
 
-def _vertex(v: tl.VertexRescale) -> dict[str, Any]:
+def _vertex(v: VertexRescale) -> dict[str, Any]:
     return {
         "jobVertexId": v.vertex_id,
         "jobVertexName": v.name,
@@ -61,7 +69,7 @@ def _vertex(v: tl.VertexRescale) -> dict[str, Any]:
     }
 
 
-def _slots(s: tl.SlotRescale) -> dict[str, Any]:
+def _slots(s: SlotRescale) -> dict[str, Any]:
     return {
         "slotSharingGroupId": s.ssg_id,
         "slotSharingGroupName": s.ssg_name,
@@ -74,7 +82,7 @@ def _slots(s: tl.SlotRescale) -> dict[str, Any]:
     }
 
 
-def _span(s: tl.StateSpan) -> dict[str, Any]:
+def _span(s: StateSpan) -> dict[str, Any]:
     return {
         "state": s.state,
         "enterTimestampInMillis": s.enter,
@@ -84,7 +92,7 @@ def _span(s: tl.StateSpan) -> dict[str, Any]:
     }
 
 
-def _phase(p: tl.PhaseSpan) -> dict[str, Any]:
+def _phase(p: PhaseSpan) -> dict[str, Any]:
     return {
         "phase": p.phase,
         "state": p.state,

@@ -15,7 +15,7 @@ from functools import lru_cache
 
 from services.scheduler.core.allocator import desired_slots, determine_parallelism, minimal_slots
 from services.scheduler.core.fold import Fold
-from services.scheduler.core.jobgraph import JobInformation
+from services.scheduler.core.model import JobInformation
 from services.scheduler.core.policy import adjust
 from services.scheduler.core.stm import Assessment
 

@@ -8,25 +8,11 @@ from __future__ import annotations
 
 import hashlib
 
-import msgspec
 from msgspec.structs import replace
 
 from services.contracts.jobconfig import RestartStrategyType
 from services.scheduler.core.config import RestartConfig
-
-
-class RestartState(msgspec.Struct, frozen=True, array_like=True, gc=False):
-    failures: int = 0
-    attempts: int = 0  # since the last backoff reset (exponential delay)
-    backoff_ms: int = 0
-    last_failure_at: int | None = None
-    recent_failures: tuple[int, ...] = ()  # failure-rate window
-
-
-class RestartDecision(msgspec.Struct, frozen=True, array_like=True, gc=False):
-    can_restart: bool
-    backoff_ms: int
-    explanation: str
+from services.scheduler.core.model import RestartDecision, RestartState
 
 
 def on_failure(

@@ -33,22 +33,20 @@ from services.scheduler.core.effects import (
     Step,
 )
 from services.scheduler.core.fold import Defaults, Fold, config_of
-from services.scheduler.core.jobgraph import (
-    InvalidJobGraphError,
-    RequirementsRejectedError,
-    job_information,
-)
+from services.scheduler.core.jobgraph import job_information
 from services.scheduler.core.jobgraph import validate_requirements as validate
 from services.scheduler.core.model import (
     ExecutionGraph,
+    InvalidJobGraphError,
     JobState,
     JobStatus,
+    RequirementsRejectedError,
     SchedulerState,
     StateName,
     TaskManager,
+    Timeline,
 )
 from services.scheduler.core.states import behaviour
-from services.scheduler.core.timeline import Timeline
 from services.scheduler.core.transitions import go_to_waiting_for_resources
 
 RUNNING_GRAPH = (StateName.EXECUTING, StateName.STOP_WITH_SAVEPOINT)

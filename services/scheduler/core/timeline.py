@@ -16,143 +16,29 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from enum import StrEnum
 from functools import lru_cache
 from typing import TypeVar
 
-import msgspec
 from msgspec.structs import replace
 
-from services.contracts.events import Profile
-from services.scheduler.core.allocator import Assignment, Plan, Slot, ssg_metas
-from services.scheduler.core.jobgraph import JobInformation
+from services.scheduler.core.allocator import ssg_metas
+from services.scheduler.core.model import (
+    Assignment,
+    Completed,
+    JobInformation,
+    Plan,
+    Rescale,
+    Slot,
+    SlotRescale,
+    StateSpan,
+    TerminalState,
+    TerminatedReason,
+    Timeline,
+    VertexRescale,
+)
 
 _T = TypeVar("_T")
 NAMESPACE = uuid.UUID("6b1f3c2e-8d4a-5e7b-9c0d-1a2b3c4d5e6f")
-
-
-class TriggerCause(StrEnum):
-    INITIAL_SCHEDULE = "INITIAL_SCHEDULE"
-    UPDATE_REQUIREMENT = "UPDATE_REQUIREMENT"
-    NEW_RESOURCE_AVAILABLE = "NEW_RESOURCE_AVAILABLE"
-    RECOVERABLE_FAILOVER = "RECOVERABLE_FAILOVER"
-
-
-class TerminalState(StrEnum):
-    COMPLETED = "COMPLETED"
-    FAILED = "FAILED"
-    IGNORED = "IGNORED"
-
-
-class TerminatedReason(StrEnum):
-    SUCCEEDED = "SUCCEEDED"
-    EXCEPTION_OCCURRED = "EXCEPTION_OCCURRED"
-    RESOURCE_REQUIREMENTS_UPDATED = "RESOURCE_REQUIREMENTS_UPDATED"
-    NO_RESOURCES_OR_PARALLELISMS_CHANGE = "NO_RESOURCES_OR_PARALLELISMS_CHANGE"
-    JOB_FINISHED = "JOB_FINISHED"
-    JOB_FAILED = "JOB_FAILED"
-    JOB_CANCELED = "JOB_CANCELED"
-    JOB_FAILOVER_RESTARTING = "JOB_FAILOVER_RESTARTING"  # defined by Flink, never set
-
-    @property
-    def terminal_state(self) -> TerminalState:
-        if self is TerminatedReason.SUCCEEDED:
-            return TerminalState.COMPLETED
-        if self is TerminatedReason.EXCEPTION_OCCURRED:
-            return TerminalState.FAILED
-        return TerminalState.IGNORED
-
-
-class StateSpan(msgspec.Struct, frozen=True, array_like=True, gc=False):
-    state: str
-    enter: int
-    leave: int | None
-    exception: str | None = None
-
-
-class PhaseSpan(msgspec.Struct, frozen=True, array_like=True, gc=False):
-    phase: str
-    state: str
-    enter: int
-    leave: int | None = None
-
-
-class VertexRescale(msgspec.Struct, frozen=True, array_like=True, gc=False):
-    vertex_id: str
-    name: str
-    ssg_id: str
-    ssg_name: str
-    desired: int | None = None
-    sufficient: int | None = None
-    pre: int | None = None
-    post: int | None = None
-
-
-class SlotRescale(msgspec.Struct, frozen=True, array_like=True, gc=False):
-    ssg_id: str
-    ssg_name: str
-    desired: int | None = None
-    minimal: int | None = None
-    pre: int | None = None
-    post: int | None = None
-    acquired_profile: Profile | None = None
-
-
-class Rescale(msgspec.Struct, frozen=True, array_like=True, gc=False):
-    uuid: str
-    requirements_uuid: str
-    attempt: int
-    vertices: tuple[VertexRescale, ...] = ()
-    slots: tuple[SlotRescale, ...] = ()
-    spans: tuple[StateSpan, ...] = ()
-    phases: tuple[PhaseSpan, ...] = ()
-    start: int | None = None
-    end: int | None = None
-    trigger: TriggerCause | None = None
-    reason: TerminatedReason | None = None
-    revision: int = 0
-    status: str | None = None
-
-    @property
-    def terminated(self) -> bool:
-        return self.reason is not None
-
-    @property
-    def terminal_state(self) -> TerminalState | None:
-        return None if self.reason is None else self.reason.terminal_state
-
-
-class Completed(msgspec.Struct, frozen=True, array_like=True, gc=False):
-    """What a later rescale takes from the latest COMPLETED one: its post values."""
-
-    vertex_post: tuple[tuple[str, int | None], ...]
-    slot_post: tuple[tuple[str, int | None], ...]
-
-
-class Timeline(msgspec.Struct, frozen=True, array_like=True, gc=False):
-    size: int
-    # The rescale in progress; a terminated one is not kept: its last record has left as an
-    # effect, and only the counters and `latest_completed` are read after it.
-    current: Rescale | None = None
-    latest_completed: Completed | None = None
-    requirements_uuid: str = ""
-    requirements_epoch: int = 0
-    attempt: int = 0  # "the id before the first rescale is attempt 0"
-    created: int = 0
-    completed: int = 0
-    failed: int = 0
-    ignored: int = 0
-
-    @property
-    def enabled(self) -> bool:
-        return self.size > 0
-
-    def is_idling(self) -> bool:
-        """True when a new rescale may open; always False for the no-op timeline."""
-        return self.enabled and self.current is None
-
-    def in_progress(self) -> Rescale | None:
-        return self.current
 
 
 _NAMESPACE_BYTES = NAMESPACE.bytes

@@ -10,7 +10,6 @@ goTo methods record in the rescale history on the way.
 from __future__ import annotations
 
 from services.scheduler.core import history
-from services.scheduler.core import timeline as tl
 from services.scheduler.core.behaviour import behaviour
 from services.scheduler.core.effects import DecisionKind
 from services.scheduler.core.fold import Fold
@@ -20,9 +19,10 @@ from services.scheduler.core.model import (
     JobStatus,
     SchedulerState,
     StateName,
+    StateSpan,
+    TerminatedReason,
 )
 from services.scheduler.core.restart import on_failure, strategy_string
-from services.scheduler.core.timeline import TerminatedReason
 
 
 def transition_to(fold: Fold, target: StateName, reason: str, **fields: object) -> None:
@@ -40,7 +40,7 @@ def transition_to(fold: Fold, target: StateName, reason: str, **fields: object) 
         target=target,
     )
     history.state_changed(
-        fold, tl.StateSpan(str(old.name), old.entered_at, fold.now), f"{target}: {reason}"
+        fold, StateSpan(str(old.name), old.entered_at, fold.now), f"{target}: {reason}"
     )
     fold.begin_construction()
     behaviour(target).on_enter(fold)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from services.contracts.jobconfig import ScalingPolicy
-from services.scheduler.core.allocator import Slot, assign, desired_slots, determine_parallelism
-from services.scheduler.core.jobgraph import Bounds, JobInformation, Vertex
+from services.scheduler.core.allocator import assign, desired_slots, determine_parallelism
+from services.scheduler.core.model import Bounds, JobInformation, Slot, Vertex
 from services.scheduler.core.policy import adjust
 
 

@@ -22,16 +22,20 @@ from services.contracts.events import JobEventKind as K
 from services.contracts.events import JobSubmitted, VertexSpec
 from services.scheduler.adapters.processor import decision_record
 from services.scheduler.core import handle
-from services.scheduler.core.allocator import Plan, Slot, assign
+from services.scheduler.core.allocator import assign
 from services.scheduler.core.config import ConfigError, resolve
 from services.scheduler.core.effects import DecisionKind, RequestKind
-from services.scheduler.core.jobgraph import (
+from services.scheduler.core.jobgraph import effective_max_parallelism, job_information
+from services.scheduler.core.model import (
     InvalidJobGraphError,
-    effective_max_parallelism,
-    job_information,
+    JobStatus,
+    Phase,
+    Plan,
+    RestartState,
+    Slot,
+    StateName,
 )
-from services.scheduler.core.model import JobStatus, Phase, StateName
-from services.scheduler.core.restart import RestartState, strategy_string
+from services.scheduler.core.restart import strategy_string
 from services.scheduler.output import effect_json, text
 from tests.unit.scheduler.harness import JOB, SECOND, Scenario, outcome, spans, vertex
 
