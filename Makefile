@@ -19,9 +19,10 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 ## core: compile the scheduler core's logic with mypyc into build/core (~15-60 s; skipped
-## while the build matches the sources; the core runs interpreted without it: native.py)
+## while the build matches the sources). Without a C compiler it says so and the core
+## runs interpreted (services/scheduler/core/native.py); `make test` builds it for real.
 core: $(STAMP)
-	$(BIN)/python -m services.scheduler.compile_core
+	$(BIN)/python -m services.scheduler.compile_core --optional
 
 ## fetch: resolve the Kafka broker's and Spark's connector jars with Maven (cached)
 fetch: $(STAMP)

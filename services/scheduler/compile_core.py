@@ -22,6 +22,10 @@ from services.scheduler.core import native
 _LAYOUT = Path("services") / "scheduler" / "core"
 
 
+class CompileError(RuntimeError):
+    """mypyc (or the C compiler under it) failed; the message carries its output."""
+
+
 def build(out: Path) -> None:
     """Compile `native.COMPILED` into `out`, stamped with the sources' fingerprint."""
     fingerprint = native.fingerprint()  # before reading: a source edited meanwhile won't match
@@ -42,7 +46,7 @@ def build(out: Path) -> None:
             check=False,
         )
         if result.returncode != 0:
-            raise SystemExit(f"mypyc failed:\n{result.stdout}{result.stderr}")
+            raise CompileError(f"mypyc failed:\n{result.stdout}{result.stderr}")
         (group,) = (path for path in work.glob("*__mypyc.*") if path.suffix == ".so")
         staged = out.with_name(out.name + ".new")
         shutil.rmtree(staged, ignore_errors=True)
@@ -73,6 +77,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--force", action="store_true", help="build even if the build matches the sources"
     )
+    parser.add_argument(
+        "--optional",
+        action="store_true",
+        help="if the build fails (no C compiler, say), say so and exit 0: the core runs "
+        "interpreted (what `make demo` and `make up` do)",
+    )
     args = parser.parse_args(argv)
     if not args.force and native.matches(args.out):
         print(f"{args.out}: up to date")
@@ -81,7 +91,13 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"compiling {len(native.COMPILED)} modules of the scheduler core with mypyc ...", flush=True
     )
-    build(args.out)
+    try:
+        build(args.out)
+    except CompileError as error:
+        if not args.optional:
+            raise SystemExit(str(error)) from None
+        print(f"{error}\nthe scheduler core runs interpreted", file=sys.stderr)
+        return
     print(f"built {args.out} in {time.monotonic() - began:.0f} s")
 
 

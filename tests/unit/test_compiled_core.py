@@ -119,3 +119,15 @@ def test_without_a_build_or_when_told_the_core_runs_interpreted(
     monkeypatch.setenv("SCALEFOLD_CORE", "fast")
     with pytest.raises(native.CoreBuildError, match="expected auto, interpreted or compiled"):
         native.activate([])
+
+
+def test_a_failed_build_stops_make_core_only_when_it_is_not_optional(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(native, "COMPILED", ("no_such_module.py",))
+    out = tmp_path / "build"
+    with pytest.raises(SystemExit, match="mypyc failed"):
+        compile_core.main(["--out", str(out)])
+    compile_core.main(["--out", str(out), "--optional"])
+    assert "the scheduler core runs interpreted" in capsys.readouterr().err
+    assert not out.exists()
