@@ -1,7 +1,7 @@
 """Compile the scheduler core's logic with mypyc: `python -m services.scheduler.compile_core`.
 
-`make core` runs it (`make demo`, `make up` and `make bench` need it); it takes
-about a minute on two cores. mypyc compiles a copy of the sources in a temporary
+`make core` runs it (so do `make demo`, `make up` and `make test`); it takes 13-17 s
+here. mypyc compiles a copy of the sources in a temporary
 directory, so the source tree never holds a build; the build goes to `--out`
 (default `build/core/`), replacing the one there only when it is complete.
 What the build is, and when the core uses it: services/scheduler/core/native.py.
