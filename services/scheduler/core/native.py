@@ -1,7 +1,7 @@
 """The scheduler core's logic, compiled to C by mypyc when a build matches the sources.
 
 mypyc (the mypy project's compiler) turns the typed modules of `COMPILED` into C
-extensions: the same code, run 1.25-1.4x faster (docs/benchmarks.md). The state
+extensions: the same code, run 1.25-1.4x faster in the core bench (docs/benchmarks.md). The state
 classes (msgspec Structs), the effects and the enums stay interpreted; msgspec
 builds them from their annotations, which a compiled class does not keep.
 
