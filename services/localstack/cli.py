@@ -164,9 +164,10 @@ def _up(args: argparse.Namespace, context: Context) -> int:
         _say(f"created topics: {', '.join(created)}")
     if not args.broker_only:
         known = {p.name: p for p in stack.services(run_dir)}
+        scheduler_port, actuator_port = ports.free_ports(2)  # distinct, both free now
         wanted = [
-            known.get("scheduler") or stack.scheduler_process(run_dir, ports.free_port()),
-            known.get("actuator") or stack.actuator_process(run_dir, ports.free_port()),
+            known.get("scheduler") or stack.scheduler_process(run_dir, scheduler_port),
+            known.get("actuator") or stack.actuator_process(run_dir, actuator_port),
             known.get("history") or stack.history_process(run_dir),
         ]
         for process in wanted:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from pytest_docker.plugin import get_docker_services
 
-from services.localstack.ports import free_port
+from services.localstack.ports import free_ports
 from tests.docker.stack import Stack, compose_problem
 
 PROBLEM = compose_problem()
@@ -38,10 +38,11 @@ def project_name(suffix: str) -> str:
 def stack_env(**extra: str) -> dict[str, str]:
     """Ports free on this host (Kafka's advertised listener must name the published one),
     ephemeral ones where nothing needs to know them in advance, and quick planner timings."""
+    kafka, kafka_2, kafka_3 = free_ports(3)  # distinct: each is free now, not yet bound
     return {
-        "KAFKA_PORT": str(free_port()),
-        "KAFKA_2_PORT": str(free_port()),
-        "KAFKA_3_PORT": str(free_port()),
+        "KAFKA_PORT": str(kafka),
+        "KAFKA_2_PORT": str(kafka_2),
+        "KAFKA_3_PORT": str(kafka_3),
         "SCHEDULER_PORTS": "",
         "ACTUATOR_PORT": "",
         "SPARK_UI_PORT": "",

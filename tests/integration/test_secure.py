@@ -180,9 +180,10 @@ def test_closed_loop_on_sasl_ssl_with_acls_and_no_password_in_any_file(
     tls, settings = secured.broker.tls, secured.settings
     secure.password_file(tls.directory, "history").write_text(NASTY_PASSWORD + "\n")
     secure.provision(secured.broker.admin_config(), tls, settings.topics)  # the new password
+    scheduler_port, actuator_port = ports.free_ports(2)
     processes = [
-        stack.scheduler_process(tmp_path, ports.free_port(), "--session-timeout", "6"),
-        stack.actuator_process(tmp_path, ports.free_port(), "--provisioning-delay", "1"),
+        stack.scheduler_process(tmp_path, scheduler_port, "--session-timeout", "6"),
+        stack.actuator_process(tmp_path, actuator_port, "--provisioning-delay", "1"),
         stack.history_process(
             tmp_path,
             *("--trigger-seconds", "1", "--plan-interval", "2", "--provision-grace", "3"),
