@@ -483,6 +483,25 @@ def latency(  # noqa: PLR0917 (the run's parameters)
         return paced_rescales(settings, codec, group, rate, seconds, jobs)
 
 
+def rescale_setup(jobs: int, start_ms: int) -> list[Event]:
+    """The latency run's jobs: each submitted with zero timeouts, on one single-slot
+    TaskManager."""
+    vertices = (VertexSpec("source", "Source", "g", "g", 1000, None),)
+    zero = tuple(sorted(ZERO.items()))
+    setup: list[Event] = [
+        JobSubmitted(f"lat-{j}", start_ms, "lat", vertices, None, zero) for j in range(jobs)
+    ]
+    return setup + [
+        TaskManagerRegistered(f"lat-{j}", start_ms, "tm-0", 1, None) for j in range(jobs)
+    ]
+
+
+def rescale_event(i: int, jobs: int, timestamp: int) -> TaskManagerRegistered:
+    """The latency run's i-th event: a new single-slot TaskManager for job i % `jobs`,
+    which raises its parallelism by one at once (a rescale)."""
+    return TaskManagerRegistered(f"lat-{i % jobs}", timestamp, f"tm-{i // jobs + 1}", 1, None)
+
+
 def paced_rescales(  # noqa: PLR0917 (the run's parameters)
     settings: Settings,
     codec: Codec,
@@ -494,13 +513,7 @@ def paced_rescales(  # noqa: PLR0917 (the run's parameters)
     """Submit `jobs` jobs with zero timeouts (each on one TaskManager) to ready workers,
     wait until they have folded them, then offer `rate` rescales per second for `seconds`
     and time each from its produce to its rescale record being consumable."""
-    vertices = (VertexSpec("source", "Source", "g", "g", 1000, None),)
-    zero = tuple(sorted(ZERO.items()))
-    start = int(time.time() * 1000)
-    setup: list[Event] = [
-        JobSubmitted(f"lat-{j}", start, "lat", vertices, None, zero) for j in range(jobs)
-    ]
-    setup += [TaskManagerRegistered(f"lat-{j}", start, "tm-0", 1, None) for j in range(jobs)]
+    setup = rescale_setup(jobs, int(time.time() * 1000))
     folded = _events_in(workers) + len(setup)
     produce_all(settings, codec, setup)
     deadline = time.monotonic() + 120
@@ -588,13 +601,13 @@ def offer(
     i-th at i/rate s, not 1/rate s after the last), noting each one's send time."""
     began = time.monotonic()
     for i in range(count):
-        job = f"lat-{i % jobs}"
-        ts = int(time.time() * 1000) + i  # unique per event: matches the record's updatedAtMillis
-        # each new single-slot TaskManager raises the job's parallelism by one, at once
-        event = TaskManagerRegistered(job, ts, f"tm-{i // jobs + 1}", 1, None)
-        produced[(job, ts)] = time.time()
+        # unique per event: matches the record's updatedAtMillis
+        event = rescale_event(i, jobs, int(time.time() * 1000) + i)
+        produced[(event.job_id, event.timestamp)] = time.time()
         producer.produce(
-            settings.topics.job_events, key=job.encode(), value=codec.encode(*to_record(event))
+            settings.topics.job_events,
+            key=event.job_id.encode(),
+            value=codec.encode(*to_record(event)),
         )
         producer.poll(0)
         ahead = began + (i + 1) / rate - time.monotonic()
