@@ -266,11 +266,12 @@ def start_services(settings: Settings) -> list[ServiceProcess]:
 
     shutil.rmtree(RUN_DIR / "history", ignore_errors=True)
     shutil.rmtree(RUN_DIR / "scheduler", ignore_errors=True)
+    scheduler_port, actuator_port = ports.free_ports(2)  # distinct, both free now
     processes = [
-        stack.scheduler_process(RUN_DIR, ports.free_port()),
+        stack.scheduler_process(RUN_DIR, scheduler_port),
         stack.actuator_process(
             RUN_DIR,
-            ports.free_port(),
+            actuator_port,
             "--provisioning-delay",
             "2",
             "--cancellation-delay",
