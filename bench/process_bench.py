@@ -94,9 +94,9 @@ def outputs(
     return produced
 
 
-def passes(codec: Codec, workload: str, jobs: int, events: int) -> tuple[dict[str, Pass], str]:
-    """The timed passes over one workload (each returns how many events it took), and a
-    line on the outputs they encode."""
+def passes(codec: Codec, workload: str, jobs: int, events: int) -> tuple[dict[str, Pass], int, str]:
+    """The timed passes over one workload (each returns how many events it took), how
+    many events it has (the mix gives each job at least two), and a line on its outputs."""
     processor = Processor(codec, Topics())
     setup, timed = events_of(workload, jobs, events)
     inputs = messages(codec, timed, first_offset=len(setup))
@@ -128,12 +128,16 @@ def passes(codec: Codec, workload: str, jobs: int, events: int) -> tuple[dict[st
             f"{len(lengths) / len(timed):.2f} {name.rsplit('.', 1)[-1]} of "
             f"{statistics.median(lengths or [0]):,.0f} bytes"
         )
-    return {
-        "decode": decode,
-        "fold": fold,
-        "encode": encode,
-        "process": lambda: processed(processor, inputs, dict(stored)),
-    }, "outputs per event: " + ", ".join(sizes)
+    return (
+        {
+            "decode": decode,
+            "fold": fold,
+            "encode": encode,
+            "process": lambda: processed(processor, inputs, dict(stored)),
+        },
+        len(timed),
+        "outputs per event: " + ", ".join(sizes),
+    )
 
 
 def cpu_us(repeat: int, run: Pass) -> float:
@@ -157,12 +161,14 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--json", action="store_true", help="one JSON object per row")
     args = parser.parse_args()
-    runs, about = passes(Codec(SchemaRegistry.load()), args.workload, args.jobs, args.events)
+    runs, events, about = passes(
+        Codec(SchemaRegistry.load()), args.workload, args.jobs, args.events
+    )
     costs = {mode: cpu_us(args.repeat, run) for mode, run in runs.items()}
     ceiling, whole = costs["decode"], costs["process"]
     if not args.json:
         print(
-            f"{args.events:,} {args.workload} events over {args.jobs:,} jobs (core {CORE_MODE}); "
+            f"{events:,} {args.workload} events over {args.jobs:,} jobs (core {CORE_MODE}); "
             f"CPU per event, median of {args.repeat}; {about}\n\n"
             "| pass | µs/event | events per CPU s | share of process |\n|---|---:|---:|---:|"
         )
@@ -173,7 +179,7 @@ def main() -> None:
             "workload": args.workload,
             "core": CORE_MODE,
             "jobs": args.jobs,
-            "events": args.events,
+            "events": events,
             "cpu_us_per_event": round(us, 1),
             "per_cpu_s_median": round(1e6 / us),
             "ceiling_per_cpu_s": round(1e6 / ceiling),
