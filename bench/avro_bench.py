@@ -29,6 +29,7 @@ from bench.core_bench import workload
 from bench.serde_bench import rate
 from services.contracts import records as r
 from services.contracts.codec import Codec
+from services.contracts.events import Event
 from services.contracts.schemas import SchemaRegistry, SchemaVersion
 from services.scheduler.adapters.processor import decisions_record
 from services.scheduler.core import handle
@@ -38,21 +39,24 @@ from services.scheduler.core.model import JobState
 Record = dict[str, Any]
 
 
-def outputs(jobs: int, events: int) -> tuple[int, dict[str, list[Record]]]:
-    """(inputs folded, the output records by record name) of the core bench's workload."""
-    states: dict[str, JobState | None] = {}
+def outputs(
+    events: list[Event], start: dict[str, JobState | None] | None = None, first_offset: int = 0
+) -> dict[str, list[Record]]:
+    """The output records of folding `events` (from the `start` states, the events at
+    offsets from `first_offset`) by record name, made as the service's processor makes them."""
+    states = dict(start or {})
     produced: dict[str, list[Record]] = {r.RESCALE: [], r.SCHEDULER_DECISIONS: []}
-    folded = workload(jobs, events)
-    for offset, event in enumerate(folded):
+    for offset, event in enumerate(events, first_offset):
         step = handle(states.get(event.job_id), event)
         states[event.job_id] = step.job
         for effect in step.effects:
             if isinstance(effect, RescaleUpdated):
                 produced[r.RESCALE].append(effect.record)
-        decisions = decisions_record(step.effects, event.job_id, event.timestamp, offset)
+        at = step.job.now if step.job is not None else event.timestamp
+        decisions = decisions_record(step.effects, event.job_id, at, offset)
         if decisions is not None:
             produced[r.SCHEDULER_DECISIONS].append(decisions)
-    return len(folded), produced
+    return produced
 
 
 def fastavro_body(version: SchemaVersion) -> Callable[[Record], bytes]:
@@ -93,7 +97,8 @@ def main() -> None:
     args = parser.parse_args()
     registry = SchemaRegistry.load()
     codec = Codec(registry)
-    inputs, produced = outputs(args.jobs, args.events)
+    folded = workload(args.jobs, args.events)
+    inputs, produced = len(folded), outputs(folded)
     print(
         f"{inputs:,} inputs folded ({args.jobs:,} jobs); records per CPU second, median of "
         f"{args.repeat}\n"

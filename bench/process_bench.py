@@ -29,21 +29,18 @@ import json
 import statistics
 import time
 from collections.abc import Callable
-from typing import Any
 
-from bench import core_bench, scheduler_bench
+from bench import avro_bench, core_bench, scheduler_bench
 from services.contracts import Codec, SchemaRegistry, Topics
 from services.contracts import records as r
 from services.contracts.events import Event, to_record
 from services.contracts.kafka import partition_for
 from services.contracts.topics import JOB_EVENTS
-from services.scheduler.adapters.processor import Incoming, Processor, Stored, decisions_record
+from services.scheduler.adapters.processor import Incoming, Processor, Stored
 from services.scheduler.core import MODE as CORE_MODE
 from services.scheduler.core import handle
-from services.scheduler.core.effects import RescaleUpdated
 from services.scheduler.core.model import JobState
 
-Record = dict[str, Any]
 Pass = Callable[[], int]
 
 
@@ -77,23 +74,6 @@ def processed(processor: Processor, inputs: list[Incoming], states: dict[str, St
     return len(inputs)
 
 
-def outputs(
-    start: dict[str, JobState | None], inputs: list[Incoming], timed: list[Event]
-) -> list[tuple[str, Record]]:
-    """The records folding `timed` sends, as the processor makes them."""
-    produced: list[tuple[str, Record]] = []
-    jobs = dict(start)
-    for message, event in zip(inputs, timed, strict=True):
-        step = handle(jobs.get(event.job_id), event)
-        jobs[event.job_id] = step.job
-        produced += [(r.RESCALE, e.record) for e in step.effects if isinstance(e, RescaleUpdated)]
-        at = step.job.now if step.job is not None else event.timestamp
-        decisions = decisions_record(step.effects, event.job_id, at, message.offset)
-        if decisions is not None:
-            produced.append((r.SCHEDULER_DECISIONS, decisions))
-    return produced
-
-
 def passes(codec: Codec, workload: str, jobs: int, events: int) -> tuple[dict[str, Pass], int, str]:
     """The timed passes over one workload (each returns how many events it took), how
     many events it has (the mix gives each job at least two), and a line on its outputs."""
@@ -103,7 +83,11 @@ def passes(codec: Codec, workload: str, jobs: int, events: int) -> tuple[dict[st
     stored: dict[str, Stored] = {}
     processed(processor, messages(codec, setup, first_offset=0), stored)  # untimed
     start: dict[str, JobState | None] = {job: s.job for job, s in stored.items()}
-    produced = outputs(start, inputs, timed)
+    produced = [
+        (name, record)
+        for name, records in avro_bench.outputs(timed, start, first_offset=len(setup)).items()
+        for record in records
+    ]
     values = [m.value for m in inputs if m.value is not None]
 
     def decode() -> int:
