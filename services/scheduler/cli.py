@@ -113,6 +113,14 @@ def register_service(commands: argparse._SubParsersAction[argparse.ArgumentParse
         help="Kafka consumer-group session timeout (default 10)",
     )
     scheduler.add_argument(
+        "--recovery-stall-timeout",
+        type=_wait,
+        default=120.0,
+        metavar="SECONDS",
+        help="a recovery of the tables that reads nothing for this long makes the worker exit "
+        "(code 75) to be started again, as compose and Kubernetes do (default 120)",
+    )
+    scheduler.add_argument(
         "--state-cache",
         type=_jobs,
         default=100_000,
@@ -194,6 +202,7 @@ def _scheduler(args: argparse.Namespace, context: Context) -> int:
         store=args.store,
         group_instance_id=None if args.group_instance_id == "none" else args.group_instance_id,
         state_cache_jobs=args.state_cache,
+        recovery_stall_timeout_s=args.recovery_stall_timeout,
     )
     return run_service(settings, args.log_level.lower())
 

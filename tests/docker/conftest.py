@@ -30,6 +30,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.add_marker(pytest.mark.skip(reason=PROBLEM))
 
 
+LOGS_DIR = Path(os.environ.get("SCALEFOLD_COMPOSE_LOGS", ".run/compose-logs"))
+"""Where a failed test leaves every service's whole log (the report shows only a tail)."""
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> object:
+    report = yield
+    stack = getattr(item, "funcargs", {}).get("stack")
+    if report.failed and isinstance(stack, Stack):
+        LOGS_DIR.mkdir(parents=True, exist_ok=True)
+        path = LOGS_DIR / f"{stack.project}-{item.name}.log"
+        path.write_text(stack.run("logs", "--no-color", "--timestamps", check=False))
+        report.sections.append(("compose logs", f"every service's whole log: {path.resolve()}"))
+    return report
+
+
 def project_name(suffix: str) -> str:
     base = os.environ.get("SCALEFOLD_COMPOSE_PROJECT") or f"sf-test-{os.getpid()}"
     return f"{base}{suffix}"

@@ -62,6 +62,7 @@ log = logging.getLogger("scalefold.scheduler")
 STORED_CODEC = "scalefold-stored-job"
 OFFSET_CODEC = "scalefold-offset"
 EXIT_BATCH_FAILED = 70  # EX_SOFTWARE
+EXIT_RECOVERY_STALLED = 75  # EX_TEMPFAIL: started again, it recovers afresh
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,8 @@ class ServiceSettings:
     # decoded job states kept in memory (several KB each); beyond it, the least
     # recently used are read from the table again when their jobs next have events
     state_cache_jobs: int = 100_000
+    # a recovery that reads nothing for this long: the worker exits to be started again
+    recovery_stall_timeout_s: float = 120.0
 
     @property
     def app_id(self) -> str:
@@ -605,6 +608,10 @@ def create_app(
     kafka = settings.kafka
     datadir = table_dir(settings, app_id)
     datadir.mkdir(parents=True, exist_ok=True)
+    extra: dict[str, Any] = {}
+    if not stock:
+        extra["recovery_watch"] = fastpath.RecoveryWatch(settings.recovery_stall_timeout_s)
+        extra["on_recovery_stalled"] = _exit_recovery_stalled
     app_class = faust.App if stock else fastpath.App
     return app_class(
         app_id or settings.app_id,
@@ -626,6 +633,7 @@ def create_app(
         web_host=settings.web_host,
         web_port=settings.web_port,
         loghandlers=[],
+        **extra,
     )
 
 
@@ -733,6 +741,18 @@ def _wire(service: SchedulerService, topic: faust.TopicT) -> None:
         service.next_offset.clear()  # other workers may have folded these partitions meanwhile
         service.states.clear()
         service.generation += 1
+
+
+def _exit_recovery_stalled(stalled_s: float, remaining: int) -> None:
+    log.critical(
+        "recovery stalled: %d changelog records still to read and none read for %.0f s; "
+        "exiting (code %d) so that the worker is started again and recovers afresh",
+        remaining,
+        stalled_s,
+        EXIT_RECOVERY_STALLED,
+    )
+    logging.shutdown()
+    os._exit(EXIT_RECOVERY_STALLED)
 
 
 def _stop_without_commit(what: str) -> None:

@@ -50,6 +50,15 @@ next recovery resumes it. (Seen as `Faust skipped offsets` after many
 rebalances and as revisions lost in compose runs; the upstream fix is the same
 line at the top of `on_recovery_completed`.)
 
+And a worker whose recovery is stuck leaves. Faust only warns, every few seconds and
+for ever, when a recovery reads nothing (`No event received for active tp ...`); the
+worker then never gets to work and its partitions are folded by no one.
+`RecoveryWatch` says when a recovery has made no progress (the changelog records
+it still has to read unchanged, the same recovery) for `timeout_s`; the app then
+exits (`EXIT_RECOVERY_STALLED`), so compose or Kubernetes starts it again, which
+rejoins the group and recovers afresh. Nothing is lost by it: a worker may stop at any
+moment (the kill -9 tests), and a recovery has folded nothing yet.
+
 And a warning where Faust would pass over offsets silently: when a fetched offset
 jumps past the last one handed over, Faust's consumer counts the offsets between
 as done (`_add_gap`), so its commit can go past messages it never delivered. On
@@ -61,12 +70,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, cast
 
 import faust
 from faust.tables.manager import TableManager as FaustTableManager
 from faust.tables.recovery import Recovery
 from faust.transport.drivers import aiokafka as faust_aiokafka
+from mode import Service
 from mode.services import WaitResults
 
 log = logging.getLogger("scalefold.scheduler")
@@ -154,6 +167,51 @@ class SeekFirstRecovery(Recovery):
         self.app.consumer.stop_flow()  # resumed by Faust once seeked and cleared
         await super().on_recovery_completed(generation_id)
 
+    @Service.timer(1.0)
+    async def _watch_progress(self) -> None:
+        # A timer of the recovery's own: Faust starts the app's timers only once the
+        # first recovery has completed.
+        app = cast(App, self.app)
+        if app.recovery_watch is None:
+            return
+        started_at, remaining = recovery_progress(self)
+        stalled = app.recovery_watch.stalled_for(time.monotonic(), started_at, remaining)
+        if stalled is not None and app.on_recovery_stalled is not None:
+            app.on_recovery_stalled(stalled, remaining)
+
+
+@dataclass
+class RecoveryWatch:
+    """When a Faust recovery has made no progress for `timeout_s`; time enters as `now`."""
+
+    timeout_s: float
+    _seen: tuple[float, int] | None = None  # (the recovery's start, records still to read)
+    _since: float = 0.0
+
+    def stalled_for(self, now: float, started_at: float | None, remaining: int) -> float | None:
+        """Seconds without progress once they reach the timeout, else None.
+
+        `started_at`: when the recovery under way started (None: none is); `remaining`:
+        the changelog records it has still to read. A new recovery, or fewer records left,
+        is progress."""
+        if started_at is None or remaining <= 0:
+            self._seen = None
+            return None
+        seen = (started_at, remaining)
+        if seen != self._seen:
+            self._seen, self._since = seen, now
+            return None
+        stalled = now - self._since
+        return stalled if stalled >= self.timeout_s else None
+
+
+def recovery_progress(recovery: Recovery) -> tuple[float | None, int]:
+    """What `RecoveryWatch` looks at: the recovery's start (None: not recovering) and
+    the records it has still to read."""
+    if not recovery.in_recovery:
+        return None, 0
+    return recovery._recovery_started_at, recovery.active_remaining_total()
+
 
 class TableManager(FaustTableManager):
     @property
@@ -165,9 +223,20 @@ class TableManager(FaustTableManager):
 
 class App(faust.App):
     """faust.App with the cheaper per-message hand-over for `kafka://` brokers
-    and a recovery that loses no message (both above)."""
+    and a recovery that loses no message (both above).
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    `recovery_watch`: when its recovery counts as stalled; `on_recovery_stalled`
+    (seconds stalled, records still to read) is called then, every second."""
+
+    def __init__(
+        self,
+        *args: Any,
+        recovery_watch: RecoveryWatch | None = None,
+        on_recovery_stalled: Callable[[float, int], None] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self.recovery_watch = recovery_watch
+        self.on_recovery_stalled = on_recovery_stalled
         kwargs.setdefault("TableManager", TableManager)
         super().__init__(*args, **kwargs)
 

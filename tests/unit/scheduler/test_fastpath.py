@@ -1,4 +1,5 @@
-"""The scheduler's Faust consumer fetches promptly (fastpath.PromptFetchThread)."""
+"""The scheduler's Faust consumer fetches promptly (fastpath.PromptFetchThread), and a
+recovery that reads nothing is noticed (fastpath.RecoveryWatch)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 from services.contracts import Settings
 from services.scheduler.adapters.app import ServiceSettings, create_app
-from services.scheduler.adapters.fastpath import FETCH_MAX_WAIT_MS
+from services.scheduler.adapters.fastpath import FETCH_MAX_WAIT_MS, RecoveryWatch
 
 
 def test_the_workers_kafka_consumer_waits_at_most_100_ms_for_a_fetch(tmp_path: Path) -> None:
@@ -22,3 +23,31 @@ def test_the_workers_kafka_consumer_waits_at_most_100_ms_for_a_fetch(tmp_path: P
         return int(consumer._fetch_max_wait_ms)
 
     assert asyncio.run(built()) == FETCH_MAX_WAIT_MS == 100
+
+
+def test_a_recovery_that_reads_nothing_for_the_timeout_is_stalled() -> None:
+    watch = RecoveryWatch(timeout_s=120)
+    assert watch.stalled_for(1000.0, started_at=990.0, remaining=42) is None
+    assert watch.stalled_for(1119.0, started_at=990.0, remaining=42) is None
+    assert watch.stalled_for(1120.0, started_at=990.0, remaining=42) == 120.0
+    assert watch.stalled_for(1200.0, started_at=990.0, remaining=42) == 200.0
+
+
+def test_fewer_records_left_or_a_new_recovery_is_progress() -> None:
+    watch = RecoveryWatch(timeout_s=120)
+    watch.stalled_for(0.0, started_at=0.0, remaining=42)
+    assert watch.stalled_for(100.0, started_at=0.0, remaining=41) is None  # read one
+    assert watch.stalled_for(219.0, started_at=0.0, remaining=41) is None
+    assert watch.stalled_for(230.0, started_at=225.0, remaining=41) is None  # rebalanced
+    assert watch.stalled_for(349.0, started_at=225.0, remaining=41) is None
+    assert watch.stalled_for(350.0, started_at=225.0, remaining=41) == 120.0
+
+
+def test_no_recovery_under_way_or_nothing_left_to_read_is_never_stalled() -> None:
+    watch = RecoveryWatch(timeout_s=120)
+    for now in (0.0, 500.0, 1000.0):
+        assert watch.stalled_for(now, started_at=None, remaining=0) is None
+        assert watch.stalled_for(now, started_at=0.0, remaining=0) is None
+    # and the clock starts again at the next recovery
+    assert watch.stalled_for(1000.0, started_at=990.0, remaining=5) is None
+    assert watch.stalled_for(1119.0, started_at=990.0, remaining=5) is None
