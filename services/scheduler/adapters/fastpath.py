@@ -50,6 +50,23 @@ next recovery resumes it. (Seen as `Faust skipped offsets` after many
 rebalances and as revisions lost in compose runs; the upstream fix is the same
 line at the top of `on_recovery_completed`.)
 
+And no message lost where nothing was committed yet. Faust drops the messages of
+a fetch it is iterating when a rebalance stops its flow (or when the generation
+changes), and the rest of a fetch it gets while its flow is stopped; it relies on
+seeking every partition back to its committed offset afterwards (`perform_seek`,
+at the end of every recovery). aiokafka's `seek_to_committed` seeks only
+partitions committed beyond offset 0 and leaves the others where its fetcher is:
+past the dropped messages, which are then never delivered. That is the case of a
+partition no worker has committed yet (a new topic, or one taken over from a
+worker killed before its first commit). Seen in compose on 2026-11-27: the
+survivor of a takeover had fetched the taken-over partitions to their end and
+delivered none of them (Faust's read offset `None`, aiokafka's position at the
+high watermark), and folded nothing more; the test lost 80 revisions.
+`PromptFetchThread.seek_to_committed` also seeks those partitions: to offset 0
+where 0 is committed, else to where the reset policy says (`earliest` here),
+exactly where a consumer with nothing committed starts. The changelog partitions
+are left to the recovery, which seeks them itself.
+
 And a worker whose recovery is stuck leaves. Faust only warns, every few seconds and
 for ever, when a recovery reads nothing (`No event received for active tp ...`); the
 worker then never gets to work and its partitions are folded by no one.
@@ -71,7 +88,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -79,6 +96,7 @@ import faust
 from faust.tables.manager import TableManager as FaustTableManager
 from faust.tables.recovery import Recovery
 from faust.transport.drivers import aiokafka as faust_aiokafka
+from faust.types import TP
 from mode import Service
 from mode.services import WaitResults
 
@@ -117,6 +135,31 @@ class PromptFetchThread(faust_aiokafka.AIOKafkaConsumerThread):
         consumer = super()._create_worker_consumer(transport)
         consumer._fetch_max_wait_ms = FETCH_MAX_WAIT_MS  # read when start() builds the fetcher
         return consumer
+
+    async def seek_to_committed(self) -> Mapping[TP, int]:
+        return cast(Mapping[TP, int], await self.call_thread(self._seek_to_committed_or_reset))
+
+    async def _seek_to_committed_or_reset(self) -> Mapping[TP, int]:
+        # aiokafka's seek_to_committed seeks only partitions committed beyond offset 0;
+        # the others stay where the fetcher is, past whatever Faust fetched and dropped
+        # (see the module's docstring). Those take the reset policy's position, as a
+        # consumer with nothing committed starts, or offset 0 where 0 is committed.
+        consumer = self._ensure_consumer()
+        committed: Mapping[TP, int | None] = await consumer.seek_to_committed()
+        never = []
+        for tp, offset in committed.items():
+            if self.consumer._is_changelog_tp(tp):
+                continue  # a recovery seeks these itself
+            if offset == 0:
+                consumer.seek(tp, 0)
+            elif offset is None:
+                never.append(tp)
+        if never:
+            if self.app.conf.consumer_auto_offset_reset == "latest":
+                await consumer.seek_to_end(*never)
+            else:
+                await consumer.seek_to_beginning(*never)
+        return cast(Mapping[TP, int], committed)
 
 
 class FastHandoverConsumer(faust_aiokafka.Consumer):
