@@ -43,7 +43,13 @@ from faust.types import TP
 
 from services.contracts import Codec, Settings
 from services.contracts import records as r
-from services.contracts.kafka import librdkafka_config, producer_config, retry_transient
+from services.contracts.access import KafkaUnreachableError
+from services.contracts.kafka import (
+    connect,
+    librdkafka_config,
+    producer_config,
+    retry_transient,
+)
 from services.contracts.topics import JOB_EVENTS
 from services.scheduler.adapters import fastpath
 from services.scheduler.adapters.metrics import Metrics
@@ -610,8 +616,9 @@ def create_app(
     datadir.mkdir(parents=True, exist_ok=True)
     extra: dict[str, Any] = {}
     if not stock:
-        extra["recovery_watch"] = fastpath.RecoveryWatch(settings.recovery_stall_timeout_s)
-        extra["on_recovery_stalled"] = _exit_recovery_stalled
+        watch = fastpath.RecoveryWatch(settings.recovery_stall_timeout_s)
+        extra["recovery_watch"] = watch
+        extra["on_recovery_stalled"] = functools.partial(_recovery_stalled, kafka, watch)
     app_class = faust.App if stock else fastpath.App
     return app_class(
         app_id or settings.app_id,
@@ -743,16 +750,39 @@ def _wire(service: SchedulerService, topic: faust.TopicT) -> None:
         service.generation += 1
 
 
-def _exit_recovery_stalled(stalled_s: float, remaining: int) -> None:
+async def _recovery_stalled(
+    kafka: Settings, watch: fastpath.RecoveryWatch, stalled_s: float, remaining: int
+) -> None:
+    """Exit, to be started again, if the broker answers; else wait for it (as always)."""
+    loop = asyncio.get_running_loop()
+    if not await loop.run_in_executor(None, _broker_answers, kafka):
+        log.warning(
+            "recovery: %d changelog records still to read, none read for %.0f s, and the "
+            "broker does not answer; waiting for it",
+            remaining,
+            stalled_s,
+        )
+        watch.restart()
+        return
     log.critical(
-        "recovery stalled: %d changelog records still to read and none read for %.0f s; "
-        "exiting (code %d) so that the worker is started again and recovers afresh",
+        "recovery stalled: %d changelog records still to read and none read for %.0f s "
+        "while the broker answers; exiting (code %d) so that the worker is started again "
+        "and recovers afresh",
         remaining,
         stalled_s,
         EXIT_RECOVERY_STALLED,
     )
     logging.shutdown()
     os._exit(EXIT_RECOVERY_STALLED)
+
+
+def _broker_answers(kafka: Settings) -> bool:
+    """Whether the broker answers a metadata request within 10 s (blocking)."""
+    try:
+        connect(kafka, timeout=10.0)
+    except KafkaUnreachableError:
+        return False
+    return True
 
 
 def _stop_without_commit(what: str) -> None:

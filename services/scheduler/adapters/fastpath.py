@@ -55,7 +55,8 @@ a fetch it is iterating when a rebalance stops its flow (or when the generation
 changes), and the rest of a fetch it gets while its flow is stopped; it relies on
 seeking every partition back to its committed offset afterwards (`perform_seek`,
 at the end of every recovery). aiokafka's `seek_to_committed` seeks only
-partitions committed beyond offset 0 and leaves the others where its fetcher is:
+partitions committed beyond offset 0 (the offset-0 half is aio-libs/aiokafka#1003)
+and leaves the others where its fetcher is:
 past the dropped messages, which are then never delivered. That is the case of a
 partition no worker has committed yet (a new topic, or one taken over from a
 worker killed before its first commit). Seen in compose on 2026-11-27: the
@@ -71,9 +72,10 @@ And a worker whose recovery is stuck leaves. Faust only warns, every few seconds
 for ever, when a recovery reads nothing (`No event received for active tp ...`); the
 worker then never gets to work and its partitions are folded by no one.
 `RecoveryWatch` says when a recovery has made no progress (the changelog records
-it still has to read unchanged, the same recovery) for `timeout_s`; the app then
-exits (`EXIT_RECOVERY_STALLED`), so compose or Kubernetes starts it again, which
-rejoins the group and recovers afresh. Nothing is lost by it: a worker may stop at any
+it still has to read unchanged, the same recovery) for `timeout_s`; if the broker
+answers, the app then exits (`EXIT_RECOVERY_STALLED`), so compose or Kubernetes
+starts it again, which rejoins the group and recovers afresh. If the broker does
+not answer, the worker waits for it, as it does for a broker away at any other time. Nothing is lost by it: a worker may stop at any
 moment (the kill -9 tests), and a recovery has folded nothing yet.
 
 And a warning where Faust would pass over offsets silently: when a fetched offset
@@ -88,7 +90,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -220,7 +222,7 @@ class SeekFirstRecovery(Recovery):
         started_at, remaining = recovery_progress(self)
         stalled = app.recovery_watch.stalled_for(time.monotonic(), started_at, remaining)
         if stalled is not None and app.on_recovery_stalled is not None:
-            app.on_recovery_stalled(stalled, remaining)
+            await app.on_recovery_stalled(stalled, remaining)
 
 
 @dataclass
@@ -247,6 +249,10 @@ class RecoveryWatch:
         stalled = now - self._since
         return stalled if stalled >= self.timeout_s else None
 
+    def restart(self) -> None:
+        """Count from the next observation again (the broker is away: waited for)."""
+        self._seen = None
+
 
 def recovery_progress(recovery: Recovery) -> tuple[float | None, int]:
     """What `RecoveryWatch` looks at: the recovery's start (None: not recovering) and
@@ -269,13 +275,14 @@ class App(faust.App):
     and a recovery that loses no message (both above).
 
     `recovery_watch`: when its recovery counts as stalled; `on_recovery_stalled`
-    (seconds stalled, records still to read) is called then, every second."""
+    (seconds stalled, records still to read) is awaited then, every second until it
+    exits or restarts the watch."""
 
     def __init__(
         self,
         *args: Any,
         recovery_watch: RecoveryWatch | None = None,
-        on_recovery_stalled: Callable[[float, int], None] | None = None,
+        on_recovery_stalled: Callable[[float, int], Awaitable[None]] | None = None,
         **kwargs: Any,
     ) -> None:
         self.recovery_watch = recovery_watch

@@ -51,3 +51,13 @@ def test_no_recovery_under_way_or_nothing_left_to_read_is_never_stalled() -> Non
     # and the clock starts again at the next recovery
     assert watch.stalled_for(1000.0, started_at=990.0, remaining=5) is None
     assert watch.stalled_for(1119.0, started_at=990.0, remaining=5) is None
+
+
+def test_a_restarted_watch_counts_from_its_next_observation() -> None:
+    watch = RecoveryWatch(timeout_s=120)
+    watch.stalled_for(0.0, started_at=0.0, remaining=7)
+    assert watch.stalled_for(120.0, started_at=0.0, remaining=7) == 120.0
+    watch.restart()  # the broker did not answer: waited for, counted again
+    assert watch.stalled_for(125.0, started_at=0.0, remaining=7) is None
+    assert watch.stalled_for(244.0, started_at=0.0, remaining=7) is None
+    assert watch.stalled_for(245.0, started_at=0.0, remaining=7) == 120.0
