@@ -117,8 +117,9 @@ def register_service(commands: argparse._SubParsersAction[argparse.ArgumentParse
         type=_wait,
         default=120.0,
         metavar="SECONDS",
-        help="a recovery of the tables that reads nothing for this long makes the worker exit "
-        "(code 75) to be started again, as compose and Kubernetes do (default 120)",
+        help="a recovery of the tables that reads nothing for this long while the broker "
+        "answers makes the worker exit (code 75), to be started again as compose and "
+        "Kubernetes do (default 120; 0: never)",
     )
     scheduler.add_argument(
         "--state-cache",

@@ -95,7 +95,8 @@ class ServiceSettings:
     # decoded job states kept in memory (several KB each); beyond it, the least
     # recently used are read from the table again when their jobs next have events
     state_cache_jobs: int = 100_000
-    # a recovery that reads nothing for this long: the worker exits to be started again
+    # a recovery that reads nothing for this long while the broker answers: the worker
+    # exits to be started again (0: never)
     recovery_stall_timeout_s: float = 120.0
 
     @property
@@ -615,7 +616,7 @@ def create_app(
     datadir = table_dir(settings, app_id)
     datadir.mkdir(parents=True, exist_ok=True)
     extra: dict[str, Any] = {}
-    if not stock:
+    if not stock and settings.recovery_stall_timeout_s > 0:
         watch = fastpath.RecoveryWatch(settings.recovery_stall_timeout_s)
         extra["recovery_watch"] = watch
         extra["on_recovery_stalled"] = functools.partial(_recovery_stalled, kafka, watch)

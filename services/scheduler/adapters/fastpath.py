@@ -56,10 +56,9 @@ changes), and the rest of a fetch it gets while its flow is stopped; it relies o
 seeking every partition back to its committed offset afterwards (`perform_seek`,
 at the end of every recovery). aiokafka's `seek_to_committed` seeks only
 partitions committed beyond offset 0 (the offset-0 half is aio-libs/aiokafka#1003)
-and leaves the others where its fetcher is:
-past the dropped messages, which are then never delivered. That is the case of a
-partition no worker has committed yet (a new topic, or one taken over from a
-worker killed before its first commit). Seen in compose on 2026-11-27: the
+and leaves the others where its fetcher is: past the dropped messages, which are
+then never delivered. That is the case of a partition no worker has committed yet
+(a new topic, or one taken over from a worker killed before its first commit). Seen in compose on 2026-11-27: the
 survivor of a takeover had fetched the taken-over partitions to their end and
 delivered none of them (Faust's read offset `None`, aiokafka's position at the
 high watermark), and folded nothing more; the test lost 80 revisions.
@@ -74,9 +73,9 @@ worker then never gets to work and its partitions are folded by no one.
 `RecoveryWatch` says when a recovery has made no progress (the changelog records
 it still has to read unchanged, the same recovery) for `timeout_s`; if the broker
 answers, the app then exits (`EXIT_RECOVERY_STALLED`), so compose or Kubernetes
-starts it again, which rejoins the group and recovers afresh. If the broker does
-not answer, the worker waits for it, as it does for a broker away at any other time. Nothing is lost by it: a worker may stop at any
-moment (the kill -9 tests), and a recovery has folded nothing yet.
+starts it again, which rejoins the group and recovers afresh. Nothing is lost by
+it: a worker may stop at any moment (the kill -9 tests). If the broker does not
+answer, the worker waits for it, as it does for a broker away at any other time.
 
 And a warning where Faust would pass over offsets silently: when a fetched offset
 jumps past the last one handed over, Faust's consumer counts the offsets between
