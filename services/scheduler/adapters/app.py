@@ -43,7 +43,7 @@ from faust.types import TP
 
 from services.contracts import Codec, Settings
 from services.contracts import records as r
-from services.contracts.access import KafkaUnreachableError
+from services.contracts.access import KafkaAccessError, KafkaUnreachableError
 from services.contracts.kafka import (
     connect,
     librdkafka_config,
@@ -778,11 +778,14 @@ async def _recovery_stalled(
 
 
 def _broker_answers(kafka: Settings) -> bool:
-    """Whether the broker answers a metadata request within 10 s (blocking)."""
+    """Whether the broker answers a metadata request within 10 s (blocking); a refusal
+    is an answer too."""
     try:
         connect(kafka, timeout=10.0)
     except KafkaUnreachableError:
         return False
+    except KafkaAccessError:
+        return True
     return True
 
 
