@@ -57,6 +57,9 @@ _TRANSIENT_NAMES = frozenset(
         "_TRANSPORT",
         "_TIMED_OUT",
         "_ALL_BROKERS_DOWN",
+        # a request outlived its broker handle: librdkafka drops the bootstrap and
+        # decommissioned brokers' handles as metadata arrives (a broker restarting)
+        "_DESTROY_BROKER",
         "_WAIT_COORD",
         "_UNKNOWN_PARTITION",
         "_UNKNOWN_TOPIC",
