@@ -9,8 +9,8 @@ The guards are Flink's:
 - `transition_to` refuses a transition from a state's constructor (`on_enter`)
   or `on_leave`, and a transition into the current state's own kind;
 - timers carry the identity (epoch) of the state, and for transition-manager
-  timers of the phase, that set them; one that comes due after its state or
-  phase was left is dropped (runIfState / runIfPhase).
+  timers of the phase, that set them; they are dropped when their state or
+  phase is left, and never run (runIfState / runIfPhase).
 """
 
 from __future__ import annotations
@@ -150,14 +150,22 @@ class Fold:
         return self.epochs
 
     def finish(self) -> JobState:
-        """The job after this step, with the step's working values written back."""
+        """The job after this step, with the step's working values written back.
+
+        A step that left a state or a phase (it issued an epoch) drops the timers
+        those set: epochs only grow, so such a timer could never run again. Kept,
+        it would be stored with the job until due, and the service would write a
+        TimerFired for it that changes nothing."""
         self.flush_rescales()
+        timers = self.timers
+        if self.epochs != self.job.epochs:
+            timers = [timer for timer in timers if self.state.runs(timer)]
         self.job = replace(
             self.job,
             now=self.now,
             state=self.state,
             timeline=self.timeline,
-            timers=tuple(self.timers),
+            timers=tuple(timers),
             sequence=self.sequence,
             epochs=self.epochs,
             timer_seq=self.timer_seq,
@@ -196,19 +204,13 @@ class Fold:
             if timer.due > self.now:
                 self.flush_rescales()  # records carry the time they changed at
                 self.now = timer.due
-            if self._current(timer):
+            if self.state.runs(timer):
                 run(self, timer.action)
         else:
             raise InvariantError(f"more than {MAX_TIMERS_PER_STEP} timers in one step")
         if until > self.now:
             self.flush_rescales()
             self.now = until
-
-    def _current(self, timer: Timer) -> bool:
-        if timer.state_epoch != self.state.epoch:
-            return False
-        stm = self.state.stm
-        return timer.phase_epoch is None or (stm is not None and stm.epoch == timer.phase_epoch)
 
     # -- transitions -------------------------------------------------------
 

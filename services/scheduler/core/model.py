@@ -366,6 +366,16 @@ class SchedulerState(msgspec.Struct, frozen=True, array_like=True, gc=False):
     job_status: JobStatus | None = None
     cause: str | None = None
 
+    def runs(self, timer: Timer) -> bool:
+        """Whether `timer` was set by this state (and a phase timer by its current
+        phase): only such a timer runs, and since epochs only grow, one that is not
+        never will."""
+        if timer.state_epoch != self.epoch:
+            return False
+        return timer.phase_epoch is None or (
+            self.stm is not None and self.stm.epoch == timer.phase_epoch
+        )
+
 
 class Timer(msgspec.Struct, frozen=True, array_like=True, gc=False, order=True):
     """A delayed action guarded by the identity of the state (and phase) that set it.

@@ -9,7 +9,9 @@ about 60 % of the fold + store time (docs/benchmarks.md has the comparison).
 The leading format number changes whenever a state class changes shape. A state
 of the format before (3) is read and brought up to date (`_from_format_3`), so a
 scheduler of this version carries on from its predecessor's changelog; one of
-any other format is refused with a clear error rather than misread.
+any other format is refused with a clear error rather than misread. A state read
+loses the timers of the states and phases it has left, which earlier schedulers
+kept until due: they never run, and the fold no longer keeps them.
 """
 
 from __future__ import annotations
@@ -46,14 +48,21 @@ def loads(data: bytes) -> JobState:
         raise StateFormatError(f"not a stored job state: {error}") from error
     try:
         if version == FORMAT:
-            return _STATE.decode(body)
+            return _without_stale_timers(_STATE.decode(body))
         if version == FORMAT - 1:
-            return _from_format_3(msgspec.json.decode(body))
+            return _without_stale_timers(_from_format_3(msgspec.json.decode(body)))
     except (msgspec.DecodeError, msgspec.ValidationError, IndexError, TypeError) as error:
         raise StateFormatError(f"not a stored job state of format {version}: {error}") from error
     raise StateFormatError(
         f"job state format {version}, this scheduler reads {FORMAT - 1}..{FORMAT}"
     )
+
+
+def _without_stale_timers(job: JobState) -> JobState:
+    """`job` without the timers of states and phases it has left, which never run: a
+    scheduler before 2026-11-27 stored them until due, this one drops them on leaving."""
+    timers = tuple(timer for timer in job.timers if job.state.runs(timer))
+    return job if len(timers) == len(job.timers) else replace(job, timers=timers)
 
 
 _JOB_TIMELINE = list(JobState.__struct_fields__).index("timeline")

@@ -5,7 +5,8 @@
   state, and nothing is written about it afterwards;
 - revisions count 1, 2, 3, ... per rescale; the history stays bounded;
 - the fold is deterministic, also when the state is stored and reloaded
-  between events (as the service does).
+  between events (as the service does);
+- a state keeps no timer that can never run (of a state or phase it left).
 """
 
 from __future__ import annotations
@@ -146,6 +147,8 @@ def fold(submitted: JobSubmitted, events: list[Event], roundtrip: bool = False) 
 def _check_state(job: JobState | None) -> None:
     assert job is not None
     assert len(recent_ids(job.timeline, job.job_id)) <= job.timeline.size
+    stale = [timer for timer in job.timers if not job.state.runs(timer)]
+    assert not stale, f"timers of a state or phase already left are kept: {stale}"
 
 
 def _records(effects: list[Effect]) -> list[dict[str, Any]]:

@@ -22,7 +22,8 @@ def test_the_resource_timeout_of_a_left_waiting_state_is_dropped() -> None:
     job = Scenario(vertex("source", 2), config={c.WAIT_TIMEOUT: "60 s"})
     job.at(1 * SECOND).tm("tm-1", slots=2)
     assert job.job is not None
-    assert any(t.action == "waiting.resource-timeout" for t in job.job.timers)  # still pending
+    assert job.state is S.EXECUTING  # WaitingForResources left: its timeout is not kept
+    assert not any(t.action == "waiting.resource-timeout" for t in job.job.timers)
     job.at(61 * SECOND)
     assert job.state is S.EXECUTING
     assert job.transitions()[-1][0] == 1 * SECOND  # the timeout changed nothing
