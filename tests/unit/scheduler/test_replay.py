@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 
 from bench.core_bench import job_events
 from services.contracts import Codec
@@ -17,6 +18,7 @@ from services.contracts.events import JobSubmitted, TaskManagerRegistered, Verte
 from services.scheduler.core import handle
 from services.scheduler.core.driver import replay
 from services.scheduler.core.effects import Rejected, RejectionKind, RescaleUpdated
+from services.scheduler.core.model import Timer
 from services.scheduler.core.serde import StateFormatError, dumps, loads
 from services.scheduler.replay import run_command
 
@@ -173,6 +175,17 @@ def test_stored_state_is_versioned() -> None:
         loads(json.dumps([99, []]).encode())
     with pytest.raises(StateFormatError, match="not a stored job state"):
         loads(b"\x00garbage")
+
+
+def test_a_stored_state_is_read_without_the_timers_of_states_it_has_left() -> None:
+    """Schedulers before 2026-11-27 stored such timers until due; they never run."""
+    job = None
+    for event in job_events("job-3", 40, 3):
+        job = handle(job, event).job
+    assert job is not None and job.timers
+    left = Timer(job.now + 1, job.timer_seq + 1, "waiting.resource-timeout", job.state.epoch - 1)
+    stored = replace(job, timers=tuple(sorted((*job.timers, left))))
+    assert loads(dumps(stored)) == job
 
 
 def test_a_state_stored_by_the_previous_format_reads_as_this_one_would_have_it() -> None:
