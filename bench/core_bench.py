@@ -9,6 +9,11 @@ leaving, checkpoints every 10 s, occasional failures and requirement updates.
 every event, as the scheduler service does for its table's changelog (it reads
 a stored state back only when it recovers). Medians
 of `--repeat` runs; machines here are shared, so read the ratios.
+
+Each row also times every step twice in one more pass, "cold" (as the service
+takes it: at many jobs a job's state has left the CPU's caches by the time its
+next event comes) and "warm" (the same step again at once): the difference is the
+time a step waits for memory, which faster code cannot remove.
 """
 
 from __future__ import annotations
@@ -112,6 +117,32 @@ def run(events: list[Event], store: bool) -> tuple[float, float, float, dict[str
     return rate, cpu_rate, p99_ms, jobs
 
 
+def cold_and_warm(events: list[Event], store: bool) -> tuple[float, float]:
+    """Mean µs per event of each step taken twice in a row: first as `run` takes it (at
+    many jobs the job's state is cold in the CPU's caches when its event comes), then
+    again at once, the state just read (warm). Both run the same code on the same
+    objects (`handle` is pure), so the difference is the wait for memory. Neither
+    counts freeing the state a step replaces, which `run`'s rate includes."""
+    jobs: dict[str, JobState | None] = {}
+    clock = time.perf_counter_ns
+    cold = warm = 0
+    gc.collect()
+    for event in events:
+        before = jobs.get(event.job_id)
+        began = clock()
+        step = handle(before, event)
+        if store and step.job is not None:
+            dumps(step.job)
+        between = clock()
+        step = handle(before, event)
+        if store and step.job is not None:
+            dumps(step.job)
+        cold += between - began
+        warm += clock() - between
+        jobs[event.job_id] = step.job
+    return cold / len(events) / 1e3, warm / len(events) / 1e3
+
+
 def encoded(events: list[Event]) -> list[bytes]:
     """The events as the scheduler service receives them: Avro single-object records."""
     codec = Codec(SchemaRegistry.load())
@@ -166,6 +197,7 @@ def measure(
                     flush=True,
                 )
         sizes = sorted(len(dumps(j)) for j in final.values() if j is not None)
+        cold_us, warm_us = cold_and_warm(events, store)
         rows.append(
             {
                 "stage": "core",
@@ -181,6 +213,8 @@ def measure(
                 "state_bytes_per_job_median": round(statistics.median(sizes)),
                 "state_bytes_per_job_p99": sizes[min(len(sizes) - 1, int(len(sizes) * 0.99))],
                 "rss_mb": round(rss_mb()),
+                "step_cold_us": round(cold_us, 2),
+                "step_warm_us": round(warm_us, 2),
             }
         )
     ceiling, cpu_ceiling = statistics.median(ceilings), statistics.median(cpu_ceilings)
@@ -229,16 +263,17 @@ def main() -> None:
         return
     print(
         "\n| jobs | events | per event | events/s (median) | min | max | p99 ms "
-        "| per CPU s | ceiling (bare decode) per CPU s | ratio | state bytes/job median (p99) | RSS MiB |"
+        "| per CPU s | ceiling (bare decode) per CPU s | ratio | state bytes/job median (p99) | RSS MiB "
+        "| µs per step, cold / warm |"
     )
-    print("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+    print("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---|")
     for row in rows:
         print(
             f"| {row['jobs']:,} | {row['events']:,} | {row['mode']} | {row['per_s_median']:,} "
             f"| {row['per_s_min']:,} | {row['per_s_max']:,} | {row['p99_ms']} "
             f"| {row['per_cpu_s_median']:,} | {row['ceiling_per_cpu_s']:,} | {row['ratio_to_ceiling']} "
             f"| {row['state_bytes_per_job_median']:,} ({row['state_bytes_per_job_p99']:,}) "
-            f"| {row['rss_mb']:,} |"
+            f"| {row['rss_mb']:,} | {row['step_cold_us']} / {row['step_warm_us']} |"
         )
 
 

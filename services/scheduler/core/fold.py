@@ -157,9 +157,7 @@ class Fold:
         it would be stored with the job until due, and the service would write a
         TimerFired for it that changes nothing."""
         self.flush_rescales()
-        timers = self.timers
-        if self.epochs != self.job.epochs:
-            timers = [timer for timer in timers if self.state.runs(timer)]
+        timers = self.state.live(self.timers) if self.epochs != self.job.epochs else self.timers
         self.job = replace(
             self.job,
             now=self.now,

@@ -7,6 +7,7 @@ class compiled by mypyc does not keep (native.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import StrEnum
 from functools import lru_cache
 from itertools import chain
@@ -375,6 +376,10 @@ class SchedulerState(msgspec.Struct, frozen=True, array_like=True, gc=False):
         return timer.phase_epoch is None or (
             self.stm is not None and self.stm.epoch == timer.phase_epoch
         )
+
+    def live(self, timers: Iterable[Timer]) -> tuple[Timer, ...]:
+        """The timers of `timers` that can still run (`runs`), in their order."""
+        return tuple([timer for timer in timers if self.runs(timer)])
 
 
 class Timer(msgspec.Struct, frozen=True, array_like=True, gc=False, order=True):

@@ -61,7 +61,7 @@ def loads(data: bytes) -> JobState:
 def _without_stale_timers(job: JobState) -> JobState:
     """`job` without the timers of states and phases it has left, which never run: a
     scheduler before 2026-11-27 stored them until due, this one drops them on leaving."""
-    timers = tuple(timer for timer in job.timers if job.state.runs(timer))
+    timers = job.state.live(job.timers)
     return job if len(timers) == len(job.timers) else replace(job, timers=timers)
 
 
