@@ -81,11 +81,19 @@ def is_transient(error: BaseException) -> bool:
     return bool(kafka_error.retriable()) or kafka_error.name() in _TRANSIENT_NAMES
 
 
-def retry_transient(call: Callable[[], T], what: str, timeout: float = 60.0) -> T:
+STARTUP_WAIT_S = 120.0
+"""How long a service waits at start-up for a broker that does not answer, or answers
+with transient errors only (docs/operations.md): then it exits with one line, status 69."""
+
+
+def retry_transient(call: Callable[[], T], what: str, timeout: float = STARTUP_WAIT_S) -> T:
     """`call()`, retried with backoff while it fails with a transient Kafka error.
 
-    Anything else, and a transient error that outlasts `timeout`, is raised.
+    Anything else is raised as it is; transient errors that outlast `timeout` end in
+    `KafkaUnreachableError`, which an entry point reports in one line (status 69).
     """
+    from confluent_kafka import KafkaException
+
     retrying = Retrying(
         retry=retry_if_exception(is_transient),
         stop=stop_after_delay(timeout),
@@ -94,7 +102,16 @@ def retry_transient(call: Callable[[], T], what: str, timeout: float = 60.0) -> 
         reraise=True,
     )
     log.debug("calling %s with transient retries", what)
-    return retrying(call)
+    try:
+        return retrying(call)
+    except KafkaException as error:
+        if not is_transient(error):
+            raise
+        last = error.args[0]
+        raise KafkaUnreachableError(
+            f"gave up on {what} after {timeout:g} s of transient errors, "
+            f"the last {last.name()}: {last.str()}"
+        ) from error
 
 
 def redacted(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -291,7 +308,7 @@ def ensure_topics(
     settings: Settings,
     specs: Mapping[str, TopicSpec],
     timeout: float = 30.0,
-    connect_timeout: float = 120.0,
+    connect_timeout: float = STARTUP_WAIT_S,
 ) -> list[str]:
     """Create the topics of `specs` that are missing; return the names created.
 

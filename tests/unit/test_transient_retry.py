@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
+from services.contracts.access import KafkaUnreachableError
 from services.contracts.kafka import is_transient, retry_transient
 
 
@@ -65,9 +66,19 @@ def test_a_permanent_error_is_raised_at_once() -> None:
     assert len(calls) == 1
 
 
-def test_a_transient_error_that_outlasts_the_timeout_is_raised() -> None:
+def test_transient_errors_that_outlast_the_timeout_end_in_one_line_and_status_69() -> None:
+    calls = []
+
     def never() -> int:
+        calls.append(1)
         raise _error(KafkaError.LEADER_NOT_AVAILABLE)
 
-    with pytest.raises(KafkaException):
-        retry_transient(never, "a call that never succeeds", timeout=0.3)
+    with pytest.raises(KafkaUnreachableError) as raised:
+        retry_transient(never, "the end offset of job-events[3]", timeout=0.3)
+    assert len(calls) > 1
+    assert str(raised.value) == (
+        "gave up on the end offset of job-events[3] after 0.3 s of transient errors, "
+        "the last LEADER_NOT_AVAILABLE: from the test"
+    )
+    assert raised.value.exit_code == 69  # what the entry point exits with, after that line
+    assert isinstance(raised.value.__cause__, KafkaException)
