@@ -7,7 +7,8 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 # The scheduler core must keep >= 95% branch coverage (pyproject: [tool.coverage.report]).
-PYTEST_ARGS ?= --cov=services/scheduler/core --cov-report=term:skip-covered
+# --durations: the slowest tests, for keeping CI (90 min) in view.
+PYTEST_ARGS ?= --cov=services/scheduler/core --cov-report=term:skip-covered --durations=25
 
 .PHONY: demo test compose-test up down status lint format fetch browser venv core bench clean
 

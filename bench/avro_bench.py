@@ -11,6 +11,13 @@ machines are shared), the median of --repeat passes, and the cost per input
 event. With --candidate, the same records through another Avro writer, beside
 fastavro's, after checking that it writes every record's body byte for byte as
 fastavro does.
+
+Then what the records hold (values per record: unions, those not null,
+primitives, records) and what a union costs fastavro: records of 20 fields
+written as plain `long`s, as `["null", "long"]` holding a long, None, or the
+long in fastavro's tuple notation (`("long", v)`, which names the branch), and
+as `["null", "string"]`. fastavro picks a union's branch by validating the
+value against each branch in turn; these rows show what that costs.
 """
 
 from __future__ import annotations
@@ -20,10 +27,11 @@ import importlib
 import io
 import json
 import statistics
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from fastavro import schemaless_writer
+from fastavro import parse_schema, schemaless_writer
 
 from bench.core_bench import workload
 from bench.serde_bench import rate
@@ -84,6 +92,87 @@ def candidate_body(name: str, version: SchemaVersion) -> Callable[[Record], byte
     return encode
 
 
+def shape(schema: Any, datum: Any, counts: Counter[str], named: dict[str, Any]) -> None:
+    """Count into `counts` the values `datum` holds, by how `schema` (raw JSON) types them."""
+    if isinstance(schema, str) and schema in named:
+        shape(named[schema], datum, counts, named)
+    elif isinstance(schema, list):
+        counts["unions"] += 1
+        if datum is not None:
+            counts["unions not null"] += 1
+            branch = next(b for b in schema if b != "null")  # the project's unions: null + one
+            shape(branch, datum, counts, named)
+    elif isinstance(schema, dict) and isinstance(schema["type"], dict | list):
+        shape(schema["type"], datum, counts, named)
+    elif isinstance(schema, dict) and schema["type"] == "record":
+        named[schema["name"]] = named[schema.get("namespace", "") + "." + schema["name"]] = schema
+        counts["records"] += 1
+        for field in schema["fields"]:
+            shape(field["type"], datum.get(field["name"]), counts, named)
+    elif isinstance(schema, dict) and schema["type"] == "array":
+        for item in datum:
+            shape(schema["items"], item, counts, named)
+    elif isinstance(schema, dict) and schema["type"] == "map":
+        for value in datum.values():
+            shape(schema["values"], value, counts, named)
+    else:
+        counts["primitives"] += 1  # enums and fixed too
+
+
+UNION_CASES: tuple[tuple[str, Any, Any], ...] = (
+    ("long", "long", 1_700_000_000_000),
+    ('["null", "long"], a long', ["null", "long"], 1_700_000_000_000),
+    ('["null", "long"], None', ["null", "long"], None),
+    ('["null", "long"], tuple notation', ["null", "long"], ("long", 1_700_000_000_000)),
+    ("string", "string", "Executing"),
+    ('["null", "string"], a string', ["null", "string"], "Executing"),
+    ('["null", "string"], tuple notation', ["null", "string"], ("string", "Executing")),
+)
+FIELDS = 20
+
+
+def union_costs(repeat: int, records: int = 5_000) -> None:
+    """µs per record of `FIELDS` fields of each case, and per field beyond the plain type."""
+    print(f"\n| {FIELDS} fields of | µs/record | µs per field beyond the plain type |")
+    print("|---|---:|---:|")
+    plain = 0.0
+    out = io.BytesIO()
+    for label, avro_type, value in UNION_CASES:
+        schema = parse_schema(
+            {
+                "type": "record",
+                "name": "Probe",
+                "fields": [{"name": f"f{i}", "type": avro_type} for i in range(FIELDS)],
+            }
+        )
+        record = {f"f{i}": value for i in range(FIELDS)}
+
+        def write(_: int, schema: Any = schema, record: Record = record) -> None:
+            out.seek(0)
+            schemaless_writer(out, schema, record)
+
+        us = 1e6 / rate(range(records), write, repeat)
+        if isinstance(avro_type, str):
+            plain = us  # the rows after it compare with this one
+        print(f"| {label} | {us:.1f} | {(us - plain) / FIELDS:+.2f} |")
+
+
+def print_shapes(registry: SchemaRegistry, produced: Mapping[str, list[Record]]) -> None:
+    print("\n| record | values per record: unions (not null) | primitives | records |")
+    print("|---|---:|---:|---:|")
+    for full_name, records in produced.items():
+        raw = json.loads(registry.latest(full_name).path.read_text())
+        counts: Counter[str] = Counter()
+        for record in records:
+            shape(raw, record, counts, {})
+        n = max(1, len(records))
+        print(
+            f"| {full_name.rsplit('.', 1)[-1]} | {counts['unions'] / n:.1f} "
+            f"({counts['unions not null'] / n:.1f}) | {counts['primitives'] / n:.1f} | "
+            f"{counts['records'] / n:.1f} |"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -130,6 +219,8 @@ def main() -> None:
                 f"{len(records) / inputs:.2f} | {size:,.0f} | {per_s:,.0f} | {1e6 / per_s:.1f} | "
                 f"{1e6 / per_s * len(records) / inputs:.1f} |"
             )
+    print_shapes(registry, produced)
+    union_costs(args.repeat)
 
 
 if __name__ == "__main__":

@@ -70,4 +70,4 @@ else
     say "tests/docker will skip: install the above (or run \`make compose-test\` as root)"
 fi
 # A test here waits for Spark applications and container restarts: minutes, not seconds.
-"$PYTEST" --no-cov -p no:cacheprovider -ra --timeout=2400 tests/docker "$@"
+"$PYTEST" --no-cov -p no:cacheprovider -ra --durations=15 --timeout=2400 tests/docker "$@"
