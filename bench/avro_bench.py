@@ -161,7 +161,7 @@ def print_shapes(registry: SchemaRegistry, produced: Mapping[str, list[Record]])
     print("\n| record | values per record: unions (not null) | primitives | records |")
     print("|---|---:|---:|---:|")
     for full_name, records in produced.items():
-        raw = json.loads(registry.latest(full_name).path.read_text())
+        raw = json.loads(registry.latest(full_name).text)
         counts: Counter[str] = Counter()
         for record in records:
             shape(raw, record, counts, {})
