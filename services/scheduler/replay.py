@@ -20,7 +20,8 @@ from services.contracts.eventlog import LogError, read_log
 from services.contracts.events import Event
 from services.scheduler.core.config import ConfigError
 from services.scheduler.core.driver import Replay, replay
-from services.scheduler.core.effects import Decision, DecisionKind, Effect, RescaleUpdated
+from services.scheduler.core.effects import Decision, Effect, RescaleUpdated
+from services.scheduler.core.enums import DecisionKind
 from services.scheduler.core.fold import Defaults, config_of
 from services.scheduler.core.model import JobState
 from services.scheduler.output import dumps, seconds, text

@@ -49,9 +49,9 @@ def determine_parallelism(info: JobInformation, slot_count: int) -> Plan | None:
         return None
     unassigned, groups_left, min_left = slot_count, len(metas), min_required
     slots_of: dict[str, int] = {}
-    for meta in sorted(metas, key=lambda m: (m.range, m.id)):
+    for meta in sorted(metas, key=lambda m: (m.max_upper - m.max_lower, m.id)):
         share = (unassigned - min_left) // groups_left
-        slots_of[meta.id] = meta.max_lower + min(meta.range, share)
+        slots_of[meta.id] = meta.max_lower + min(meta.max_upper - meta.max_lower, share)
         min_left -= meta.max_lower
         unassigned -= slots_of[meta.id]
         groups_left -= 1
@@ -83,16 +83,22 @@ def assign(
     then by slot index; Flink takes them in its slot pool's order.
     """
     candidates = _in_natural_order(free)
-    if plan.slots > len(candidates):
+    wanted = sum([count for _, count in plan.group_slots])
+    if wanted > len(candidates):
         return None
-    if prefer_minimal_taskmanagers and len(candidates) > plan.slots:
-        candidates = _fewest_taskmanagers(candidates, plan.slots)
-    chosen = iter(candidates[: plan.slots])
+    if prefer_minimal_taskmanagers and len(candidates) > wanted:
+        candidates = _fewest_taskmanagers(candidates, wanted)
+    chosen = iter(candidates[:wanted])
     return Assignment(
         tuple(
             (ssg, tuple(next(chosen).id for _ in range(count))) for ssg, count in plan.group_slots
         )
     )
+
+
+def slot_ids(assignment: Assignment) -> frozenset[str]:
+    """Every slot an assignment holds."""
+    return frozenset([slot for _, slots in assignment.groups for slot in slots])
 
 
 def _in_natural_order(slots: Iterable[Slot]) -> list[Slot]:

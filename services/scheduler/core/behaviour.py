@@ -14,9 +14,9 @@ from mypy_extensions import mypyc_attr
 
 from services.contracts.events import JobEventKind, JobLifecycle
 from services.contracts.jobconfig import RuntimeMode
-from services.scheduler.core.effects import DecisionKind
+from services.scheduler.core.enums import DecisionKind, StateName
 from services.scheduler.core.fold import Fold
-from services.scheduler.core.model import InvariantError, StateName
+from services.scheduler.core.model import InvariantError
 
 REGISTRY: dict[StateName, Behaviour] = {}
 

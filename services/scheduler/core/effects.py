@@ -8,48 +8,12 @@ number, which orders a job's effects totally.
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Any
 
 import msgspec
 
-from services.scheduler.core.model import JobState, JobStatus
-
-
-class DecisionKind(StrEnum):
-    STATE_TRANSITION = "STATE_TRANSITION"
-    PHASE_TRANSITION = "PHASE_TRANSITION"
-    CHANGE_RECORDED = "CHANGE_RECORDED"
-    CHANGE_IGNORED = "CHANGE_IGNORED"
-    TRIGGER_IGNORED = "TRIGGER_IGNORED"
-    RESCALE_TRIGGERED = "RESCALE_TRIGGERED"
-    RESTART_DECIDED = "RESTART_DECIDED"
-    ACTIVE_CHECKPOINT = "ACTIVE_CHECKPOINT"  # FLINK-36753: asked, deferred, skipped, dropped
-    TIMEOUT = "TIMEOUT"  # a wait ended by its timeout, and what happens now
-    REQUIREMENTS_UPDATED = "REQUIREMENTS_UPDATED"
-    REQUIREMENTS_UNCHANGED = "REQUIREMENTS_UNCHANGED"
-    CONFIGURATION_UPDATED = "CONFIGURATION_UPDATED"
-    RESOURCES_CHANGED = "RESOURCES_CHANGED"
-    EVENT_IGNORED = "EVENT_IGNORED"
-    CLOCK_CLAMPED = "CLOCK_CLAMPED"
-
-
-class RequestKind(StrEnum):
-    """What the scheduler asks of the runtime (a real cluster or the embedded one)."""
-
-    DECLARE_RESOURCES = "DECLARE_RESOURCES"
-    CREATE_EXECUTION_GRAPH = "CREATE_EXECUTION_GRAPH"
-    DEPLOY = "DEPLOY"
-    CANCEL_EXECUTION_GRAPH = "CANCEL_EXECUTION_GRAPH"
-    STOP_WITH_SAVEPOINT = "STOP_WITH_SAVEPOINT"
-    TRIGGER_CHECKPOINT = "TRIGGER_CHECKPOINT"
-
-
-class RejectionKind(StrEnum):
-    """Why an input was dead-lettered (the DeadLetter's errorClass)."""
-
-    UNKNOWN_JOB = "UnknownJob"
-    INVALID_EVENT = "InvalidEvent"
+from services.scheduler.core.enums import DecisionKind, JobStatus, RejectionKind, RequestKind
+from services.scheduler.core.model import JobState
 
 
 class Decision(msgspec.Struct, frozen=True):

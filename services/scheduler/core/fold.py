@@ -26,23 +26,20 @@ from services.scheduler.core import timeline as tl
 from services.scheduler.core.config import SchedulerConfig, resolve
 from services.scheduler.core.effects import (
     Decision,
-    DecisionKind,
     Effect,
     Rejected,
-    RejectionKind,
-    RequestKind,
     RescaleUpdated,
     RuntimeRequest,
 )
-from services.scheduler.core.model import (
-    InvariantError,
-    JobState,
+from services.scheduler.core.enums import (
+    DecisionKind,
     JobStatus,
-    Rescale,
-    Slot,
+    RejectionKind,
+    RequestKind,
     StateName,
-    Timer,
 )
+from services.scheduler.core.guards import live, runs
+from services.scheduler.core.model import InvariantError, JobState, Rescale, Slot, Timer, all_slots
 from services.scheduler.core.recording import build_record
 
 MAX_TIMERS_PER_STEP = 10_000
@@ -120,16 +117,16 @@ class Fold:
 
     @property
     def slots(self) -> tuple[Slot, ...]:
-        """Every slot of the registered TaskManagers (JobState.slots), built once per step."""
+        """Every slot of the registered TaskManagers, in their order, built once per step."""
         if self._slots is None:
-            self._slots = self.job.slots()
+            self._slots = all_slots(self.job.task_managers)
         return self._slots
 
     @property
     def slot_count(self) -> int:
         """How many slots the registered TaskManagers offer, counted once per step."""
         if self._slot_count is None:
-            self._slot_count = self.job.slot_count()
+            self._slot_count = sum([tm.slots for tm in self.job.task_managers])
         return self._slot_count
 
     # -- writing -----------------------------------------------------------
@@ -157,7 +154,7 @@ class Fold:
         it would be stored with the job until due, and the service would write a
         TimerFired for it that changes nothing."""
         self.flush_rescales()
-        timers = self.state.live(self.timers) if self.epochs != self.job.epochs else self.timers
+        timers = live(self.state, self.timers) if self.epochs != self.job.epochs else self.timers
         self.job = replace(
             self.job,
             now=self.now,
@@ -202,7 +199,7 @@ class Fold:
             if timer.due > self.now:
                 self.flush_rescales()  # records carry the time they changed at
                 self.now = timer.due
-            if self.state.runs(timer):
+            if runs(self.state, timer):
                 run(self, timer.action)
         else:
             raise InvariantError(f"more than {MAX_TIMERS_PER_STEP} timers in one step")
@@ -275,7 +272,7 @@ class Fold:
 
     def update_rescale(self, change: Callable[[Rescale], Rescale]) -> None:
         """Change the rescale in progress, if any (RescaleTimeline.updateRescale)."""
-        before = self.timeline.in_progress()
+        before = self.timeline.current
         if before is None:
             return
         after = change(before)
@@ -285,7 +282,7 @@ class Fold:
 
     def open_rescale(self, new_epoch: bool, change: Callable[[Rescale], Rescale]) -> bool:
         """newRescale + updateRescale; False (nothing opened) unless the timeline is idling."""
-        if not self.timeline.is_idling():
+        if not tl.is_idling(self.timeline):
             return False
         self.timeline = tl.new_rescale(self.timeline, self.job.job_id, new_epoch)
         current = self.timeline.current

@@ -20,16 +20,9 @@ from collections.abc import Callable
 from msgspec.structs import replace
 
 from services.scheduler.core import timeline as tl
+from services.scheduler.core.enums import TerminatedReason, TriggerCause
 from services.scheduler.core.fold import Fold
-from services.scheduler.core.model import (
-    Assignment,
-    PhaseSpan,
-    Plan,
-    Rescale,
-    StateSpan,
-    TerminatedReason,
-    TriggerCause,
-)
+from services.scheduler.core.model import Assignment, PhaseSpan, Plan, Rescale, StateSpan
 
 
 def _opened(
@@ -102,7 +95,7 @@ def restarting_for_failover(fold: Fold) -> None:
     Flink records no exception for a failover (recordRescaleForJobRestarting): the
     failure shows in the decisions and the statusMessage, not in a span.
     """
-    if fold.timeline.in_progress() is not None:
+    if fold.timeline.current is not None:
         fold.update_rescale(lambda r: replace(r, spans=(), phases=()))
     else:
         fold.open_rescale(False, lambda r: r)

@@ -1,74 +1,30 @@
 """One job's scheduler state: everything the fold needs, immutable and serializable.
 
-Every msgspec Struct, enum and error class of the core that a job's state or a step
-holds is defined here (the effects in effects.py), and this module stays interpreted
-when the core's logic is compiled: msgspec builds a Struct from its annotations, which a
-class compiled by mypyc does not keep (native.py)."""
+Every msgspec Struct and error class of the core that a job's state or a step holds is
+defined here (the effects in effects.py, the enums in enums.py), and this module stays
+interpreted when the core's logic is compiled: msgspec builds a Struct from its
+annotations, which a class compiled by mypyc does not keep (native.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from enum import StrEnum
 from functools import lru_cache
 from itertools import chain
 
 import msgspec
 
 from services.contracts.events import Profile
+from services.scheduler.core.enums import (
+    JobStatus,
+    Phase,
+    StateName,
+    TerminatedReason,
+    TriggerCause,
+)
 
 
 class InvariantError(AssertionError):
     """The scheduler broke one of its own rules: a bug, never bad input."""
 
-
-class StateName(StrEnum):
-    """Flink's scheduler states, by class name."""
-
-    CREATED = "Created"
-    WAITING_FOR_RESOURCES = "WaitingForResources"
-    CREATING_EXECUTION_GRAPH = "CreatingExecutionGraph"
-    EXECUTING = "Executing"
-    RESTARTING = "Restarting"
-    STOP_WITH_SAVEPOINT = "StopWithSavepoint"
-    CANCELING = "Canceling"
-    FAILING = "Failing"
-    FINISHED = "Finished"
-
-
-class Phase(StrEnum):
-    """The phases of DefaultStateTransitionManager (FLIP-461)."""
-
-    COOLDOWN = "Cooldown"
-    IDLING = "Idling"
-    STABILIZING = "Stabilizing"
-    STABILIZED = "Stabilized"
-    TRANSITIONING = "Transitioning"
-
-
-class JobStatus(StrEnum):
-    """Flink's JobStatus, in Flink's order; a job ends FINISHED, FAILED, CANCELED or SUSPENDED."""
-
-    INITIALIZING = "INITIALIZING"
-    CREATED = "CREATED"
-    RUNNING = "RUNNING"
-    FAILING = "FAILING"
-    FAILED = "FAILED"
-    CANCELLING = "CANCELLING"
-    CANCELED = "CANCELED"
-    FINISHED = "FINISHED"
-    RESTARTING = "RESTARTING"
-    SUSPENDED = "SUSPENDED"
-    RECONCILING = "RECONCILING"
-
-    @property
-    def ends_the_job(self) -> bool:
-        """Globally terminal (FINISHED, FAILED, CANCELED) or locally terminal (SUSPENDED)."""
-        return self in _TERMINAL
-
-
-_TERMINAL = frozenset(
-    {JobStatus.FINISHED, JobStatus.FAILED, JobStatus.CANCELED, JobStatus.SUSPENDED}
-)
 
 # State.getJobStatus() of every state but Finished, whose status is the job's final one.
 STATE_JOB_STATUS = {
@@ -152,10 +108,6 @@ class SsgMeta(msgspec.Struct, frozen=True, array_like=True, gc=False):
     max_lower: int
     max_upper: int
 
-    @property
-    def range(self) -> int:
-        return self.max_upper - self.max_lower
-
 
 class Plan(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """A vertex parallelism (index-aligned with the job's vertices) and SSG slot counts."""
@@ -163,18 +115,11 @@ class Plan(msgspec.Struct, frozen=True, array_like=True, gc=False):
     parallelism: tuple[int, ...]
     group_slots: tuple[tuple[str, int], ...]  # (ssg id, slots), sorted by id
 
-    @property
-    def slots(self) -> int:
-        return sum(count for _, count in self.group_slots)
-
 
 class Assignment(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """Which slots each slot-sharing group got, in execution-group order."""
 
     groups: tuple[tuple[str, tuple[str, ...]], ...]  # (ssg id, slot ids)
-
-    def slot_ids(self) -> frozenset[str]:
-        return frozenset([slot for _, slots in self.groups for slot in slots])
 
 
 # ---- restart backoff (strategies in restart.py) --------------------------------------
@@ -195,38 +140,6 @@ class RestartDecision(msgspec.Struct, frozen=True, array_like=True, gc=False):
 
 
 # ---- the rescale timeline (FLIP-495; its operations in timeline.py) -------------------
-
-
-class TriggerCause(StrEnum):
-    INITIAL_SCHEDULE = "INITIAL_SCHEDULE"
-    UPDATE_REQUIREMENT = "UPDATE_REQUIREMENT"
-    NEW_RESOURCE_AVAILABLE = "NEW_RESOURCE_AVAILABLE"
-    RECOVERABLE_FAILOVER = "RECOVERABLE_FAILOVER"
-
-
-class TerminalState(StrEnum):
-    COMPLETED = "COMPLETED"
-    FAILED = "FAILED"
-    IGNORED = "IGNORED"
-
-
-class TerminatedReason(StrEnum):
-    SUCCEEDED = "SUCCEEDED"
-    EXCEPTION_OCCURRED = "EXCEPTION_OCCURRED"
-    RESOURCE_REQUIREMENTS_UPDATED = "RESOURCE_REQUIREMENTS_UPDATED"
-    NO_RESOURCES_OR_PARALLELISMS_CHANGE = "NO_RESOURCES_OR_PARALLELISMS_CHANGE"
-    JOB_FINISHED = "JOB_FINISHED"
-    JOB_FAILED = "JOB_FAILED"
-    JOB_CANCELED = "JOB_CANCELED"
-    JOB_FAILOVER_RESTARTING = "JOB_FAILOVER_RESTARTING"  # defined by Flink, never set
-
-    @property
-    def terminal_state(self) -> TerminalState:
-        if self is TerminatedReason.SUCCEEDED:
-            return TerminalState.COMPLETED
-        if self is TerminatedReason.EXCEPTION_OCCURRED:
-            return TerminalState.FAILED
-        return TerminalState.IGNORED
 
 
 class StateSpan(msgspec.Struct, frozen=True, array_like=True, gc=False):
@@ -279,14 +192,6 @@ class Rescale(msgspec.Struct, frozen=True, array_like=True, gc=False):
     revision: int = 0
     status: str | None = None
 
-    @property
-    def terminated(self) -> bool:
-        return self.reason is not None
-
-    @property
-    def terminal_state(self) -> TerminalState | None:
-        return None if self.reason is None else self.reason.terminal_state
-
 
 class Completed(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """What a later rescale takes from the latest COMPLETED one: its post values."""
@@ -308,17 +213,6 @@ class Timeline(msgspec.Struct, frozen=True, array_like=True, gc=False):
     completed: int = 0
     failed: int = 0
     ignored: int = 0
-
-    @property
-    def enabled(self) -> bool:
-        return self.size > 0
-
-    def is_idling(self) -> bool:
-        """True when a new rescale may open; always False for the no-op timeline."""
-        return self.enabled and self.current is None
-
-    def in_progress(self) -> Rescale | None:
-        return self.current
 
 
 class TransitionManager(msgspec.Struct, frozen=True, array_like=True, gc=False):
@@ -367,20 +261,6 @@ class SchedulerState(msgspec.Struct, frozen=True, array_like=True, gc=False):
     job_status: JobStatus | None = None
     cause: str | None = None
 
-    def runs(self, timer: Timer) -> bool:
-        """Whether `timer` was set by this state (and a phase timer by its current
-        phase): only such a timer runs, and since epochs only grow, one that is not
-        never will."""
-        if timer.state_epoch != self.epoch:
-            return False
-        return timer.phase_epoch is None or (
-            self.stm is not None and self.stm.epoch == timer.phase_epoch
-        )
-
-    def live(self, timers: Iterable[Timer]) -> tuple[Timer, ...]:
-        """The timers of `timers` that can still run (`runs`), in their order."""
-        return tuple([timer for timer in timers if self.runs(timer)])
-
 
 class Timer(msgspec.Struct, frozen=True, array_like=True, gc=False, order=True):
     """A delayed action guarded by the identity of the state (and phase) that set it.
@@ -412,7 +292,7 @@ def _slots_of(task_manager_id: str, count: int, profile: Profile | None) -> tupl
 
 
 @lru_cache(maxsize=1 << 12)
-def _all_slots(task_managers: tuple[TaskManager, ...]) -> tuple[Slot, ...]:
+def all_slots(task_managers: tuple[TaskManager, ...]) -> tuple[Slot, ...]:
     """Every slot of these TaskManagers, in their order; cached like `_slots_of`."""
     return tuple(chain.from_iterable(tm.slot_list() for tm in task_managers))
 
@@ -435,12 +315,6 @@ class JobState(msgspec.Struct, frozen=True, array_like=True, gc=False):
     num_restarts: int = 0
     num_rescales: int = 0
     sequence: int = 0
-
-    def slots(self) -> tuple[Slot, ...]:
-        return _all_slots(self.task_managers)
-
-    def slot_count(self) -> int:
-        return sum([tm.slots for tm in self.task_managers])
 
     def next_due(self) -> int | None:
         """When the earliest pending timer is due, for the service's wall-clock tick."""

@@ -2,8 +2,11 @@
 
 mypyc (the mypy project's compiler) turns the typed modules of `COMPILED` into C
 extensions: the same code, run 1.25-1.4x faster in the core bench (docs/benchmarks.md). The state
-classes (msgspec Structs), the effects and the enums stay interpreted; msgspec
-builds them from their annotations, which a compiled class does not keep.
+classes (msgspec Structs) and the effects stay interpreted; msgspec builds them from
+their annotations, which a compiled class does not keep. A method or property of
+theirs runs interpreted, even when compiled code calls it, so what a step calls often
+lives in compiled modules instead (guards, timeline, allocator). The enums are
+compiled (enums.py): compiled code then reads a member as a constant.
 
 `python -m services.scheduler.compile_core` (run by `make core`) builds into
 `build/core/` beside the sources, with a fingerprint of every source the build read.
@@ -27,12 +30,14 @@ CORE = Path(__file__).resolve().parent
 SERVICES = CORE.parents[1]
 
 # The core's logic, as paths below services/scheduler/core: everything but the modules
-# that define msgspec Structs or enums (model, effects, serde), the configuration reader
-# (read once per job and cached), the replay driver and this module.
+# that define msgspec Structs (model, effects), the serializer (serde), the configuration
+# reader (read once per job and cached), the replay driver and this module.
 COMPILED = (
     "allocator.py",
+    "enums.py",
     "behaviour.py",
     "fold.py",
+    "guards.py",
     "history.py",
     "jobgraph.py",
     "policy.py",

@@ -6,6 +6,7 @@ from typing import Any
 
 from services.contracts.events import profile_to_record
 from services.scheduler.core.config import SchedulerConfig
+from services.scheduler.core.enums import TriggerCause
 from services.scheduler.core.model import (
     JobState,
     PhaseSpan,
@@ -13,9 +14,9 @@ from services.scheduler.core.model import (
     SchedulerState,
     SlotRescale,
     StateSpan,
-    TriggerCause,
     VertexRescale,
 )
+from services.scheduler.core.timeline import terminal_state, terminated
 
 
 def build_record(
@@ -30,9 +31,9 @@ def build_record(
     """The record of `rescale` at `now`, with `slot_count` slots available; a rescale in
     progress shows `state`, the current one, open."""
     spans = list(rescale.spans)
-    if not rescale.terminated:
+    if not terminated(rescale):
         spans.append(StateSpan(str(state.name), state.entered_at, None))
-    terminal_state = rescale.terminal_state
+    state_reported = terminal_state(rescale.reason)
     return {
         "jobId": job.job_id,
         "rescaleUuid": rescale.uuid,
@@ -44,7 +45,7 @@ def build_record(
         "startTimestampInMillis": rescale.start if rescale.start is not None else now,
         "endTimestampInMillis": rescale.end,
         "triggerCause": str(rescale.trigger or TriggerCause.INITIAL_SCHEDULE),
-        "terminalState": str(terminal_state) if terminal_state else None,
+        "terminalState": str(state_reported) if state_reported else None,
         "terminatedReason": str(rescale.reason) if rescale.reason else None,
         "revision": rescale.revision,
         "updatedAtMillis": now,

@@ -23,14 +23,15 @@ from services.contracts.events import (
 from services.contracts.jobconfig import SCHEDULER_MODE
 from services.contracts.ordering import natural_key
 from services.scheduler.core import history
-from services.scheduler.core.allocator import desired_slots
+from services.scheduler.core.allocator import desired_slots, slot_ids
 from services.scheduler.core.config import ConfigError
-from services.scheduler.core.effects import (
+from services.scheduler.core.effects import Rejected, Step
+from services.scheduler.core.enums import (
     DecisionKind,
-    Rejected,
+    JobStatus,
     RejectionKind,
     RequestKind,
-    Step,
+    StateName,
 )
 from services.scheduler.core.fold import Defaults, Fold, config_of
 from services.scheduler.core.jobgraph import job_information
@@ -39,10 +40,8 @@ from services.scheduler.core.model import (
     ExecutionGraph,
     InvalidJobGraphError,
     JobState,
-    JobStatus,
     RequirementsRejectedError,
     SchedulerState,
-    StateName,
     TaskManager,
     Timeline,
 )
@@ -215,7 +214,7 @@ def _lose(fold: Fold, event: TaskManagerLost) -> None:
 
 def _uses(graph: ExecutionGraph, task_manager: TaskManager) -> bool:
     """Whether the graph holds any of the TaskManager's slots."""
-    used = graph.assignment.slot_ids()
+    used = slot_ids(graph.assignment)
     return any(slot.id in used for slot in task_manager.slot_list())
 
 

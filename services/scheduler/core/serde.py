@@ -19,7 +19,9 @@ from __future__ import annotations
 import msgspec
 from msgspec.structs import replace
 
+from services.scheduler.core.guards import live
 from services.scheduler.core.model import JobState
+from services.scheduler.core.timeline import terminated
 
 # 3: msgspec structs (the encoding of format 2 with Profile as a JSON object).
 # 4: the timeline no longer stores the ids of the recent rescales (up to 64 uuids, more
@@ -61,7 +63,7 @@ def loads(data: bytes) -> JobState:
 def _without_stale_timers(job: JobState) -> JobState:
     """`job` without the timers of states and phases it has left, which never run: a
     scheduler before 2026-11-27 stored them until due, this one drops them on leaving."""
-    timers = job.state.live(job.timers)
+    timers = live(job.state, job.timers)
     return job if len(timers) == len(job.timers) else replace(job, timers=timers)
 
 
@@ -80,6 +82,6 @@ def _from_format_3(job: list[object]) -> JobState:
     del timeline[_TIMELINE_RECENT]
     state = msgspec.convert(job, JobState)
     current = state.timeline.current
-    if current is not None and current.terminated:
+    if current is not None and terminated(current):
         state = replace(state, timeline=replace(state.timeline, current=None))
     return state

@@ -19,19 +19,18 @@ otherwise (scalefold's addition); while a rescale is in progress its
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from msgspec.structs import replace
 
-from services.scheduler.core.effects import DecisionKind
+from services.scheduler.core.enums import DecisionKind, Phase
 from services.scheduler.core.fold import Fold
 from services.scheduler.core.history import (
     end_without_change,
     open_new_resource_rescale,
     track_phase,
 )
-from services.scheduler.core.model import InvariantError, Phase, TransitionManager
+from services.scheduler.core.model import InvariantError, TransitionManager
 
 COOLDOWN_END = "stm.cooldown-end"
 STABILIZED = "stm.stabilized"
@@ -40,13 +39,16 @@ STABILIZED_TRIGGER = "stm.stabilized-trigger"
 ACTIONS = (COOLDOWN_END, STABILIZED, EVALUATE, STABILIZED_TRIGGER)
 
 
-@dataclass(frozen=True)
 class Assessment:
-    """The owning state's view of the resources: sufficient, desired, and in words."""
+    """The owning state's view of the resources: sufficient, desired, and in words.
 
-    sufficient: bool
-    desired: bool
-    message: str
+    A plain class rather than a frozen dataclass: compiled, a dataclass keeps the
+    interpreted `__init__` the dataclasses module writes, and a step builds several."""
+
+    def __init__(self, sufficient: bool, desired: bool, message: str) -> None:
+        self.sufficient: Final = sufficient
+        self.desired: Final = desired
+        self.message: Final = message
 
 
 class TransitionContext(Protocol):

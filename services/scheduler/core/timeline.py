@@ -22,6 +22,7 @@ from typing import TypeVar
 from msgspec.structs import replace
 
 from services.scheduler.core.allocator import ssg_metas
+from services.scheduler.core.enums import TerminalState, TerminatedReason
 from services.scheduler.core.model import (
     Assignment,
     Completed,
@@ -31,8 +32,6 @@ from services.scheduler.core.model import (
     Slot,
     SlotRescale,
     StateSpan,
-    TerminalState,
-    TerminatedReason,
     Timeline,
     VertexRescale,
 )
@@ -57,6 +56,27 @@ def derive_uuid(job_id: str, kind: str, number: int) -> str:
     return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
 
 
+def is_idling(timeline: Timeline) -> bool:
+    """True when a new rescale may open; always False for the no-op timeline (size 0)."""
+    return timeline.size > 0 and timeline.current is None
+
+
+def terminated(rescale: Rescale) -> bool:
+    """A rescale has terminated once it has a reason."""
+    return rescale.reason is not None
+
+
+def terminal_state(reason: TerminatedReason | None) -> TerminalState | None:
+    """The terminal state a reason reports (RescaleTimeline's terminal state of a rescale)."""
+    if reason is None:
+        return None
+    if reason is TerminatedReason.SUCCEEDED:
+        return TerminalState.COMPLETED
+    if reason is TerminatedReason.EXCEPTION_OCCURRED:
+        return TerminalState.FAILED
+    return TerminalState.IGNORED
+
+
 def recent_ids(timeline: Timeline, job_id: str) -> tuple[str, ...]:
     """The ids of the last `size` rescales, oldest first: rescale n's id is derived from n."""
     first = max(1, timeline.created - timeline.size + 1)
@@ -65,7 +85,7 @@ def recent_ids(timeline: Timeline, job_id: str) -> tuple[str, ...]:
 
 def new_rescale(timeline: Timeline, job_id: str, new_epoch: bool) -> Timeline:
     """RescaleTimeline.newRescale: a new requirements id and attempt 1, or attempt + 1."""
-    if not timeline.is_idling():
+    if not is_idling(timeline):
         raise AssertionError("a new rescale may only open while the timeline is idling")
     epoch = timeline.requirements_epoch + 1 if new_epoch else timeline.requirements_epoch
     requirements = (
@@ -87,13 +107,13 @@ def new_rescale(timeline: Timeline, job_id: str, new_epoch: bool) -> Timeline:
 def with_current(timeline: Timeline, changed: Rescale) -> Timeline:
     """The timeline with `changed` as its rescale in progress (RescaleTimeline.updateRescale,
     whose guard is Fold.update_rescale); a terminated rescale is counted and let go."""
-    if not changed.terminated:
+    if not terminated(changed):
         return replace(timeline, current=changed)
     return _terminated(replace(timeline, current=None), changed)
 
 
 def _terminated(timeline: Timeline, rescale: Rescale) -> Timeline:
-    state = rescale.terminal_state
+    state = terminal_state(rescale.reason)
     if state is TerminalState.COMPLETED:
         done = Completed(
             tuple([(v.vertex_id, v.post) for v in rescale.vertices]),
@@ -115,7 +135,7 @@ def add_state_span(rescale: Rescale, span: StateSpan) -> Rescale:
     ever set where no span follows (goToFailing after terminating; Executing's
     "Resources must be available" before it throws), so scalefold has no such field.
     """
-    if rescale.terminated:
+    if terminated(rescale):
         return rescale
     return replace(rescale, spans=(*rescale.spans, span))
 

@@ -11,16 +11,13 @@ from __future__ import annotations
 
 from services.scheduler.core import history
 from services.scheduler.core.behaviour import behaviour
-from services.scheduler.core.effects import DecisionKind
+from services.scheduler.core.enums import DecisionKind, JobStatus, StateName, TerminatedReason
 from services.scheduler.core.fold import Fold
 from services.scheduler.core.model import (
     STATE_JOB_STATUS,
     ExecutionGraph,
-    JobStatus,
     SchedulerState,
-    StateName,
     StateSpan,
-    TerminatedReason,
 )
 from services.scheduler.core.restart import on_failure, strategy_string
 

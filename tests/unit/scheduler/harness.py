@@ -26,14 +26,13 @@ from services.contracts.events import (
 from services.scheduler.core import advance, handle
 from services.scheduler.core.effects import (
     Decision,
-    DecisionKind,
     Effect,
     Rejected,
-    RequestKind,
     RescaleUpdated,
     RuntimeRequest,
 )
-from services.scheduler.core.model import JobState, Phase, StateName
+from services.scheduler.core.enums import DecisionKind, Phase, RequestKind, StateName
+from services.scheduler.core.model import JobState
 from services.scheduler.core.serde import dumps, loads
 
 SECOND = 1000

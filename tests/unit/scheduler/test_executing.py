@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 
 from services.contracts import jobconfig as c
-from services.scheduler.core.effects import DecisionKind, RequestKind
-from services.scheduler.core.model import Phase, StateName
+from services.scheduler.core.enums import DecisionKind, Phase, RequestKind, StateName
 from tests.unit.scheduler.harness import SECOND, Scenario, outcome, post, vertex
 
 S = StateName

@@ -6,8 +6,7 @@ import pytest
 
 from services.contracts import jobconfig as c
 from services.contracts.events import JobEventKind as K
-from services.scheduler.core.effects import DecisionKind, RequestKind
-from services.scheduler.core.model import JobStatus, StateName
+from services.scheduler.core.enums import DecisionKind, JobStatus, RequestKind, StateName
 from tests.unit.scheduler.harness import SECOND, Scenario, outcome, spans, vertex
 
 S = StateName

@@ -6,8 +6,7 @@ import pytest
 
 from services.contracts import jobconfig as c
 from services.contracts.events import JobEventKind
-from services.scheduler.core.effects import DecisionKind, RequestKind
-from services.scheduler.core.model import JobStatus, StateName
+from services.scheduler.core.enums import DecisionKind, JobStatus, RequestKind, StateName
 from tests.unit.scheduler.harness import SECOND, Scenario, vertex
 
 S = StateName
@@ -129,7 +128,7 @@ def test_losing_idle_slots_only_shrinks_the_pool() -> None:
     job = running(parallelism=2, slots=2).at(2 * SECOND).tm("tm-2", slots=2)
     job.at(3 * SECOND).lose("tm-2")
     assert job.state is S.EXECUTING and not job.decisions(DecisionKind.RESTART_DECIDED)
-    assert job.job is not None and job.job.slot_count() == 2
+    assert job.job is not None and sum(tm.slots for tm in job.job.task_managers) == 2
 
 
 @pytest.mark.flink("RestartingTest.testTransitionToSubsequentStateWhenResourceChanged")

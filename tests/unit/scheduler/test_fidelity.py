@@ -24,17 +24,9 @@ from services.scheduler.adapters.processor import decision_record
 from services.scheduler.core import handle
 from services.scheduler.core.allocator import assign
 from services.scheduler.core.config import ConfigError, resolve
-from services.scheduler.core.effects import DecisionKind, RequestKind
+from services.scheduler.core.enums import DecisionKind, JobStatus, Phase, RequestKind, StateName
 from services.scheduler.core.jobgraph import effective_max_parallelism, job_information
-from services.scheduler.core.model import (
-    InvalidJobGraphError,
-    JobStatus,
-    Phase,
-    Plan,
-    RestartState,
-    Slot,
-    StateName,
-)
+from services.scheduler.core.model import InvalidJobGraphError, Plan, RestartState, Slot
 from services.scheduler.core.restart import strategy_string
 from services.scheduler.output import effect_json, text
 from tests.unit.scheduler.harness import JOB, SECOND, Scenario, outcome, spans, vertex

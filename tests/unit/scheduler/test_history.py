@@ -9,7 +9,7 @@ import pytest
 
 from services.contracts import jobconfig as c
 from services.contracts.events import JobEventKind
-from services.scheduler.core.model import StateName
+from services.scheduler.core.enums import StateName
 from services.scheduler.core.timeline import NAMESPACE, derive_uuid, recent_ids
 from tests.unit.scheduler.harness import SECOND, Scenario, outcome, outcomes, post, spans, vertex
 

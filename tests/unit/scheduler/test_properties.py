@@ -34,6 +34,7 @@ from services.contracts.events import (
 )
 from services.scheduler.core import advance, handle
 from services.scheduler.core.effects import Effect, RescaleUpdated
+from services.scheduler.core.guards import runs
 from services.scheduler.core.model import JobState
 from services.scheduler.core.serde import dumps, loads
 from services.scheduler.core.timeline import recent_ids
@@ -147,7 +148,7 @@ def fold(submitted: JobSubmitted, events: list[Event], roundtrip: bool = False) 
 def _check_state(job: JobState | None) -> None:
     assert job is not None
     assert len(recent_ids(job.timeline, job.job_id)) <= job.timeline.size
-    stale = [timer for timer in job.timers if not job.state.runs(timer)]
+    stale = [timer for timer in job.timers if not runs(job.state, timer)]
     assert not stale, f"timers of a state or phase already left are kept: {stale}"
 
 

@@ -6,9 +6,8 @@ import pytest
 
 from services.contracts import jobconfig as c
 from services.contracts.events import VertexSpec
-from services.scheduler.core.effects import DecisionKind, RejectionKind
+from services.scheduler.core.enums import DecisionKind, RejectionKind, StateName
 from services.scheduler.core.jobgraph import default_max_parallelism
-from services.scheduler.core.model import StateName
 from tests.unit.scheduler.harness import SECOND, Scenario, vertex
 
 S = StateName

@@ -17,7 +17,8 @@ from services.contracts.eventlog import LogError, read_log
 from services.contracts.events import JobSubmitted, TaskManagerRegistered, VertexSpec
 from services.scheduler.core import handle
 from services.scheduler.core.driver import replay
-from services.scheduler.core.effects import Rejected, RejectionKind, RescaleUpdated
+from services.scheduler.core.effects import Rejected, RescaleUpdated
+from services.scheduler.core.enums import RejectionKind
 from services.scheduler.core.model import Timer
 from services.scheduler.core.serde import StateFormatError, dumps, loads
 from services.scheduler.replay import run_command

@@ -10,8 +10,7 @@ import pytest
 from services.contracts import jobconfig as c
 from services.contracts.events import JobEventKind as K
 from services.contracts.events import Profile, TaskManagerRegistered
-from services.scheduler.core.effects import DecisionKind, RequestKind
-from services.scheduler.core.model import JobStatus, Phase, StateName
+from services.scheduler.core.enums import DecisionKind, JobStatus, Phase, RequestKind, StateName
 from tests.unit.scheduler.harness import JOB, SECOND, Scenario, vertex
 
 S = StateName

@@ -8,9 +8,9 @@ from services.contracts import jobconfig as c
 from services.contracts.events import JobEventKind, TaskManagerRegistered
 from services.scheduler.core import handle
 from services.scheduler.core.behaviour import Behaviour, register
-from services.scheduler.core.effects import DecisionKind
+from services.scheduler.core.enums import DecisionKind, Phase, StateName
 from services.scheduler.core.fold import Fold
-from services.scheduler.core.model import InvariantError, Phase, StateName
+from services.scheduler.core.model import InvariantError
 from services.scheduler.core.transitions import transition_to
 from tests.unit.scheduler.harness import JOB, SECOND, Scenario, vertex
 

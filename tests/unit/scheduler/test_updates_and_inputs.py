@@ -9,8 +9,8 @@ from services.contracts import jobconfig as c
 from services.contracts import records as r
 from services.contracts.events import JobSubmitted, from_record
 from services.scheduler.core import handle
-from services.scheduler.core.effects import DecisionKind, Rejected, RejectionKind
-from services.scheduler.core.model import StateName
+from services.scheduler.core.effects import Rejected
+from services.scheduler.core.enums import DecisionKind, RejectionKind, StateName
 from tests.unit.scheduler.harness import JOB, SECOND, Scenario, vertex
 
 S = StateName
@@ -48,7 +48,7 @@ def test_a_taskmanager_without_slots_is_refused_and_a_repeated_one_ignored() -> 
     assert "already registered" in job.decisions(DecisionKind.EVENT_IGNORED)[-1].message
     job.lose("tm-9")
     assert "not registered" in job.decisions(DecisionKind.EVENT_IGNORED)[-1].message
-    assert job.job is not None and job.job.slot_count() == 1
+    assert job.job is not None and sum(tm.slots for tm in job.job.task_managers) == 1
 
 
 def test_a_second_submission_and_a_bad_configuration_are_refused() -> None:

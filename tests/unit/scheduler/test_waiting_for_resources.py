@@ -7,8 +7,7 @@ import pytest
 
 from services.contracts import jobconfig as c
 from services.contracts.events import JobEventKind
-from services.scheduler.core.effects import DecisionKind
-from services.scheduler.core.model import JobStatus, Phase, StateName
+from services.scheduler.core.enums import DecisionKind, JobStatus, Phase, StateName
 from tests.unit.scheduler.harness import SECOND, Scenario, outcome, spans, vertex
 
 S = StateName

@@ -7,9 +7,8 @@ from typing import ClassVar
 from services.contracts.events import JobEventKind, JobLifecycle
 from services.contracts.jobconfig import RuntimeMode
 from services.scheduler.core.behaviour import Behaviour, register
-from services.scheduler.core.effects import DecisionKind, RequestKind
+from services.scheduler.core.enums import DecisionKind, JobStatus, RequestKind, StateName
 from services.scheduler.core.fold import Fold
-from services.scheduler.core.model import JobStatus, StateName
 from services.scheduler.core.states.running import graph_of
 from services.scheduler.core.transitions import go_to_canceling, go_to_finished
 

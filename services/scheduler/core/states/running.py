@@ -9,9 +9,9 @@ from services.contracts.jobconfig import MIN_PAUSE, RuntimeMode, StabilizationPl
 from services.scheduler.core import history, stm
 from services.scheduler.core.allocator import desired_slots
 from services.scheduler.core.behaviour import Behaviour, register
-from services.scheduler.core.effects import DecisionKind, RequestKind
+from services.scheduler.core.enums import DecisionKind, JobStatus, RequestKind, StateName
 from services.scheduler.core.fold import Fold
-from services.scheduler.core.model import ExecutionGraph, InvariantError, JobStatus, StateName
+from services.scheduler.core.model import ExecutionGraph, InvariantError
 from services.scheduler.core.resources import candidate, describe, executing_assessment
 from services.scheduler.core.stm import Assessment
 from services.scheduler.core.transitions import (

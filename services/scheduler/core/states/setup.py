@@ -11,11 +11,11 @@ from services.contracts.events import JobEventKind, JobLifecycle
 from services.contracts.jobconfig import RESCALE_STABILIZATION, RuntimeMode
 from services.contracts.ordering import natural_key
 from services.scheduler.core import history, stm
-from services.scheduler.core.allocator import assign, plan_for
+from services.scheduler.core.allocator import assign, plan_for, slot_ids
 from services.scheduler.core.behaviour import Behaviour, register
-from services.scheduler.core.effects import DecisionKind, RequestKind
+from services.scheduler.core.enums import DecisionKind, JobStatus, RequestKind, StateName
 from services.scheduler.core.fold import Fold
-from services.scheduler.core.model import ExecutionGraph, JobStatus, StateName
+from services.scheduler.core.model import ExecutionGraph
 from services.scheduler.core.resources import (
     awaiting_assessment,
     candidate,
@@ -133,7 +133,7 @@ class CreatingExecutionGraph(WithoutGraph):
             RequestKind.CREATE_EXECUTION_GRAPH,
             graph.id,
             parallelism=describe(fold.job.info, target),
-            slots=" ".join(sorted(assignment.slot_ids(), key=natural_key)),
+            slots=" ".join(sorted(slot_ids(assignment), key=natural_key)),
         )
         if fold.config.runtime is RuntimeMode.SIMULATED:
             fold.run_if_state(self.CREATED, fold.config.simulated_create_ms)
@@ -160,7 +160,7 @@ class CreatingExecutionGraph(WithoutGraph):
             self._failed(fold, NO_RESOURCES)
             return
         pool = {slot.id for slot in fold.slots}
-        if not graph.assignment.slot_ids() <= pool:  # tryReserveResources failed
+        if not slot_ids(graph.assignment) <= pool:  # tryReserveResources failed
             go_to_waiting_for_resources(
                 fold,
                 fold.state.previous_graph,
