@@ -1,7 +1,7 @@
 """One pass of fold + store over the core bench's workload, nothing else: a target for
 profilers that count (valgrind's callgrind) or sample (perf, py-spy) (not a test).
 
-    .venv/bin/python -m bench.fold_loop [--events 20000] [--jobs 1000]
+    .venv/bin/python -m bench.fold_loop [--workload mix|rescales] [--events 20000] [--jobs 1000]
 
 Instructions per event, counted only inside the step and the state's encoding (the
 workload's construction and the interpreter's start-up left out):
@@ -12,6 +12,9 @@ workload's construction and the interpreter's start-up left out):
 
 then divide the `I refs` valgrind prints by the events this prints. The two names are
 the C functions of the compiled `handle` (mypyc) and of msgspec's JSON encoder.
+`--workload` is `bench.process_bench`'s: `mix`, the core bench's events, or
+`rescales`, the scheduler bench's latency run (its set-up, one submission per job, is
+folded first and counted too: `--events 0` counts the set-up alone).
 Instruction counts do not move with the machine's load, so two builds compare to
 within a fraction of a per cent where their timings move by ±30 %.
 """
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 import argparse
 
-from bench.core_bench import workload
+from bench.process_bench import events_of
 from services.scheduler.core import MODE as CORE_MODE
 from services.scheduler.core import handle
 from services.scheduler.core.model import JobState
@@ -31,10 +34,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--workload", choices=("mix", "rescales"), default="mix")
     parser.add_argument("--events", type=int, default=20_000)
     parser.add_argument("--jobs", type=int, default=1_000)
     args = parser.parse_args()
-    events = workload(args.jobs, args.events)
+    setup, timed = events_of(args.workload, args.jobs, args.events)
+    events = setup + timed
     jobs: dict[str, JobState | None] = {}
     stored = 0
     for event in events:
@@ -43,8 +48,8 @@ def main() -> None:
         if step.job is not None:
             stored += len(dumps(step.job))
     print(
-        f"{len(events)} events over {args.jobs} jobs folded and stored "
-        f"({stored:,} bytes of state written; core {CORE_MODE})"
+        f"{len(events)} events ({len(setup)} of them the set-up's) over {args.jobs} jobs "
+        f"folded and stored ({stored:,} bytes of state written; core {CORE_MODE})"
     )
 
 
