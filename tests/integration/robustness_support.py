@@ -310,6 +310,20 @@ def command_ledger(codec: Codec, settings: Settings) -> tuple[list[str], dict[st
     return commands, outcomes
 
 
+def provisioned(outcomes: dict[str, list[Any]]) -> list[str]:
+    """The TaskManagers the applied PROVISION_TASK_MANAGERS commands started. A RELEASE
+    outcome lists TaskManagers too (the ones it stopped), which any producer may have
+    registered, and more than once: those are not the actuator's to count."""
+    return [
+        tm
+        for records in outcomes.values()
+        for outcome in records
+        if outcome["action"] == "PROVISION_TASK_MANAGERS" and outcome["status"] == "APPLIED"
+        if "taskManagers" in outcome["details"]
+        for tm in outcome["details"]["taskManagers"].split(",")
+    ]
+
+
 def registrations(codec: Codec, log: list[Received]) -> dict[str, int]:
     """How often each TaskManager id was registered on job-events."""
     counts: dict[str, int] = {}

@@ -29,6 +29,7 @@ from tests.integration.robustness_support import (
     fresh_settings,
     latest_rescales,
     own_broker,
+    provisioned,
     quiescent_snapshot,
     registrations,
     replay_log,
@@ -138,16 +139,9 @@ def test_the_broker_goes_away_for_30_s_and_everything_resumes(tmp_path: Path, co
             assert all(len(o) == 1 for o in outcomes.values()), "one outcome per command"
             # The outcomes follow the registrations they report on: read the log after them.
             registered = registrations(codec, read_topic(settings, topics.job_events))
-            provisioned = [
-                tm
-                for (outcome,) in outcomes.values()
-                if outcome["status"] == "APPLIED" and "taskManagers" in outcome["details"]
-                for tm in outcome["details"]["taskManagers"].split(",")
-            ]
-            assert provisioned, "commands were applied"
-            assert {tm: registered.get(tm, 0) for tm in provisioned} == dict.fromkeys(
-                provisioned, 1
-            )
+            started = provisioned(outcomes)
+            assert started, "commands were applied"
+            assert {tm: registered.get(tm, 0) for tm in started} == dict.fromkeys(started, 1)
             assert stack.starts == {"scheduler": 1, "actuator": 1, "history": 1}
             alive()
         finally:

@@ -61,6 +61,7 @@ from tests.integration.robustness_support import (
     fresh_settings,
     latest_rescales,
     own_broker,
+    provisioned,
     quiescent_snapshot,
     registrations,
     replay_log,
@@ -589,13 +590,9 @@ def _check(
     assert all(len(o) == 1 for o in outcomes.values()), f"one outcome per command {failure}"
     log = read_topic(settings, topics.job_events)
     registered = registrations(codec, log)
-    provisioned = [
-        tm
-        for (outcome,) in outcomes.values()
-        if outcome["status"] == "APPLIED" and "taskManagers" in outcome["details"]
-        for tm in outcome["details"]["taskManagers"].split(",")
-    ]
-    assert all(registered.get(tm) == 1 for tm in provisioned), failure
+    started = provisioned(outcomes)
+    wrong = {tm: registered.get(tm, 0) for tm in started if registered.get(tm) != 1}
+    assert not wrong, f"provisioned TaskManagers registered other than once: {wrong} {failure}"
 
     # The actuator's model: only accepted jobs, no slotless TaskManager, no runaway rate.
     with urllib.request.urlopen(
