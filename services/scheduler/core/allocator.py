@@ -49,9 +49,9 @@ def determine_parallelism(info: JobInformation, slot_count: int) -> Plan | None:
         return None
     unassigned, groups_left, min_left = slot_count, len(metas), min_required
     slots_of: dict[str, int] = {}
-    for meta in sorted(metas, key=lambda m: (m.max_upper - m.max_lower, m.id)):
+    for meta in sorted(metas, key=lambda m: (m.range, m.id)):
         share = (unassigned - min_left) // groups_left
-        slots_of[meta.id] = meta.max_lower + min(meta.max_upper - meta.max_lower, share)
+        slots_of[meta.id] = meta.max_lower + min(meta.range, share)
         min_left -= meta.max_lower
         unassigned -= slots_of[meta.id]
         groups_left -= 1

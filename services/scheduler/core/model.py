@@ -108,6 +108,10 @@ class SsgMeta(msgspec.Struct, frozen=True, array_like=True, gc=False):
     max_lower: int
     max_upper: int
 
+    @property
+    def range(self) -> int:
+        return self.max_upper - self.max_lower
+
 
 class Plan(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """A vertex parallelism (index-aligned with the job's vertices) and SSG slot counts."""

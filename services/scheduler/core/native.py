@@ -34,8 +34,8 @@ SERVICES = CORE.parents[1]
 # reader (read once per job and cached), the replay driver and this module.
 COMPILED = (
     "allocator.py",
-    "enums.py",
     "behaviour.py",
+    "enums.py",
     "fold.py",
     "guards.py",
     "history.py",
