@@ -128,7 +128,8 @@ class EmbeddedCluster:
     timing: Timing = Timing()
     seed: int | None = None
     jobs: dict[str, JobRuntime] = field(default_factory=dict)  # jobs the scheduler accepted
-    applied: set[str] = field(default_factory=set)  # command ids seen done in the log
+    # command ids seen done in the log -> the TaskManagers each started or released
+    applied: dict[str, tuple[str, ...]] = field(default_factory=dict)
     rng: random.Random = field(init=False)
     # Read back from the cluster's own events, before or after the job is known:
     answered: dict[str, str] = field(default_factory=dict)  # job -> "<graph>/<kind>"
@@ -174,14 +175,19 @@ class EmbeddedCluster:
     def observe_own(self, event: Event) -> None:
         """Recognise what the cluster itself did before a restart in one job event."""
         if isinstance(event, TaskManagerRegistered) and "-cmd-" in event.task_manager_id:
-            self.applied.add(event.task_manager_id.split("-cmd-", 1)[1].rsplit("-", 1)[0])
+            command_id = event.task_manager_id.split("-cmd-", 1)[1].rsplit("-", 1)[0]
+            self._applied(command_id, event.task_manager_id)
         elif isinstance(event, TaskManagerLost):
             if match := RELEASED.search(event.reason):
-                self.applied.add(match.group(1))
+                self._applied(match.group(1), event.task_manager_id)
         elif isinstance(event, ConfigurationUpdated) and event.command_id:
-            self.applied.add(event.command_id)
+            self._applied(event.command_id)
         elif isinstance(event, JobLifecycle):
             self._observe_report(event)
+
+    def _applied(self, command_id: str, *task_managers: str) -> None:
+        seen = self.applied.get(command_id, ())
+        self.applied[command_id] = (*seen, *(tm for tm in task_managers if tm not in seen))
 
     def _observe_report(self, event: JobLifecycle) -> None:
         kind, job = event.kind, self.jobs.get(event.job_id)
@@ -356,9 +362,9 @@ class EmbeddedCluster:
                 due, command_id, job_id, action, status, message, tuple(sorted(details.items()))
             )
 
-        if command_id in self.applied:
-            return [outcome(now, "APPLIED", "already applied before a restart")]
         job = self.jobs.get(job_id)
+        if command_id in self.applied:
+            return self._applied_before(job, command, now, outcome)
         refusal = (
             f"job {job_id} is not running on the embedded cluster"
             if job is None or job.finished
@@ -371,7 +377,7 @@ class EmbeddedCluster:
         if action == "RELEASE_TASK_MANAGERS":
             return self._release(job, command, now, outcome)
         if action == "RAISE_COOLDOWN":
-            self.applied.add(command_id)
+            self._applied(command_id)
             entries = ((c.COOLDOWN, f"{int(command['amount'])} ms"),)
             update = ConfigurationUpdated(job_id, now, entries, command_id)
             return [
@@ -380,14 +386,43 @@ class EmbeddedCluster:
             ]
         return [outcome(now, "REJECTED", f"the embedded cluster cannot {action}")]
 
+    def _applied_before(
+        self, job: JobRuntime | None, command: dict[str, Any], now: int, outcome: Any
+    ) -> list[Action]:
+        """The outcome of a command applied before a restart, with the TaskManagers it
+        started or released as read back from job-events. A provision the crash cut short
+        (its TaskManagers go out `event_gap` apart) starts the ones it had not started yet."""
+        command_id, per = command["commandId"], self.timing.slots_per_taskmanager
+        missing: list[str] = []
+        if command["action"] == "PROVISION_TASK_MANAGERS" and job is not None and not job.finished:
+            missing = [
+                tm for tm in self._provision_ids(job, command) if tm not in self.applied[command_id]
+            ]
+        self._applied(command_id, *missing)
+        done = self.applied[command_id]
+        message = "already applied before a restart"
+        if missing:
+            message += f"; started its {len(missing)} TaskManager(s) the restart cut off"
+        started = [
+            Emit(now, TaskManagerRegistered(command["jobId"], now, tm, per, None)) for tm in missing
+        ]
+        return [
+            *started,
+            outcome(now, "APPLIED", message, **({"taskManagers": ",".join(done)} if done else {})),
+        ]
+
+    def _provision_ids(self, job: JobRuntime, command: dict[str, Any]) -> list[str]:
+        count = max(1, math.ceil(int(command["amount"]) / self.timing.slots_per_taskmanager))
+        return [f"{job.job_id}-cmd-{command['commandId']}-{i}" for i in range(count)]
+
     def _provision(
         self, job: JobRuntime, command: dict[str, Any], now: int, outcome: Any
     ) -> list[Action]:
         per = self.timing.slots_per_taskmanager
-        count = max(1, math.ceil(int(command["amount"]) / per))
-        ids = [f"{job.job_id}-cmd-{command['commandId']}-{i}" for i in range(count)]
+        ids = self._provision_ids(job, command)
+        count = len(ids)
         due = now + self._jitter(self.timing.provisioning)
-        self.applied.add(command["commandId"])
+        self._applied(command["commandId"], *ids)
         events: list[Action] = [
             Emit(due, TaskManagerRegistered(job.job_id, due, tm, per, None)) for tm in ids
         ]
@@ -408,7 +443,7 @@ class EmbeddedCluster:
                     now, "REJECTED", f"no idle TaskManager of {job.job_id} fits {wanted} slot(s)"
                 )
             ]
-        self.applied.add(command["commandId"])
+        self._applied(command["commandId"], *chosen)
         reason = f"released by command {command['commandId']}"
         lost: list[Action] = [
             Emit(now, TaskManagerLost(job.job_id, now, tm, reason)) for tm in chosen

@@ -124,13 +124,25 @@ def test_provisioning_registers_taskmanagers_after_the_delay_and_reports_applied
 
 def test_a_command_seen_applied_in_the_log_is_not_applied_again() -> None:
     first = cluster()
-    events = emitted(first.apply(command("PROVISION_TASK_MANAGERS", 2), now=0))
+    events = emitted(first.apply(command("PROVISION_TASK_MANAGERS", 4), now=0))
     restarted = cluster()  # a new process rebuilding from the log
     for event in events:
         restarted.observe_own(event)
-    again = restarted.apply(command("PROVISION_TASK_MANAGERS", 2), now=9000)
+    again = restarted.apply(command("PROVISION_TASK_MANAGERS", 4), now=9000)
     assert emitted(again) == []
     assert outcome(again).message == "already applied before a restart"
+    assert dict(outcome(again).details)["taskManagers"] == "j-cmd-cmd-1-0,j-cmd-cmd-1-1"
+
+
+def test_a_provision_a_crash_cut_short_starts_the_rest_after_the_restart() -> None:
+    first = emitted(cluster().apply(command("PROVISION_TASK_MANAGERS", 6), now=0))
+    restarted = cluster()
+    restarted.observe_own(first[0])  # the crash came after the first of three went out
+    again = restarted.apply(command("PROVISION_TASK_MANAGERS", 6), now=9000)
+    assert [e.task_manager_id for e in emitted(again)] == ["j-cmd-cmd-1-1", "j-cmd-cmd-1-2"]
+    result = outcome(again)
+    assert result.status == "APPLIED" and "started its 2 TaskManager(s)" in result.message
+    assert dict(result.details)["taskManagers"] == "j-cmd-cmd-1-0,j-cmd-cmd-1-1,j-cmd-cmd-1-2"
 
 
 def test_release_takes_only_idle_taskmanagers_and_is_recognised_after_a_restart() -> None:
@@ -147,7 +159,9 @@ def test_release_takes_only_idle_taskmanagers_and_is_recognised_after_a_restart(
     restarted = cluster()
     for event in released:
         restarted.observe_own(event)
-    assert "rel-1" in restarted.applied
+    assert restarted.applied["rel-1"] == ("b", "c")
+    again = restarted.apply(command("RELEASE_TASK_MANAGERS", 4, "rel-1"), now=9000)
+    assert emitted(again) == [] and dict(outcome(again).details) == {"taskManagers": "b,c"}
 
 
 def test_nothing_idle_to_release_is_a_rejection_with_a_reason() -> None:
