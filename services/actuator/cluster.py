@@ -46,7 +46,9 @@ from services.contracts.events import (
 )
 from services.contracts.ordering import natural_key
 
-RELEASED = re.compile(r"released by command (\S+)")
+RELEASED = re.compile(r"released by command (\S+)(?: of (\S+))?")
+"""A release's loss reason: the command, and every TaskManager it chose (so a restart
+can finish a release a crash cut short)."""
 
 EMBEDDED_CHECKPOINT_IDS = RUNTIME_CHECKPOINT_IDS
 """The embedded runtime's checkpoint ids are this + 1, + 2, ...: a range of its own."""
@@ -130,6 +132,7 @@ class EmbeddedCluster:
     jobs: dict[str, JobRuntime] = field(default_factory=dict)  # jobs the scheduler accepted
     # command ids seen done in the log -> the TaskManagers each started or released
     applied: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    chosen: dict[str, tuple[str, ...]] = field(default_factory=dict)  # release -> its choice
     rng: random.Random = field(init=False)
     # Read back from the cluster's own events, before or after the job is known:
     answered: dict[str, str] = field(default_factory=dict)  # job -> "<graph>/<kind>"
@@ -180,6 +183,8 @@ class EmbeddedCluster:
         elif isinstance(event, TaskManagerLost):
             if match := RELEASED.search(event.reason):
                 self._applied(match.group(1), event.task_manager_id)
+                if match.group(2):
+                    self.chosen[match.group(1)] = tuple(match.group(2).split(","))
         elif isinstance(event, ConfigurationUpdated) and event.command_id:
             self._applied(event.command_id)
         elif isinstance(event, JobLifecycle):
@@ -390,26 +395,35 @@ class EmbeddedCluster:
         self, job: JobRuntime | None, command: dict[str, Any], now: int, outcome: Any
     ) -> list[Action]:
         """The outcome of a command applied before a restart, with the TaskManagers it
-        started or released as read back from job-events. A provision the crash cut short
-        (its TaskManagers go out `event_gap` apart) starts the ones it had not started yet."""
-        command_id, per = command["commandId"], self.timing.slots_per_taskmanager
-        missing: list[str] = []
-        if command["action"] == "PROVISION_TASK_MANAGERS" and job is not None and not job.finished:
-            missing = [
-                tm for tm in self._provision_ids(job, command) if tm not in self.applied[command_id]
-            ]
-        self._applied(command_id, *missing)
+        started or released as read back from job-events. A command's TaskManagers go out
+        `event_gap` apart, so a crash can cut it short: the rest go out now (a release
+        stops only those of its choice that are still idle)."""
+        command_id, action = command["commandId"], command["action"]
         done = self.applied[command_id]
+        events: list[Action] = []
+        if job is not None and not job.finished and action == "PROVISION_TASK_MANAGERS":
+            per = self.timing.slots_per_taskmanager
+            started = [tm for tm in self._provision_ids(job, command) if tm not in done]
+            events = [
+                Emit(now, TaskManagerRegistered(job.job_id, now, tm, per, None)) for tm in started
+            ]
+            self._applied(command_id, *started)
+        elif job is not None and action == "RELEASE_TASK_MANAGERS":
+            chosen, idle = self.chosen.get(command_id, ()), set(job.idle_task_managers())
+            stopped = [tm for tm in chosen if tm not in done and tm in idle]
+            reason = self._released_reason(command_id, chosen)
+            events = [Emit(now, TaskManagerLost(job.job_id, now, tm, reason)) for tm in stopped]
+            self._applied(command_id, *stopped)
         message = "already applied before a restart"
-        if missing:
-            message += f"; started its {len(missing)} TaskManager(s) the restart cut off"
-        started = [
-            Emit(now, TaskManagerRegistered(command["jobId"], now, tm, per, None)) for tm in missing
-        ]
-        return [
-            *started,
-            outcome(now, "APPLIED", message, **({"taskManagers": ",".join(done)} if done else {})),
-        ]
+        if events:
+            message += f"; the {len(events)} TaskManager(s) the restart cut off followed"
+        done = self.applied[command_id]
+        details = {"taskManagers": ",".join(done)} if done else {}
+        return [*events, outcome(now, "APPLIED", message, **details)]
+
+    @staticmethod
+    def _released_reason(command_id: str, chosen: tuple[str, ...] | list[str]) -> str:
+        return f"released by command {command_id} of {','.join(chosen)}"
 
     def _provision_ids(self, job: JobRuntime, command: dict[str, Any]) -> list[str]:
         count = max(1, math.ceil(int(command["amount"]) / self.timing.slots_per_taskmanager))
@@ -444,7 +458,8 @@ class EmbeddedCluster:
                 )
             ]
         self._applied(command["commandId"], *chosen)
-        reason = f"released by command {command['commandId']}"
+        self.chosen[command["commandId"]] = tuple(chosen)
+        reason = self._released_reason(command["commandId"], chosen)
         lost: list[Action] = [
             Emit(now, TaskManagerLost(job.job_id, now, tm, reason)) for tm in chosen
         ]

@@ -141,7 +141,9 @@ def test_a_provision_a_crash_cut_short_starts_the_rest_after_the_restart() -> No
     again = restarted.apply(command("PROVISION_TASK_MANAGERS", 6), now=9000)
     assert [e.task_manager_id for e in emitted(again)] == ["j-cmd-cmd-1-1", "j-cmd-cmd-1-2"]
     result = outcome(again)
-    assert result.status == "APPLIED" and "started its 2 TaskManager(s)" in result.message
+    assert (
+        result.status == "APPLIED" and "the 2 TaskManager(s) the restart cut off" in result.message
+    )
     assert dict(result.details)["taskManagers"] == "j-cmd-cmd-1-0,j-cmd-cmd-1-1,j-cmd-cmd-1-2"
 
 
@@ -162,6 +164,22 @@ def test_release_takes_only_idle_taskmanagers_and_is_recognised_after_a_restart(
     assert restarted.applied["rel-1"] == ("b", "c")
     again = restarted.apply(command("RELEASE_TASK_MANAGERS", 4, "rel-1"), now=9000)
     assert emitted(again) == [] and dict(outcome(again).details) == {"taskManagers": "b,c"}
+
+
+def test_a_release_a_crash_cut_short_stops_the_rest_of_its_choice_if_still_idle() -> None:
+    def world() -> EmbeddedCluster:
+        return with_taskmanagers(cluster(), 2, "a", "b", "c", "d")
+
+    first = emitted(world().apply(command("RELEASE_TASK_MANAGERS", 6, "rel-1"), now=5))
+    assert [e.task_manager_id for e in first] == ["a", "b", "c"]
+    restarted = world()
+    restarted.observe_own(first[0])  # the crash came after the first loss went out
+    restarted.observe_request(  # meanwhile c took tasks: it is not idle any more
+        JOB, "CREATE_EXECUTION_GRAPH", "eg-2", {"runtime": "external", "slots": "c#0 d#0"}
+    )
+    again = restarted.apply(command("RELEASE_TASK_MANAGERS", 6, "rel-1"), now=9000)
+    assert [e.task_manager_id for e in emitted(again)] == ["b"]
+    assert dict(outcome(again).details) == {"taskManagers": "a,b"}
 
 
 def test_nothing_idle_to_release_is_a_rejection_with_a_reason() -> None:
