@@ -50,6 +50,22 @@ RELEASED = re.compile(r"released by command (\S+)(?: of (\S+))?")
 """A release's loss reason: the command, and every TaskManager it chose (so a restart
 can finish a release a crash cut short)."""
 
+
+def provisioned_id(job_id: str, command_id: str, n: int) -> str:
+    """The id of the n-th TaskManager a provisioning command starts for a job."""
+    return f"{job_id}-cmd-{command_id}-{n}"
+
+
+def provisioning_command(job_id: str, task_manager_id: str) -> str | None:
+    """The command that started a TaskManager of the job, if `provisioned_id` named it
+    (the job id is known, so a job id holding "-cmd-" cannot mislead the parse)."""
+    prefix = f"{job_id}-cmd-"
+    if not task_manager_id.startswith(prefix):
+        return None
+    command_id, dash, n = task_manager_id[len(prefix) :].rpartition("-")
+    return command_id if dash and command_id and n.isdigit() else None
+
+
 EMBEDDED_CHECKPOINT_IDS = RUNTIME_CHECKPOINT_IDS
 """The embedded runtime's checkpoint ids are this + 1, + 2, ...: a range of its own."""
 _OWN_CHECKPOINT_SPAN = 10**17
@@ -177,9 +193,9 @@ class EmbeddedCluster:
 
     def observe_own(self, event: Event) -> None:
         """Recognise what the cluster itself did before a restart in one job event."""
-        if isinstance(event, TaskManagerRegistered) and "-cmd-" in event.task_manager_id:
-            command_id = event.task_manager_id.split("-cmd-", 1)[1].rsplit("-", 1)[0]
-            self._applied(command_id, event.task_manager_id)
+        if isinstance(event, TaskManagerRegistered):
+            if command_id := provisioning_command(event.job_id, event.task_manager_id):
+                self._applied(command_id, event.task_manager_id)
         elif isinstance(event, TaskManagerLost):
             if match := RELEASED.search(event.reason):
                 self._applied(match.group(1), event.task_manager_id)
@@ -427,7 +443,7 @@ class EmbeddedCluster:
 
     def _provision_ids(self, job: JobRuntime, command: dict[str, Any]) -> list[str]:
         count = max(1, math.ceil(int(command["amount"]) / self.timing.slots_per_taskmanager))
-        return [f"{job.job_id}-cmd-{command['commandId']}-{i}" for i in range(count)]
+        return [provisioned_id(job.job_id, command["commandId"], i) for i in range(count)]
 
     def _provision(
         self, job: JobRuntime, command: dict[str, Any], now: int, outcome: Any

@@ -11,6 +11,8 @@ from services.actuator.cluster import (
     Emit,
     Outcome,
     Timing,
+    provisioned_id,
+    provisioning_command,
 )
 from services.contracts.events import (
     ConfigurationUpdated,
@@ -145,6 +147,14 @@ def test_a_provision_a_crash_cut_short_starts_the_rest_after_the_restart() -> No
         result.status == "APPLIED" and "the 2 TaskManager(s) the restart cut off" in result.message
     )
     assert dict(result.details)["taskManagers"] == "j-cmd-cmd-1-0,j-cmd-cmd-1-1,j-cmd-cmd-1-2"
+
+
+def test_a_provisioned_taskmanager_id_names_its_command_whatever_the_job_id_holds() -> None:
+    for job, command_id in [("j", "cmd-1"), ("a-cmd-b", "c-7"), ("x-cmd-", "-cmd-2")]:
+        assert provisioning_command(job, provisioned_id(job, command_id, 12)) == command_id
+    assert provisioning_command("j", "j-tm-1") is None
+    assert provisioning_command("j", "j-cmd-c-x") is None  # no TaskManager number
+    assert provisioning_command("a-cmd-b", provisioned_id("a", "b", 0)) is None  # another job
 
 
 def test_release_takes_only_idle_taskmanagers_and_is_recognised_after_a_restart() -> None:
