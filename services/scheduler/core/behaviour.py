@@ -8,7 +8,7 @@ state overrides what it reacts to.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Final
 
 from mypy_extensions import mypyc_attr
 
@@ -18,7 +18,7 @@ from services.scheduler.core.enums import DecisionKind, StateName
 from services.scheduler.core.fold import Fold
 from services.scheduler.core.model import InvariantError
 
-REGISTRY: dict[StateName, Behaviour] = {}
+REGISTRY: Final[dict[StateName, Behaviour]] = {}
 
 
 def behaviour(name: StateName) -> Behaviour:
@@ -91,8 +91,8 @@ class Behaviour:
         fold.decide(DecisionKind.EVENT_IGNORED, f"{event.kind} ignored in {self.name}")
 
 
-FAILURES = (JobEventKind.TASK_FAILURE, JobEventKind.GLOBAL_FAILURE)
-GRAPH_REPORTS = (
+FAILURES: Final = (JobEventKind.TASK_FAILURE, JobEventKind.GLOBAL_FAILURE)
+GRAPH_REPORTS: Final = (
     JobEventKind.EXECUTION_GRAPH_CREATED,
     JobEventKind.EXECUTION_GRAPH_CANCELLED,
     JobEventKind.EXECUTION_GRAPH_FAILED,

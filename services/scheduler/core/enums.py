@@ -9,6 +9,7 @@ msgspec encodes a member by its value, whichever module defines the class."""
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Final
 
 
 class StateName(StrEnum):
@@ -56,7 +57,7 @@ class JobStatus(StrEnum):
         return self in _TERMINAL
 
 
-_TERMINAL = frozenset(
+_TERMINAL: Final = frozenset(
     {JobStatus.FINISHED, JobStatus.FAILED, JobStatus.CANCELED, JobStatus.SUSPENDED}
 )
 

@@ -18,9 +18,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable
 from functools import lru_cache
-from typing import Any
-
-from msgspec.structs import replace
+from typing import Any, Final
 
 from services.scheduler.core import timeline as tl
 from services.scheduler.core.config import SchedulerConfig, resolve
@@ -41,8 +39,9 @@ from services.scheduler.core.enums import (
 from services.scheduler.core.guards import live, runs
 from services.scheduler.core.model import InvariantError, JobState, Rescale, Slot, Timer, all_slots
 from services.scheduler.core.recording import build_record
+from services.scheduler.core.structs import replace
 
-MAX_TIMERS_PER_STEP = 10_000
+MAX_TIMERS_PER_STEP: Final = 10_000
 
 Defaults = tuple[tuple[str, str], ...]
 

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from msgspec.structs import replace
-
 from services.scheduler.core import timeline as tl
 from services.scheduler.core.enums import TerminatedReason, TriggerCause
 from services.scheduler.core.fold import Fold
 from services.scheduler.core.model import Assignment, PhaseSpan, Plan, Rescale, StateSpan
+from services.scheduler.core.structs import replace
 
 
 def _opened(

@@ -8,6 +8,7 @@ at submission and never changes (`testConsistentMaxParallelism`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
 from services.contracts.events import Requirement, VertexSpec
 from services.scheduler.core.model import (
@@ -20,8 +21,8 @@ from services.scheduler.core.model import (
 )
 
 LOWER_BOUND_MAX_PARALLELISM = 128
-UPPER_BOUND_MAX_PARALLELISM = 32768
-AUTO = -1  # FLIP-291: -1 as lower bound means 1, as upper bound means max parallelism
+UPPER_BOUND_MAX_PARALLELISM: Final = 32768
+AUTO: Final = -1  # FLIP-291: -1 as lower bound means 1, as upper bound means max parallelism
 MAX_PARALLELISM_DEFAULT = -1  # JobVertex's "not set": computed from the parallelism
 PARALLELISM_DEFAULT = -1  # ExecutionConfig's "not set": normalized to 1
 PARALLELISM_AUTO_MAX = 2**31 - 1  # Integer.MAX_VALUE: the largest max parallelism, 32768

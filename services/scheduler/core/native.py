@@ -45,6 +45,7 @@ COMPILED = (
     "resources.py",
     "restart.py",
     "scheduler.py",
+    "structs.py",
     "stm.py",
     "timeline.py",
     "transitions.py",

@@ -16,6 +16,7 @@ from services.scheduler.core.model import (
     StateSpan,
     VertexRescale,
 )
+from services.scheduler.core.structs import fields
 from services.scheduler.core.timeline import terminal_state, terminated
 
 
@@ -30,74 +31,92 @@ def build_record(
 ) -> dict[str, Any]:
     """The record of `rescale` at `now`, with `slot_count` slots available; a rescale in
     progress shows `state`, the current one, open."""
-    spans = list(rescale.spans)
+    (
+        uuid,
+        requirements_uuid,
+        attempt,
+        vertices,
+        slots,
+        spans,
+        phases,
+        start,
+        end,
+        trigger,
+        reason,
+        revision,
+        status,
+    ) = fields(rescale)
     if not terminated(rescale):
-        spans.append(StateSpan(str(state.name), state.entered_at, None))
-    state_reported = terminal_state(rescale.reason)
+        spans = (*spans, StateSpan(str(state.name), state.entered_at, None))
+    state_reported = terminal_state(reason)
     return {
         "jobId": job.job_id,
-        "rescaleUuid": rescale.uuid,
-        "resourceRequirementsUuid": rescale.requirements_uuid,
-        "rescaleAttemptId": rescale.attempt,
-        "vertices": [_vertex(v) for v in rescale.vertices],
-        "slots": [_slots(s) for s in rescale.slots],
+        "rescaleUuid": uuid,
+        "resourceRequirementsUuid": requirements_uuid,
+        "rescaleAttemptId": attempt,
+        "vertices": [_vertex(v) for v in vertices],
+        "slots": [_slots(s) for s in slots],
         "schedulerStates": [_span(s) for s in spans],
-        "startTimestampInMillis": rescale.start if rescale.start is not None else now,
-        "endTimestampInMillis": rescale.end,
-        "triggerCause": str(rescale.trigger or TriggerCause.INITIAL_SCHEDULE),
+        "startTimestampInMillis": start if start is not None else now,
+        "endTimestampInMillis": end,
+        "triggerCause": str(trigger or TriggerCause.INITIAL_SCHEDULE),
         "terminalState": str(state_reported) if state_reported else None,
-        "terminatedReason": str(rescale.reason) if rescale.reason else None,
-        "revision": rescale.revision,
+        "terminatedReason": str(reason) if reason else None,
+        "revision": revision,
         "updatedAtMillis": now,
-        "transitionPhases": [_phase(p) for p in rescale.phases],
+        "transitionPhases": [_phase(p) for p in phases],
         "availableSlots": slot_count,
         "reactiveMode": config.reactive,
         "schedulerSettings": config.settings_snapshot(job.checkpoint_interval_ms),
-        "statusMessage": rescale.status,
+        "statusMessage": status,
     }
 
 
 def _vertex(v: VertexRescale) -> dict[str, Any]:
+    vertex_id, name, ssg_id, ssg_name, desired, sufficient, pre, post = fields(v)
     return {
-        "jobVertexId": v.vertex_id,
-        "jobVertexName": v.name,
-        "slotSharingGroupId": v.ssg_id,
-        "slotSharingGroupName": v.ssg_name,
-        "desiredParallelism": v.desired,
-        "sufficientParallelism": v.sufficient,
-        "preRescaleParallelism": v.pre,
-        "postRescaleParallelism": v.post,
+        "jobVertexId": vertex_id,
+        "jobVertexName": name,
+        "slotSharingGroupId": ssg_id,
+        "slotSharingGroupName": ssg_name,
+        "desiredParallelism": desired,
+        "sufficientParallelism": sufficient,
+        "preRescaleParallelism": pre,
+        "postRescaleParallelism": post,
     }
 
 
 def _slots(s: SlotRescale) -> dict[str, Any]:
+    ssg_id, ssg_name, desired, minimal, pre, post, acquired = fields(s)
     return {
-        "slotSharingGroupId": s.ssg_id,
-        "slotSharingGroupName": s.ssg_name,
+        "slotSharingGroupId": ssg_id,
+        "slotSharingGroupName": ssg_name,
         "requestResourceProfile": None,  # UNKNOWN, as Flink requests by default
-        "desiredSlots": s.desired,
-        "minimalRequiredSlots": s.minimal,
-        "preRescaleSlots": s.pre,
-        "postRescaleSlots": s.post,
-        "acquiredResourceProfile": profile_to_record(s.acquired_profile),
+        "desiredSlots": desired,
+        "minimalRequiredSlots": minimal,
+        "preRescaleSlots": pre,
+        "postRescaleSlots": post,
+        "acquiredResourceProfile": profile_to_record(acquired),
     }
 
 
 def _span(s: StateSpan) -> dict[str, Any]:
+    state, enter, leave, exception = fields(s)
     return {
-        "state": s.state,
-        "enterTimestampInMillis": s.enter,
-        "leaveTimestampInMillis": s.leave,
-        "durationInMillis": None if s.leave is None else s.leave - s.enter,
-        "stringifiedException": s.exception,
+        "state": state,
+        "enterTimestampInMillis": enter,
+        "leaveTimestampInMillis": leave,
+        "durationInMillis": None if leave is None else leave - enter,
+        "stringifiedException": exception,
     }
 
 
 def _phase(p: PhaseSpan) -> dict[str, Any]:
+    phase, state, enter, leave = fields(p)
     return {
-        "phase": p.phase,
-        "state": p.state,
-        "enterTimestampInMillis": p.enter,
-        "leaveTimestampInMillis": p.leave,
-        "durationInMillis": None if p.leave is None else p.leave - p.enter,
+        "phase": phase,
+        "state": state,
+        "enterTimestampInMillis": enter,
+        "leaveTimestampInMillis": leave,
+        "durationInMillis": None if leave is None else leave - enter,
     }

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import hashlib
 
-from msgspec.structs import replace
-
 from services.contracts.jobconfig import RestartStrategyType
 from services.scheduler.core.config import RestartConfig
 from services.scheduler.core.model import RestartDecision, RestartState
+from services.scheduler.core.structs import replace
 
 
 def on_failure(

@@ -21,8 +21,6 @@ from __future__ import annotations
 
 from typing import Any, Final, Protocol
 
-from msgspec.structs import replace
-
 from services.scheduler.core.enums import DecisionKind, Phase
 from services.scheduler.core.fold import Fold
 from services.scheduler.core.history import (
@@ -31,11 +29,12 @@ from services.scheduler.core.history import (
     track_phase,
 )
 from services.scheduler.core.model import InvariantError, TransitionManager
+from services.scheduler.core.structs import replace
 
-COOLDOWN_END = "stm.cooldown-end"
-STABILIZED = "stm.stabilized"
-EVALUATE = "stm.evaluate"
-STABILIZED_TRIGGER = "stm.stabilized-trigger"
+COOLDOWN_END: Final = "stm.cooldown-end"
+STABILIZED: Final = "stm.stabilized"
+EVALUATE: Final = "stm.evaluate"
+STABILIZED_TRIGGER: Final = "stm.stabilized-trigger"
 ACTIONS = (COOLDOWN_END, STABILIZED, EVALUATE, STABILIZED_TRIGGER)
 
 

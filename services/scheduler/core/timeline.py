@@ -17,9 +17,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from functools import lru_cache
-from typing import TypeVar
-
-from msgspec.structs import replace
+from typing import Final, TypeVar
 
 from services.scheduler.core.allocator import ssg_metas
 from services.scheduler.core.enums import TerminalState, TerminatedReason
@@ -35,14 +33,15 @@ from services.scheduler.core.model import (
     Timeline,
     VertexRescale,
 )
+from services.scheduler.core.structs import replace
 
 _T = TypeVar("_T")
 NAMESPACE = uuid.UUID("6b1f3c2e-8d4a-5e7b-9c0d-1a2b3c4d5e6f")
 
 
-_NAMESPACE_BYTES = NAMESPACE.bytes
-_VERSION_MASK = ~(0xF000 << 64) & ~(0xC000 << 48)
-_VERSION_5 = (0x5000 << 64) | (0x8000 << 48)
+_NAMESPACE_BYTES: Final = NAMESPACE.bytes
+_VERSION_MASK: Final = ~(0xF000 << 64) & ~(0xC000 << 48)
+_VERSION_5: Final = (0x5000 << 64) | (0x8000 << 48)
 
 
 def derive_uuid(job_id: str, kind: str, number: int) -> str:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from msgspec.structs import replace
-
 from services.contracts.events import JobEventKind, JobLifecycle
 from services.contracts.jobconfig import MIN_PAUSE, RuntimeMode, StabilizationPlacement
 from services.scheduler.core import history, stm
@@ -14,6 +12,7 @@ from services.scheduler.core.fold import Fold
 from services.scheduler.core.model import ExecutionGraph, InvariantError
 from services.scheduler.core.resources import candidate, describe, executing_assessment
 from services.scheduler.core.stm import Assessment
+from services.scheduler.core.structs import replace
 from services.scheduler.core.transitions import (
     go_to_canceling,
     go_to_creating_execution_graph,

@@ -7,6 +7,8 @@ Flink), a global failure fails it, and task failures have nothing to fail.
 
 from __future__ import annotations
 
+from typing import Final
+
 from services.contracts.events import JobEventKind, JobLifecycle
 from services.contracts.jobconfig import RESCALE_STABILIZATION, RuntimeMode
 from services.contracts.ordering import natural_key
@@ -30,7 +32,7 @@ from services.scheduler.core.transitions import (
     go_to_waiting_for_resources,
 )
 
-NO_RESOURCES = (
+NO_RESOURCES: Final = (
     "org.apache.flink.runtime.jobmanager.scheduler.NoResourceAvailableException: "
     "Not enough resources available for scheduling."
 )
