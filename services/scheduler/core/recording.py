@@ -31,6 +31,8 @@ def build_record(
 ) -> dict[str, Any]:
     """The record of `rescale` at `now`, with `slot_count` slots available; a rescale in
     progress shows `state`, the current one, open."""
+    # Each Struct's fields in the order model.py declares them (the stored state's order
+    # too: the Structs are array_like); a field added there fails these unpackings loudly.
     (
         uuid,
         requirements_uuid,
