@@ -20,12 +20,12 @@ from services.scheduler.core.model import (
     shared,
 )
 
-LOWER_BOUND_MAX_PARALLELISM = 128
+LOWER_BOUND_MAX_PARALLELISM: Final = 128
 UPPER_BOUND_MAX_PARALLELISM: Final = 32768
 AUTO: Final = -1  # FLIP-291: -1 as lower bound means 1, as upper bound means max parallelism
-MAX_PARALLELISM_DEFAULT = -1  # JobVertex's "not set": computed from the parallelism
-PARALLELISM_DEFAULT = -1  # ExecutionConfig's "not set": normalized to 1
-PARALLELISM_AUTO_MAX = 2**31 - 1  # Integer.MAX_VALUE: the largest max parallelism, 32768
+MAX_PARALLELISM_DEFAULT: Final = -1  # JobVertex's "not set": computed from the parallelism
+PARALLELISM_DEFAULT: Final = -1  # ExecutionConfig's "not set": normalized to 1
+PARALLELISM_AUTO_MAX: Final = 2**31 - 1  # Integer.MAX_VALUE: the largest max parallelism, 32768
 
 
 def round_up_to_power_of_two(value: int) -> int:

@@ -10,6 +10,8 @@ clock never goes backwards. `advance` runs timers up to a time without an event
 
 from __future__ import annotations
 
+from typing import Final
+
 from services.contracts.events import (
     ConfigurationUpdated,
     Event,
@@ -48,7 +50,7 @@ from services.scheduler.core.model import (
 from services.scheduler.core.states import behaviour
 from services.scheduler.core.transitions import go_to_waiting_for_resources
 
-RUNNING_GRAPH = (StateName.EXECUTING, StateName.STOP_WITH_SAVEPOINT)
+RUNNING_GRAPH: Final = (StateName.EXECUTING, StateName.STOP_WITH_SAVEPOINT)
 
 
 def handle(job: JobState | None, event: Event, defaults: Defaults = ()) -> Step:

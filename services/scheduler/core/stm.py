@@ -35,7 +35,7 @@ COOLDOWN_END: Final = "stm.cooldown-end"
 STABILIZED: Final = "stm.stabilized"
 EVALUATE: Final = "stm.evaluate"
 STABILIZED_TRIGGER: Final = "stm.stabilized-trigger"
-ACTIONS = (COOLDOWN_END, STABILIZED, EVALUATE, STABILIZED_TRIGGER)
+ACTIONS: Final = (COOLDOWN_END, STABILIZED, EVALUATE, STABILIZED_TRIGGER)
 
 
 class Assessment:

@@ -36,7 +36,7 @@ from services.scheduler.core.model import (
 from services.scheduler.core.structs import replace
 
 _T = TypeVar("_T")
-NAMESPACE = uuid.UUID("6b1f3c2e-8d4a-5e7b-9c0d-1a2b3c4d5e6f")
+NAMESPACE: Final = uuid.UUID("6b1f3c2e-8d4a-5e7b-9c0d-1a2b3c4d5e6f")
 
 
 _NAMESPACE_BYTES: Final = NAMESPACE.bytes

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Final
+
 from services.contracts.events import JobEventKind, JobLifecycle
 from services.contracts.jobconfig import MIN_PAUSE, RuntimeMode, StabilizationPlacement
 from services.scheduler.core import history, stm
@@ -24,7 +26,7 @@ from services.scheduler.core.transitions import (
     transition_to,
 )
 
-SAVEPOINT_NOT_FINISHED = (
+SAVEPOINT_NOT_FINISHED: Final = (
     "org.apache.flink.util.FlinkException: "
     "Job did not reach the FINISHED state while performing stop-with-savepoint."
 )
