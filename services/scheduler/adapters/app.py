@@ -269,13 +269,17 @@ def _rocks_store_class() -> type:
                     self._db_for_partition(partition).write(batch)
 
         def _get(self, key: bytes) -> bytes | None:
-            assert self._pending is None, "the store is read while its puts wait in a batch"
+            self._refuse_read_in_batch()
             value: bytes | None = super()._get(key)
             return value
 
         def _contains(self, key: bytes) -> bool:
-            assert self._pending is None, "the store is read while its puts wait in a batch"
+            self._refuse_read_in_batch()
             return bool(super()._contains(key))
+
+        def _refuse_read_in_batch(self) -> None:
+            if self._pending is not None:  # RocksDB would answer without the pending puts
+                raise RuntimeError("the store is read while its puts wait in a batch")
 
     return PartitionedRocksStore
 
