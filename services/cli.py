@@ -125,7 +125,7 @@ def main(argv: Sequence[str] | None = None, *, exit_on_refusal: bool = False) ->
         format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    for noisy in ("py4j", "aiokafka", "faust.transport", "mode"):
+    for noisy in ("py4j", "aiokafka", "faust.transport", "mode", "matplotlib"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
     if args.log_level != "DEBUG":
         logging.getLogger(LIBRDKAFKA_LOGGER).addFilter(without_reported_errors)

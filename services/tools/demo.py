@@ -37,6 +37,7 @@ from services.contracts.events import (
     to_record,
 )
 from services.contracts.kafka import ensure_topics, librdkafka_config, producer_config
+from services.history.planner import RAISE_COOLDOWN, RELEASE
 from services.localstack.layout import RUN_ROOT
 
 if TYPE_CHECKING:
@@ -55,6 +56,10 @@ ORDERS = "orders"
 CLICKS = "clicks"
 SETTLE_S = 15
 MAX_WAIT_S = 60
+FINALE = frozenset({(CLICKS, RELEASE), (ORDERS, RAISE_COOLDOWN)})
+"""The commands the script leads to, (job, action), each applied before the demo ends: the
+history service's view lags the scheduler's by its batches (far more on a slow machine)."""
+FINALE_SETTLE_S = 3  # then the scheduler's answer to the last command (a new configuration)
 
 
 @dataclass(frozen=True)
@@ -186,6 +191,7 @@ class Watcher(threading.Thread):
         self.settings, self.codec, self.started = settings, codec, started
         self.records = 0
         self.parallelism: dict[str, int] = {}
+        self.applied: set[tuple[str, str]] = set()  # (job, action) of the commands applied
         self.stopping = threading.Event()
 
     def run(self) -> None:
@@ -233,6 +239,8 @@ class Watcher(threading.Thread):
                 f"{record['jobId']:<7} history -> command {record['action']} {record['amount']}: {record['reason']}"
             )
         elif decoded.schema == r.COMMAND_OUTCOME:
+            if record["status"] == "APPLIED":
+                self.applied.add((record["jobId"], record["action"]))
             self.say(f"{record['jobId']:<7} actuator -> {record['status']}: {record['message']}")
 
     def say(self, text: str) -> None:
@@ -330,7 +338,15 @@ def run_script(
             lag += _await(step.after, watcher)
         watcher.say(f"> {step.what}")
         step.act(demo)
-    time.sleep(SETTLE_S)
+    last = time.monotonic()
+    _await(
+        Awaited(
+            "the history service has released clicks' idle slots and raised orders' cooldown",
+            lambda watcher: FINALE.issubset(watcher.applied),
+        ),
+        watcher,
+    )
+    time.sleep(max(FINALE_SETTLE_S, last + SETTLE_S - time.monotonic()))
     watcher.stopping.set()
     watcher.join(5)
     for process in processes:

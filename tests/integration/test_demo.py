@@ -36,6 +36,18 @@ def test_the_demo_closes_the_loop_and_reads_its_history_back() -> None:
     # actuator's embedded cluster applies it, whose TaskManagers the scheduler then uses
     assert "clicks  history -> command PROVISION_TASK_MANAGERS" in shown, shown
     assert "clicks  actuator -> APPLIED" in shown, shown
+    # then its requirements are lowered: the history service releases the idle slots
+    assert "clicks  history -> command RELEASE_TASK_MANAGERS" in shown, shown
+    assert "clicks  actuator -> APPLIED: released" in shown, shown
+    # orders flaps (TaskManagers come and go): the history service raises its cooldown,
+    # the actuator applies it and the scheduler takes the new configuration
+    assert "orders  history -> command RAISE_COOLDOWN" in shown, shown
+    assert "orders  actuator -> APPLIED: cooldown raised" in shown, shown
+    assert "orders  updated jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling" in (
+        shown
+    ), shown
+    # quiet by default: no library's INFO lines (matplotlib announced its font cache)
+    assert " INFO " not in done.stderr, done.stderr[-4000:]
     # the history read back with Spark SQL holds both jobs' rescales
     _, history = shown.split("$ scalefold history sql", 1)
     assert "orders" in history and "clicks" in history, history
