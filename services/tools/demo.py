@@ -329,7 +329,8 @@ def run_script(
     watcher.start()
     steps = script()
     _say(
-        f"running the workload ({steps[-1].at_s + SETTLE_S:.0f} s); times are seconds since its start"
+        f"running the workload ({steps[-1].at_s + SETTLE_S:.0f} s, more where it waits for the "
+        "services); times are seconds since its start"
     )
     lag = 0.0
     for step in steps:
