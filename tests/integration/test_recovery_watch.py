@@ -39,11 +39,20 @@ def broker(tmp_path: Path) -> Iterator[LocalBroker]:
 
 
 def worker_with_a_changelog(
-    settings: Settings, data_dir: Path, records: int, transactional: bool = False
+    settings: Settings,
+    data_dir: Path,
+    records: int,
+    transactional: bool = False,
+    key_padding: int = 0,
 ) -> SchedulerProcess:
     """A worker (memory://: every start replays the whole changelog, with a 3 s stall
     timeout) whose jobs changelog holds `records` deletions of keys never set, written
-    in one transaction if `transactional`; started once before, to declare the topics."""
+    in one transaction if `transactional`; started once before, to declare the topics.
+
+    Each key carries `key_padding` random bytes (as hex, so nothing compresses them):
+    a consumer fetches up to 1 MiB per partition at a time, which holds some 60,000 bare
+    deletions, the whole changelog of a test; padded keys keep most of it on the broker
+    until the replay asks for it."""
     worker = SchedulerProcess(
         settings, data_dir, "--store", "memory://", "--recovery-stall-timeout", "3"
     )
@@ -60,7 +69,8 @@ def worker_with_a_changelog(
     for index in range(records):
         while True:
             try:
-                producer.produce(changelog, key=b"job-%d" % index, value=None, partition=index % 6)
+                key = b"job-%d-%s" % (index, os.urandom(key_padding).hex().encode())
+                producer.produce(changelog, key=key, value=None, partition=index % 6)
                 break
             except BufferError:  # the local queue is full: let deliveries drain it
                 producer.poll(0.1)
@@ -98,10 +108,11 @@ def test_a_recovery_that_reads_nothing_while_the_broker_answers_makes_the_worker
 def test_a_recovery_that_waits_for_a_broker_away_goes_on_when_it_is_back(
     broker: LocalBroker, tmp_path: Path
 ) -> None:
-    """The broker frozen (SIGSTOP) inside a replay of 400,000 records, for longer than
-    the stall timeout: the worker waits and says why, and gets ready once it is back."""
+    """The broker frozen (SIGSTOP) inside a replay of 60,000 records of 1 KB each
+    (ten fetches a partition), for longer than the stall timeout: the worker waits and
+    says why, and gets ready once it is back."""
     settings = fresh_settings(broker)
-    worker = worker_with_a_changelog(settings, tmp_path / "scheduler", 400_000)
+    worker = worker_with_a_changelog(settings, tmp_path / "scheduler", 60_000, key_padding=500)
     worker.start()
     wait_for_line(worker, RESTORING)
     running = broker.status()
