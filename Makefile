@@ -6,9 +6,9 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-# The scheduler core must keep >= 95% branch coverage (pyproject: [tool.coverage.report]).
-# --durations: the slowest tests, for keeping CI (90 min) in view.
-PYTEST_ARGS ?= --cov=services/scheduler/core --cov-report=term:skip-covered --durations=25
+# More pytest arguments for `make test` (deploy/test.sh adds the core's coverage, which
+# must stay >= 95 % of branches, pyproject: [tool.coverage.report]), e.g. -m 'not spark'.
+PYTEST_ARGS ?=
 
 .PHONY: demo test compose-test up down status lint format fetch browser venv core bench clean
 
@@ -34,10 +34,10 @@ demo: fetch core
 	$(BIN)/scalefold demo
 
 ## test: lint, then the whole suite against a real broker started (and stopped) for it,
-## then the docker-compose stack's tests (compose-test)
+## two tests at a time, while the docker-compose stack's tests are prepared; then those
+## (compose-test). deploy/test.sh says how.
 test: lint fetch browser core
-	$(BIN)/scalefold local run -- $(BIN)/pytest $(PYTEST_ARGS) --ignore=tests/docker
-	$(MAKE) compose-test
+	deploy/test.sh $(PYTEST_ARGS)
 
 ## browser: Debian's chromium for the HTML timeline's test (as root: apt-get, ~80 s once)
 browser:

@@ -6,6 +6,8 @@
 #   2. build the images (SCALEFOLD_IMAGES=debian unless set: no container registry needed)
 #   3. run tests/docker with pytest-docker
 #   4. always: `down -v` the test projects and stop dockerd if step 1 started it
+# With --prepare-only it does 1 and 2 and leaves the engine running for a later run
+# (`make test` prepares alongside the rest of the suite: deploy/test.sh).
 # Without root and without an engine it says what to install, and the tests skip with
 # that reason.
 set -uo pipefail
@@ -14,6 +16,8 @@ ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$ROOT"
 PROVISION="$ROOT/deploy/docker/provision.sh"
 PYTEST="${PYTEST:-$ROOT/.venv/bin/pytest}"
+PREPARE_ONLY=0
+if [ "${1:-}" = --prepare-only ]; then PREPARE_ONLY=1; shift; fi
 export SCALEFOLD_COMPOSE_PROJECT="${SCALEFOLD_COMPOSE_PROJECT:-sf-test-$$}"
 export SCALEFOLD_IMAGES="${SCALEFOLD_IMAGES:-debian}"
 if [ "$SCALEFOLD_IMAGES" = debian ]; then export SCALEFOLD_PIP_NO_INDEX=1; fi
@@ -28,6 +32,10 @@ cleanup() {
     trap - EXIT INT TERM
     # A Compose build still running (an earlier step failed) finishes and is cached.
     if [ -n "${compose:-}" ]; then wait "$compose" 2>/dev/null; fi
+    if [ "$PREPARE_ONLY" = 1 ] && [ "$status" = 0 ]; then
+        say "prepared in $(($(stamp) - START)) s; the engine stays up for the tests"
+        exit 0
+    fi
     if timeout 20 docker info >/dev/null 2>&1; then
         for project in "$SCALEFOLD_COMPOSE_PROJECT" "$SCALEFOLD_COMPOSE_PROJECT-3b"; do
             COMPOSE_PROFILES=three-brokers timeout 300 docker compose -p "$project" \
@@ -69,5 +77,6 @@ if "$PROVISION" check; then
 else
     say "tests/docker will skip: install the above (or run \`make compose-test\` as root)"
 fi
+[ "$PREPARE_ONLY" = 1 ] && exit 0
 # A test here waits for Spark applications and container restarts: minutes, not seconds.
 "$PYTEST" --no-cov -p no:cacheprovider -ra --durations=15 --timeout=2400 tests/docker "$@"

@@ -90,6 +90,7 @@ compose() {
 engine_start() {
     if engine_up; then
         say "a Docker engine is already running; using it"
+        engine_renice
         return 0
     fi
     is_root || { say "not root: cannot start dockerd; start a Docker engine"; return 1; }
@@ -113,6 +114,15 @@ engine_start() {
         sleep 0.5
     done
     say "dockerd is up ($(docker version --format '{{.Server.Version}}'))"
+}
+
+# An engine we started at a lower CPU priority (`make test` prepares the images at nice 19,
+# alongside the rest of the suite) gets this shell's priority back, and so does every
+# container it starts from now on.
+engine_renice() {
+    local marker="$ENGINE_RUN/started-by-us"
+    [ -f "$marker" ] && is_root || return 0
+    ps -o pid= --sid "$(cat "$marker")" | xargs -r renice -n "$(nice)" -p >/dev/null || true
 }
 
 # Stops the engine only if engine-start started it.

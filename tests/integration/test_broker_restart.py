@@ -61,6 +61,7 @@ def _command(command_id: str, job: str) -> dict[str, Any]:
     }
 
 
+@pytest.mark.exclusive
 def test_the_broker_goes_away_for_30_s_and_everything_resumes(tmp_path: Path, codec: Codec) -> None:
     with own_broker(tmp_path / "broker") as broker:
         settings = fresh_settings(broker)

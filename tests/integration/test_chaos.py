@@ -472,6 +472,7 @@ def _broker_outage(
     log.append(f"{time.monotonic() - start:5.1f}s broker started")
 
 
+@pytest.mark.exclusive
 def test_chaos(tmp_path: Path, codec: Codec) -> None:
     seed = int(os.environ.get("SCALEFOLD_CHAOS_SEED") or random.SystemRandom().randrange(10**6))
     print(f"\nchaos seed {seed} (SCALEFOLD_CHAOS_SEED={seed} runs it again)")

@@ -7,6 +7,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from services.localstack.layout import RUN_ROOT
 from tests.integration.scheduler_support import ROOT
 
@@ -14,6 +16,7 @@ HANG_GUARD = 900  # it takes 3-4 minutes: a demo still running by then hangs (no
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.exclusive
 def test_the_demo_closes_the_loop_and_reads_its_history_back() -> None:
     pictures = [RUN_ROOT / "demo" / f"timeline-{job}.png" for job in ("orders", "clicks")]
     for picture in pictures:

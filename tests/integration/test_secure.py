@@ -173,6 +173,7 @@ def submitted_job_log(codec: Codec, path: Path) -> Path:
     return path
 
 
+@pytest.mark.exclusive
 def test_closed_loop_on_sasl_ssl_with_acls_and_no_password_in_any_file(
     secured: Secured, codec: Codec, tmp_path: Path
 ) -> None:

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# `make test`, after lint and set-up: the whole suite, kept well inside CI's 90 minutes on
+# a machine of two cores.
+#   1. In the background at the lowest CPU priority (nice 19: it gets what the tests leave
+#      idle), the docker-compose tests are prepared: Docker provisioned, the images built
+#      (deploy/docker/compose-test.sh --prepare-only; its log is printed after step 2).
+#   2. Against one real broker (`scalefold local run`): the tests that share the machine
+#      well on SCALEFOLD_TEST_WORKERS (2) pytest-xdist workers, with the scheduler core's
+#      coverage; then the tests marked `exclusive`, one at a time.
+#   3. The docker-compose tests (deploy/docker/compose-test.sh) on what step 1 prepared.
+# Arguments go to both pytest runs of step 2 (the Makefile's PYTEST_ARGS).
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$ROOT"
+BIN="$ROOT/.venv/bin"
+WORKERS="${SCALEFOLD_TEST_WORKERS:-2}"
+PREPARE_LOG="$ROOT/.run/compose-prepare.log"
+COVERAGE=(--cov=services/scheduler/core --cov-report=term:skip-covered)
+# --durations: the slowest tests, for keeping CI (90 min) in view.
+REPORT=(--durations=25)
+
+say() { printf 'test: %s\n' "$*" >&2; }
+
+if [ "${1:-}" = --suite ]; then  # step 2, run by `scalefold local run` below
+    shift
+    "$BIN/pytest" -n "$WORKERS" --dist loadfile --exclusive skip "${COVERAGE[@]}" \
+        "${REPORT[@]}" --ignore=tests/docker "$@" || exit
+    say "the tests marked exclusive, one at a time"
+    "$BIN/pytest" --exclusive only --no-cov "${REPORT[@]}" --ignore=tests/docker "$@"
+    status=$?
+    # 5: none of them selected (PYTEST_ARGS chose others).
+    if [ "$status" = 5 ]; then exit 0; else exit "$status"; fi
+fi
+
+mkdir -p "$(dirname "$PREPARE_LOG")"
+say "preparing the docker-compose tests alongside (nice 19; log: $PREPARE_LOG)"
+setsid nice -n 19 deploy/docker/compose-test.sh --prepare-only >"$PREPARE_LOG" 2>&1 &
+prepare=$!
+# Whatever ends this script early also ends the preparation (its own cleanup then stops
+# the engine it started).
+trap 'kill -TERM -- -"$prepare" 2>/dev/null; wait "$prepare"' EXIT
+
+"$BIN/scalefold" local run -- "$0" --suite "$@"
+status=$?
+[ "$status" = 0 ] || exit "$status"
+
+say "waiting for the docker-compose tests' preparation"
+wait "$prepare"
+prepared=$?
+trap - EXIT
+cat "$PREPARE_LOG" >&2
+# A preparation that failed is tried again, and reported, by the run itself.
+[ "$prepared" = 0 ] || say "the preparation failed (exit $prepared); compose-test.sh tries again"
+exec deploy/docker/compose-test.sh
