@@ -6,7 +6,8 @@
 #      (deploy/docker/compose-test.sh --prepare-only; its log is printed after step 2).
 #   2. Against one real broker (`scalefold local run`): the tests that share the machine
 #      well on SCALEFOLD_TEST_WORKERS (2) pytest-xdist workers, with the scheduler core's
-#      coverage; then the tests marked `exclusive`, one at a time.
+#      coverage and as much more patience (tests/patience.py); then the tests marked
+#      `exclusive`, one at a time.
 #   3. The docker-compose tests (deploy/docker/compose-test.sh) on what step 1 prepared.
 # Arguments go to both pytest runs of step 2 (the Makefile's PYTEST_ARGS).
 set -uo pipefail
@@ -24,8 +25,11 @@ say() { printf 'test: %s\n' "$*" >&2; }
 
 if [ "${1:-}" = --suite ]; then  # step 2, run by `scalefold local run` below
     shift
-    "$BIN/pytest" -n "$WORKERS" --dist loadfile --exclusive skip "${COVERAGE[@]}" \
-        "${REPORT[@]}" --ignore=tests/docker "$@" || exit
+    # Each test gets about 1/WORKERS of the machine: its hang guards wait that many times
+    # as long (tests/patience.py), and so does pytest-timeout (600 s a test, pyproject).
+    SCALEFOLD_TEST_PATIENCE="$WORKERS" "$BIN/pytest" -n "$WORKERS" --dist loadfile \
+        --timeout $((600 * WORKERS)) --exclusive skip "${COVERAGE[@]}" "${REPORT[@]}" \
+        --ignore=tests/docker "$@" || exit
     say "the tests marked exclusive, one at a time"
     "$BIN/pytest" --exclusive only --no-cov "${REPORT[@]}" --ignore=tests/docker "$@"
     status=$?
@@ -37,9 +41,9 @@ mkdir -p "$(dirname "$PREPARE_LOG")"
 say "preparing the docker-compose tests alongside (nice 19; log: $PREPARE_LOG)"
 setsid nice -n 19 deploy/docker/compose-test.sh --prepare-only >"$PREPARE_LOG" 2>&1 &
 prepare=$!
-# Whatever ends this script early also ends the preparation (its own cleanup then stops
-# the engine it started).
-trap 'kill -TERM -- -"$prepare" 2>/dev/null; wait "$prepare"' EXIT
+# Whatever ends this script early also ends the preparation and stops the engine it
+# started (if it got that far).
+trap 'kill -TERM -- -"$prepare" 2>/dev/null; wait "$prepare"; deploy/docker/provision.sh engine-stop' EXIT
 
 "$BIN/scalefold" local run -- "$0" --suite "$@"
 status=$?

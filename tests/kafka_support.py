@@ -12,6 +12,7 @@ from confluent_kafka import Consumer, Message, Producer
 
 from services.contracts.kafka import ensure_topics, librdkafka_config, producer_config
 from services.contracts.settings import Settings
+from tests.patience import give_up_at
 
 
 def unique_settings(base: Settings) -> Settings:
@@ -107,7 +108,7 @@ def consume(
     )
     consumer.subscribe([topic])
     received: list[Received] = []
-    deadline = time.monotonic() + timeout
+    deadline = give_up_at(timeout)
     try:
         while not until(received) and time.monotonic() < deadline:
             message: Message | None = consumer.poll(0.5)

@@ -122,7 +122,14 @@ engine_start() {
 engine_renice() {
     local marker="$ENGINE_RUN/started-by-us"
     [ -f "$marker" ] && is_root || return 0
-    ps -o pid= --sid "$(cat "$marker")" | xargs -r renice -n "$(nice)" -p >/dev/null || true
+    local pids i=0
+    pids=("$(cat "$marker")")  # dockerd and its descendants (containerd, ...)
+    while [ $i -lt ${#pids[@]} ]; do
+        # shellcheck disable=SC2207
+        pids+=($(ps -o pid= --ppid "${pids[$i]}" || true))
+        i=$((i + 1))
+    done
+    renice -n "$(nice)" -p "${pids[@]}" >/dev/null || true
 }
 
 # Stops the engine only if engine-start started it.

@@ -19,6 +19,7 @@ from services.history.decode import RescaleSchemas
 from services.history.job import RunOptions, start_queries
 from services.history.views import Layout, build_views
 from tests.kafka_support import Received
+from tests.patience import give_up_at, patient
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -72,7 +73,7 @@ def read_topic(settings: Settings, topic: str, timeout: float = 30.0) -> list[Re
         ends = retry_transient(end_offsets, f"end offsets of {topic}", timeout)
         pending = {p for p, end in ends.items() if end > 0}
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in pending])
-        deadline = time.monotonic() + timeout
+        deadline = give_up_at(timeout)
         while pending and time.monotonic() < deadline:
             message = consumer.poll(0.5)
             if message is None or message.error():
@@ -89,7 +90,7 @@ def read_topic(settings: Settings, topic: str, timeout: float = 30.0) -> list[Re
 
 def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
     """Poll `condition` until it holds; fail with `what` at the deadline."""
-    deadline = time.monotonic() + timeout
+    deadline = give_up_at(timeout)
     while not condition():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
@@ -144,6 +145,7 @@ class HistoryProcess:
         self.process.wait(30)
 
     def wait(self, timeout: float) -> int:
+        timeout = patient(timeout)
         try:
             return self.process.wait(timeout)
         except subprocess.TimeoutExpired:

@@ -35,6 +35,7 @@ from services.scheduler.core.fold import Defaults
 from tests.history.support import HistoryProcess, read_topic
 from tests.integration.scheduler_support import ActuatorProcess, SchedulerProcess
 from tests.kafka_support import Received
+from tests.patience import give_up_at
 
 HISTORY_READY = "streaming query started"
 
@@ -108,7 +109,7 @@ class Stack:
 
     def wait_history(self, timeout: float = 240) -> None:
         assert self.history is not None
-        deadline = time.monotonic() + timeout
+        deadline = give_up_at(timeout)
         log = self.root / "history.log"
         while time.monotonic() < deadline:
             self.history.running()
@@ -230,7 +231,7 @@ def quiescent_snapshot(settings: Settings, timeout: float, alive: Callable[[], N
 
     Taken as: folded == end of every partition, the rescales read, and then the
     log and the folded offsets unchanged (nothing new happened while reading)."""
-    deadline = time.monotonic() + timeout
+    deadline = give_up_at(timeout)
     topics = settings.topics
     while time.monotonic() < deadline:
         alive()
@@ -278,7 +279,7 @@ def wait_history_holds(
     The topic is read again at every look: the loop does not stop when the scheduler has
     folded its log (the actuator still registers TaskManagers it was asked for, the
     history's planner still asks), so the scheduler's later revisions count too."""
-    deadline = time.monotonic() + timeout
+    deadline = give_up_at(timeout)
     while True:
         alive()
         wanted = {

@@ -21,6 +21,7 @@ from services.localstack.ports import free_port
 from services.scheduler.core.driver import replay
 from services.scheduler.core.effects import RescaleUpdated
 from tests.kafka_support import Received, consume
+from tests.patience import give_up_at
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -59,7 +60,7 @@ class ServiceProcess:
         return self
 
     def wait_ready(self, timeout: float = 90) -> None:
-        deadline = time.monotonic() + timeout
+        deadline = give_up_at(timeout)
         while time.monotonic() < deadline:
             assert self.process is not None and self.process.poll() is None, self.tail()
             try:

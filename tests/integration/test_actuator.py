@@ -29,6 +29,7 @@ from services.contracts.events import (
 from tests.history.support import read_topic
 from tests.integration.scheduler_support import ActuatorProcess, SchedulerProcess
 from tests.kafka_support import consume, produce, produce_located, set_topic_config
+from tests.patience import give_up_at
 
 GOLDEN = Path(__file__).parents[1] / "contract" / "golden"
 
@@ -87,7 +88,7 @@ def test_kill_minus_nine_between_consuming_and_applying_applies_each_command_onc
         kafka, tmp_path / "a", "--apply-delay", "30", "--provisioning-delay", "0.2"
     ).start()
     first.wait_ready()
-    deadline = time.monotonic() + 30
+    deadline = give_up_at(30)
     while (
         first.metrics().get("scalefold_actuator_commands_total", 0) < 1
         and time.monotonic() < deadline
@@ -159,7 +160,7 @@ def _event(codec: Codec, event: Any, key: str | None = None) -> tuple[bytes, byt
 
 
 def _wait(condition: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
+    deadline = give_up_at(timeout)
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.2)

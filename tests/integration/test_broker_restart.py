@@ -36,6 +36,7 @@ from tests.integration.robustness_support import (
     wait_history_holds,
 )
 from tests.kafka_support import consume
+from tests.patience import give_up_at
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -131,7 +132,7 @@ def test_the_broker_goes_away_for_30_s_and_everything_resumes(tmp_path: Path, co
 
             commands, outcomes = command_ledger(codec, settings)
             assert {f"before-{j}" for j in jobs} | {f"after-{j}" for j in jobs} <= set(commands)
-            deadline = time.monotonic() + 120
+            deadline = give_up_at(120)
             while set(outcomes) != set(commands) and time.monotonic() < deadline:
                 alive()
                 time.sleep(1)

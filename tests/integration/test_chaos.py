@@ -68,6 +68,7 @@ from tests.integration.robustness_support import (
     wait_history_holds,
 )
 from tests.kafka_support import Received
+from tests.patience import give_up_at
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -582,7 +583,7 @@ def _check(
 
     # Commands: one outcome each; provisioned TaskManagers registered once.
     commands, outcomes = command_ledger(codec, settings)
-    deadline = time.monotonic() + 120
+    deadline = give_up_at(120)
     while set(outcomes) != set(commands) and time.monotonic() < deadline:
         alive()
         time.sleep(1)
@@ -636,7 +637,7 @@ def _dead_letters(
     codec: Codec, settings: Settings, expected: dict[tuple[str, int, int], str], alive: Any
 ) -> dict[tuple[str, int, int], str]:
     """The dead letters by source, repeats dropped; polled until they match or time out."""
-    deadline = time.monotonic() + 180
+    deadline = give_up_at(180)
     while True:
         found: dict[tuple[str, int, int], str] = {}
         for message in read_topic(settings, settings.topics.dead_letters):

@@ -25,6 +25,7 @@ from tests.integration.scheduler_support import (
     latest_by_uuid,
     replayed_records,
 )
+from tests.patience import give_up_at
 
 SCALEFOLD = [sys.executable, "-m", "services.cli"]
 HANG_GUARD = 120  # a subprocess that has not ended by then hangs: the test fails, it is no timing
@@ -123,7 +124,7 @@ def test_ctrl_c_stops_the_history_service_cleanly(kafka: Settings, tmp_path: Pat
             stderr=subprocess.STDOUT,
             cwd=ROOT,
         )
-    deadline = time.monotonic() + 240
+    deadline = give_up_at(240)
     while "streaming query started" not in log.read_text(errors="replace"):
         assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
         time.sleep(0.5)

@@ -29,6 +29,7 @@ from tests.integration.scheduler_support import (
     consume_records,
 )
 from tests.kafka_support import consume, produce
+from tests.patience import give_up_at
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -124,7 +125,7 @@ def test_below_desired_is_provisioned_and_rescaled_up(
         outcome = codec.decode(outcomes[0].value).record
         assert (outcome["commandId"], outcome["status"]) == (command["commandId"], "APPLIED")
 
-        deadline = time.monotonic() + 120
+        deadline = give_up_at(120)
         rows: list[dict[str, str]] = []
         while time.monotonic() < deadline:
             rows = history_sql(

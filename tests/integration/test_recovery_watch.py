@@ -26,6 +26,7 @@ from services.localstack.broker import LocalBroker
 from services.scheduler.adapters.app import EXIT_RECOVERY_STALLED
 from tests.integration.robustness_support import fresh_settings, own_broker
 from tests.integration.scheduler_support import SchedulerProcess
+from tests.patience import give_up_at
 
 pytestmark = pytest.mark.integration
 
@@ -81,7 +82,7 @@ def worker_with_a_changelog(
 
 
 def wait_for_line(worker: SchedulerProcess, text: str, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
+    deadline = give_up_at(timeout)
     while text not in worker.log.read_text(errors="replace"):
         assert worker.process is not None and worker.process.poll() is None, worker.tail()
         assert time.monotonic() < deadline, f"no {text!r} in the log:\n{worker.tail()}"

@@ -29,6 +29,7 @@ from tests.integration.scheduler_support import (
     replayed_records,
 )
 from tests.kafka_support import consume, produce, produce_located, set_topic_config
+from tests.patience import give_up_at
 
 pytestmark = pytest.mark.integration
 
@@ -178,7 +179,7 @@ def test_kill_minus_nine_loses_and_invents_nothing(
     # 20 jobs and 5 decoded states kept: most events read their job's state from the table
     options = ("--batch-size", "20", "--store", store, "--state-cache", "5")
     worker = scheduler(*options)
-    deadline = time.monotonic() + 60
+    deadline = give_up_at(60)
     while (
         worker.metrics().get("scalefold_scheduler_events_in_total", 0) < 1_000
         and time.monotonic() < deadline
@@ -288,7 +289,7 @@ def test_what_is_produced_while_no_worker_runs_is_all_folded_after_a_restart(
             encode_events(codec, (e for e in events if e.job_id in jobs)),
         )
         worker = scheduler("--store", store)
-        deadline = time.monotonic() + 60  # this part folded (or, lost, never: then on)
+        deadline = give_up_at(60)  # this part folded (or, lost, never: then on)
         while time.monotonic() < deadline and worker.metrics().get(
             "scalefold_scheduler_events_in_total", 0
         ) < 40 * len(jobs):
@@ -339,7 +340,7 @@ def test_two_workers_split_the_partitions(kafka: Settings, codec: Codec, schedul
     produce(kafka, kafka.topics.job_events, encode_events(codec, events))
     received = consume_records(codec, kafka, lambda got: latest_by_uuid(got) == expected)
     assert latest_by_uuid(received) == expected
-    deadline = time.monotonic() + 30
+    deadline = give_up_at(30)
     while time.monotonic() < deadline:
         counts = [
             w.metrics().get("scalefold_scheduler_events_in_total", 0) for w in (first, second)
@@ -406,7 +407,7 @@ def test_no_message_stops_the_scheduler(kafka: Settings, codec: Codec, scheduler
     set_topic_config(kafka, kafka.topics.dead_letters, max_message_bytes="64")
     more = [TaskManagerRegistered(events[0].job_id, 10**9, "late", 1, None)]
     produce(kafka, kafka.topics.job_events, [(job, None), *encode_events(codec, more)])
-    deadline = time.monotonic() + 60
+    deadline = give_up_at(60)
     while worker.metrics().get("scalefold_scheduler_dead_letters_failed_total", 0) < 1:
         assert time.monotonic() < deadline, worker.tail()
         time.sleep(0.2)

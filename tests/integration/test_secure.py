@@ -37,6 +37,7 @@ from services.localstack.broker import LocalBroker
 from services.localstack.tls import make_ca
 from tests.integration.scheduler_support import ROOT
 from tests.kafka_support import consume
+from tests.patience import give_up_at
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -225,7 +226,7 @@ def test_closed_loop_on_sasl_ssl_with_acls_and_no_password_in_any_file(
         outcome = codec.decode(outcomes[0].value).record
         assert (outcome["commandId"], outcome["status"]) == (command["commandId"], "APPLIED")
 
-        deadline = time.monotonic() + 180
+        deadline = give_up_at(180)
         history = completed_rescales(tmp_path / "history")
         while len(history) < 2 and time.monotonic() < deadline:
             time.sleep(1)

@@ -1,0 +1,24 @@
+"""How long a test waits for a service before it calls the wait hung.
+
+Every deadline of the tests is a hang guard, not a timing assertion (speed is measured in
+`bench/`): it is long enough for a machine of the test's own. `make test` runs most tests
+two at a time (deploy/test.sh), where each gets about half the machine, so it sets
+SCALEFOLD_TEST_PATIENCE=2 and every guard waits that many times as long.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+PATIENCE = float(os.environ.get("SCALEFOLD_TEST_PATIENCE") or 1)
+
+
+def patient(seconds: float) -> float:
+    """`seconds` of waiting on a machine of one's own, here."""
+    return seconds * PATIENCE
+
+
+def give_up_at(seconds: float) -> float:
+    """The monotonic time by which a wait of `seconds` (on a machine of its own) has hung."""
+    return time.monotonic() + patient(seconds)
