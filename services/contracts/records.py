@@ -28,6 +28,8 @@ SCHEDULER_DECISIONS = "scalefold.decisions.SchedulerDecisions"
 SCALING_COMMAND = "scalefold.commands.ScalingCommand"
 COMMAND_OUTCOME = "scalefold.commands.CommandOutcome"
 DEAD_LETTER = "scalefold.deadletter.DeadLetter"
+FLINK_RESCALE = "scalefold.flink.FlinkRescale"
+"""A rescale a real Flink recorded, forwarded by the Flink bridge (services/bridge)."""
 
 
 def short_name(full_name: str) -> str:

@@ -88,6 +88,14 @@ DEAD_LETTERS = TopicSpec(
     doc="Inputs a service could not use, with the reason; kept 30 days.",
 )
 
+FLINK_RESCALES = TopicSpec(
+    "flink-rescales",
+    partitions=6,
+    key="<cluster>.<Flink job id> (flink_job_key)",
+    values=frozenset({records.FLINK_RESCALE}),
+    doc="Rescales that real Flink clusters recorded (FLIP-495), each revision once, from the bridge.",
+)
+
 ALL: tuple[TopicSpec, ...] = (
     JOB_EVENTS,
     RESCALES,
@@ -95,6 +103,7 @@ ALL: tuple[TopicSpec, ...] = (
     COMMANDS,
     COMMAND_OUTCOMES,
     DEAD_LETTERS,
+    FLINK_RESCALES,
 )
 
 
@@ -116,7 +125,7 @@ ACCESS: dict[str, Access] = {
         reads=(JOB_EVENTS,), writes=(JOB_EVENTS, RESCALES, DECISIONS, DEAD_LETTERS)
     ),
     # The history service reads the commands topic as its ledger of commands sent.
-    "history": Access(reads=(RESCALES, COMMANDS), writes=(COMMANDS, DEAD_LETTERS)),
+    "history": Access(reads=(RESCALES, COMMANDS, FLINK_RESCALES), writes=(COMMANDS, DEAD_LETTERS)),
     # The actuator rebuilds its cluster from job-events and decisions, and reports on it.
     "actuator": Access(
         reads=(JOB_EVENTS, DECISIONS, COMMANDS, COMMAND_OUTCOMES),
@@ -163,6 +172,10 @@ class Topics:
     def dead_letters(self) -> str:
         return self.name(DEAD_LETTERS)
 
+    @property
+    def flink_rescales(self) -> str:
+        return self.name(FLINK_RESCALES)
+
     def all(self) -> dict[str, TopicSpec]:
         """Every topic scalefold uses, by full name."""
         return {self.name(spec): spec for spec in ALL}
@@ -178,3 +191,9 @@ class Topics:
     def spec_of(self, topic: str) -> TopicSpec | None:
         """The spec of a full topic name, or None if it is not one of ours."""
         return self.all().get(topic)
+
+
+def flink_job_key(cluster: str, flink_job_id: str) -> str:
+    """The key of a real Flink job on scalefold's topics, and the job id under which the
+    scheduler predicts it: `<cluster>.<Flink job id>` (a cluster's name holds no dot)."""
+    return f"{cluster}.{flink_job_id}"

@@ -33,6 +33,7 @@ def test_every_record_scalefold_uses_has_a_schema(registry: SchemaRegistry) -> N
         r.SCALING_COMMAND,
         r.COMMAND_OUTCOME,
         r.DEAD_LETTER,
+        r.FLINK_RESCALE,
     }
     assert used <= set(registry.names())
 
