@@ -94,12 +94,23 @@ def _split_compare(argv: list[str]) -> tuple[list[str], list[str] | None]:
     return argv[:cut], argv[cut:]
 
 
+def _chosen(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.ArgumentParser:
+    """The innermost (sub)command parser that `argv` names (`cluster add-taskmanagers`)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for number, token in enumerate(argv):
+                if token in action.choices:
+                    return _chosen(action.choices[token], argv[number + 1 :])
+    return parser
+
+
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     """The command line as `main` reads it (argparse exits on an error, as usual)."""
     head, compare = _split_compare(list(argv))
     args, extra = build_parser().parse_known_args(head)
     if extra and not getattr(args, "takes_extra", False):
-        build_parser().error(f"unrecognized arguments: {' '.join(extra)}")
+        # the subcommand's usage, not the top level's: the mistake is in its arguments
+        _chosen(build_parser(), head).error(f"unrecognized arguments: {' '.join(extra)}")
     args.extra = extra
     if compare is not None:
         args.compare = compare
