@@ -30,6 +30,11 @@ Rules (thresholds are `PlannerConfig` fields, `scalefold history run` flags):
   means a raise needs new flapping evidence: the failovers that follow a raise
   (no cooldown prevents those) do not raise it again at once.
 
+No command is ever planned for a job that runs on a real Flink cluster and is
+only observed (the Flink bridge submits it with `scalefold.observed-cluster`,
+which the rescale records' `schedulerSettings` then hold): scalefold predicts
+such a job in shadow mode and decides nothing for it.
+
 A command's id hashes the job, the action and the evidence, so the same
 evidence always yields the same id: a provisioning decided while a rescale
 waited is not repeated when that rescale then completes below desired.
@@ -53,6 +58,8 @@ COMPLETED = "COMPLETED"
 DEFAULT_COOLDOWN_MS = 30_000
 """Flink's default `executing.cooldown-after-rescaling`, when the settings do not say."""
 MIN_RAISED_COOLDOWN_MS = 60_000
+OBSERVED_CLUSTER = "scalefold.observed-cluster"
+"""The job configuration key of a job observed on a real Flink (jobconfig.OBSERVED_CLUSTER)."""
 
 Command = dict[str, Any]
 
@@ -87,6 +94,7 @@ class Rescale:
     current_state: str | None
     current_state_enter_ms: int | None
     current_state_open: bool
+    scheduler_settings: Mapping[str, str] | None = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Rescale:
@@ -97,6 +105,11 @@ class Rescale:
     @property
     def in_progress(self) -> bool:
         return self.terminal_state is None
+
+    @property
+    def observed(self) -> bool:
+        """Whether the job runs on a real Flink, predicted in shadow mode only."""
+        return OBSERVED_CLUSTER in (self.scheduler_settings or {})
 
 
 def command_id(job_id: str, action: str, evidence: Iterable[str]) -> str:
@@ -134,7 +147,9 @@ def plan(
 
 
 def plan_job(rescales: list[Rescale], now_ms: int, config: PlannerConfig) -> list[Command]:
-    """The commands for one job's rescales."""
+    """The commands for one job's rescales; none for a job observed on a real Flink."""
+    if any(r.observed for r in rescales):
+        return []
     job = JobView.of(rescales)
     candidates = [
         provision_waiting(job, now_ms, config),

@@ -268,3 +268,28 @@ def test_rows_from_the_view_are_accepted_as_mappings() -> None:
 @pytest.mark.parametrize("state", ["FAILED", "IGNORED"])
 def test_only_completed_rescales_lead_to_provisioning_below_desired(state: str) -> None:
     assert actions([completed(post=4, desired=8, available=4, terminal_state=state)]) == []
+
+
+def test_a_job_observed_on_a_real_flink_is_never_commanded() -> None:
+    """The bridge's jobs (`scalefold.observed-cluster` in their settings) are predicted in
+    shadow mode only: the same rescales that provision, release and raise the cooldown
+    for a job of scalefold's own plan nothing for them."""
+    observed = {"scalefold.observed-cluster": "local", "jobmanager.scheduler": "adaptive"}
+    flapping = [
+        completed(ended_ms_ago=(10 - i) * 60 * SECOND, post=2 + i % 2, uuid=f"r-{i}")
+        for i in range(6)
+    ]
+    cases = [[waiting()], [completed(post=2, desired=4, available=2)], [completed(available=9)]]
+    for rows in [*cases, flapping]:
+        assert plan(rows, NOW, CONFIG), "the rule must fire for a job of scalefold's own"
+        marked = [replace(r, scheduler_settings=observed) for r in rows]
+        assert plan(marked, NOW, CONFIG) == []
+    other = {"jobmanager.scheduler": "adaptive"}
+    assert plan([replace(waiting(), scheduler_settings=other)], NOW, CONFIG)
+
+
+def test_the_observed_mark_is_read_from_the_views_rows() -> None:
+    row = {**waiting().__dict__, "scheduler_settings": {"scalefold.observed-cluster": "c1"}}
+    assert Rescale.from_row(row).observed
+    assert plan([row], NOW, CONFIG) == []
+    assert not Rescale.from_row({**row, "scheduler_settings": None}).observed
