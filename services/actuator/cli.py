@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from services.contracts.access import EXIT_UNREACHABLE
 from services.localstack.layout import RUN_ROOT
 
 if TYPE_CHECKING:
@@ -92,40 +93,88 @@ def _port(args: argparse.Namespace) -> int:
         return 6067
 
 
+def _snapshot(args: argparse.Namespace) -> dict[str, Any]:
+    """The cluster's state from the actuator's /state; `ActuatorDownError` if none answers."""
+    import urllib.request
+
+    try:
+        url = f"http://{args.host}:{_port(args)}/state"
+        with urllib.request.urlopen(url, timeout=JOB_GRACE_S) as response:
+            snapshot: dict[str, Any] = json.load(response)
+            return snapshot
+    except OSError as error:
+        raise ActuatorDownError(no_actuator(args.host, _port(args), not args.port, error)) from None
+
+
+def no_actuator(host: str, port: int, local: bool, error: object) -> str:
+    """The one line for an actuator that does not answer: the stack is not running."""
+    where = f"no actuator answers on {host}:{port} ({error})"
+    if local:
+        return f"the local stack is not running: {where}; `make up` starts it"
+    return (
+        f"the stack is not running: {where}; `make up` starts the local stack, "
+        "--port names another actuator"
+    )
+
+
+class ActuatorDownError(RuntimeError):
+    """No actuator answers on the control port; the message is the one line to print."""
+
+
+JOB_GRACE_S = 2.0
+"""How long a job just submitted may take to reach the actuator (it learns of a job
+from the scheduler's decisions) before `cluster ... --job` calls it unknown."""
+
+
+def _known(args: argparse.Namespace) -> bool:
+    """Whether the cluster knows `args.job`, as `cluster state --job` checks it."""
+    import time
+
+    deadline = time.monotonic() + JOB_GRACE_S
+    while args.job not in _snapshot(args):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+def _unknown_job(job: str) -> str:
+    return (
+        f"scalefold cluster: no job {job} on the cluster (the scheduler has not accepted it); "
+        "`scalefold cluster state` lists the jobs"
+    )
+
+
 def _cluster(args: argparse.Namespace, context: Context) -> int:
     from services.actuator.control import post
 
     query = {k: getattr(args, k, None) for k in ("job", "count", "slots", "tm")}
     try:
+        if not _known(args):
+            print(_unknown_job(args.job), file=sys.stderr)
+            return 1
         print(json.dumps(post(_port(args), args.path, host=args.host, **query)))
+    except ActuatorDownError as down:
+        print(f"scalefold cluster: {down}", file=sys.stderr)
+        return EXIT_UNREACHABLE
     except OSError as error:
-        print(
-            f"scalefold cluster: no actuator answers on port {_port(args)}: {error}",
-            file=sys.stderr,
-        )
-        return 1
+        line = no_actuator(args.host, _port(args), not args.port, error)
+        print(f"scalefold cluster: {line}", file=sys.stderr)
+        return EXIT_UNREACHABLE
     return 0
 
 
 def _state(args: argparse.Namespace, context: Context) -> int:
-    import urllib.request
-
     try:
-        with urllib.request.urlopen(
-            f"http://{args.host}:{_port(args)}/state", timeout=5
-        ) as response:
-            snapshot = json.load(response)
-    except OSError as error:
-        print(
-            f"scalefold cluster: no actuator answers on port {_port(args)}: {error}",
-            file=sys.stderr,
-        )
-        return 1
+        snapshot = _snapshot(args)
+    except ActuatorDownError as down:
+        print(f"scalefold cluster: {down}", file=sys.stderr)
+        return EXIT_UNREACHABLE
     if args.json:
         print(json.dumps(snapshot, indent=2))
     elif args.job:
         if args.job not in snapshot:
-            print(f"scalefold cluster: no job {args.job} on the cluster", file=sys.stderr)
+            print(_unknown_job(args.job), file=sys.stderr)
             return 1
         print(json.dumps({args.job: snapshot[args.job]}, indent=2))
     else:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from services.clicontext import Context
+
+VERDICT_WAIT_S = 5.0
+"""`produce --wait`'s default: the scheduler answers within a second when it runs."""
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -73,6 +76,18 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "the events keep their log's spacing in time",
     )
     produce.add_argument("--dry-run", action="store_true", help="print the records, send nothing")
+    produce.add_argument(
+        "--wait",
+        type=float,
+        default=VERDICT_WAIT_S,
+        metavar="SECONDS",
+        help="after the last event, wait at most this long for the scheduler's verdict on "
+        "each (folded, or dead-lettered: printed with its reason and line; exit 1) "
+        f"(default {VERDICT_WAIT_S:g})",
+    )
+    produce.add_argument(
+        "--no-wait", action="store_true", help="send and exit, without waiting for verdicts"
+    )
     produce.set_defaults(handler=_produce, takes_extra=True)
 
     tail = commands.add_parser(
@@ -98,6 +113,7 @@ def _topics(args: argparse.Namespace, context: Context) -> int:
 
     topics = context.settings.topics.all()
     if args.create:
+        _require_broker(args, context)
         created = ensure_topics(context.settings, topics, connect_timeout=CLI_CONNECT_TIMEOUT)
         print(f"created {len(created)} topics", file=sys.stderr)
     for name, spec in topics.items():
@@ -111,39 +127,24 @@ def _demo(args: argparse.Namespace, context: Context) -> int:
     return run_demo(context, verbose=args.verbose)
 
 
-def _wait_until(producer: Any, moment: float) -> None:
-    """Serve the producer's callbacks until the monotonic clock reaches `moment`."""
-    import time
-
-    while (left := moment - time.monotonic()) > 0:
-        producer.poll(min(left, 0.2))
-
-
 def _produce(args: argparse.Namespace, context: Context) -> int:
-    import time
     from pathlib import Path
 
-    from confluent_kafka import Producer
-
     from services.contracts import Codec, SchemaRegistry
-    from services.contracts.access import raise_refusal
     from services.contracts.eventlog import LogError, read_log
     from services.contracts.events import to_record
-    from services.contracts.kafka import CLI_CONNECT_TIMEOUT, connect, flush, producer_config
-    from services.tools.produce import (
-        ProduceError,
-        event_type,
-        now_ms,
-        paced,
-        record_from_args,
-    )
+    from services.contracts.kafka import CLI_CONNECT_TIMEOUT, connect
+    from services.tools.produce import ProduceError, event_type, now_ms, paced, record_from_args
+    from services.tools.producing import send
+    from services.tools.verdicts import event_lines
 
     codec = Codec(SchemaRegistry.load(context.settings.schemas_dir))
     waits: list[float] = []
     try:
         if args.from_file:
-            events = read_log(Path(args.from_file), codec)
-            records = [to_record(e) for e in events]
+            path = Path(args.from_file)
+            records = [to_record(e) for e in read_log(path, codec)]
+            origins = [f"{args.from_file}:{n}" for n in event_lines(path.read_text("utf-8"))]
             if args.now:
                 times = paced([rec["timestamp"] for _, rec in records], now_ms(), args.speed)
                 records = [
@@ -154,9 +155,12 @@ def _produce(args: argparse.Namespace, context: Context) -> int:
         elif args.event_type:
             name = event_type(args.event_type)
             records = [(name, record_from_args(codec, name, args.extra, now_ms()))]
+            origins = ["the command line"]
         else:
             print("scalefold produce: give an event type or --from FILE", file=sys.stderr)
             return 2
+        if args.wait < 0:
+            raise ProduceError(f"--wait must be 0 or more, not {args.wait:g}")
     except (ProduceError, LogError, OSError) as error:
         print(f"scalefold produce: {error}", file=sys.stderr)
         return 2
@@ -164,34 +168,18 @@ def _produce(args: argparse.Namespace, context: Context) -> int:
         for name, record in records:
             print(codec.to_avro_json(name, record))
         return 0
+    _require_broker(args, context)
     connect(context.settings, CLI_CONNECT_TIMEOUT)
-    producer = Producer(producer_config(context.settings))
-    topic = context.settings.topics.job_events
-    failed: list[Any] = []
+    wait = None if args.no_wait else args.wait
+    return send(context.settings, codec, records, origins=origins, waits=waits, wait_s=wait)
 
-    def delivered(error: Any, message: Any) -> None:
-        if error is not None:
-            failed.append(error)
-            raise_refusal(error, context.settings, f"write to {topic}")
 
-    started = time.monotonic()
-    for number, (name, record) in enumerate(records):
-        if waits:  # paced: send when the event's time comes
-            _wait_until(producer, started + waits[number])
-        producer.produce(
-            topic,
-            key=record["jobId"].encode(),
-            value=codec.encode(name, record),
-            on_delivery=delivered,
-        )
-        producer.poll(0)
-        if waits:
-            flush(producer, 30)
-    left = flush(producer, 30)
-    print(f"produced {len(records) - left - len(failed)} event(s) to {topic}", file=sys.stderr)
-    if failed:
-        print(f"scalefold produce: {len(failed)} not delivered: {failed[0].str()}", file=sys.stderr)
-    return 0 if left == 0 and not failed else 1
+def _require_broker(args: argparse.Namespace, context: Context) -> None:
+    """One line at once, with what to run, when no broker listens (stackcheck.py)."""
+    from services.tools.stackcheck import require_broker, uses_local_stack
+
+    servers = context.settings.bootstrap_servers
+    require_broker(servers, uses_local_stack(context.env, args.bootstrap_servers))
 
 
 def _tail(args: argparse.Namespace, context: Context) -> int:
@@ -203,7 +191,7 @@ def _tail(args: argparse.Namespace, context: Context) -> int:
     from services.contracts import Codec, SchemaRegistry
     from services.contracts.access import raise_refusal
     from services.contracts.kafka import CLI_CONNECT_TIMEOUT, connect, librdkafka_config
-    from services.tools.tail import render
+    from services.tools.tail import STILL_S, render, still_line, waiting_line
 
     topics = context.settings.topics
     name = args.topic if args.topic in topics.all() else topics.prefix + args.topic
@@ -213,6 +201,7 @@ def _tail(args: argparse.Namespace, context: Context) -> int:
         return 2
     codec = Codec(SchemaRegistry.load(context.settings.schemas_dir))
     offset_reset = "earliest" if args.from_beginning else "latest"
+    _require_broker(args, context)
     connect(context.settings, CLI_CONNECT_TIMEOUT)
     consumer = Consumer(
         librdkafka_config(
@@ -225,12 +214,17 @@ def _tail(args: argparse.Namespace, context: Context) -> int:
         )
     )
     consumer.subscribe([name])
+    print(waiting_line(name, args.max, args.job, args.from_beginning, args.idle), file=sys.stderr)
     seen, last = 0, time.monotonic()
+    started = said = shown = last
     try:
         while args.max is None or seen < args.max:
             if args.idle is not None and time.monotonic() - last > args.idle:
                 break
             message = consumer.poll(0.5)
+            if args.max is not None and time.monotonic() - max(shown, said) > STILL_S:
+                said = time.monotonic()
+                print(still_line(seen, args.max, said - started), file=sys.stderr, flush=True)
             if message is None:
                 continue
             if message.error():
@@ -244,6 +238,7 @@ def _tail(args: argparse.Namespace, context: Context) -> int:
                 flush=True,
             )
             seen += 1
+            shown = time.monotonic()
     finally:
         consumer.close()
     return 0

@@ -62,3 +62,27 @@ def _text(schema: str, record: dict[str, Any]) -> str:
 
 def _bytes(value: Any) -> Any:
     return value.hex() if isinstance(value, bytes) else str(value)
+
+
+STILL_S = 15.0
+"""`tail --max N` says it is still waiting after this long without a record."""
+
+
+def waiting_line(
+    topic: str, most: int | None, job: str | None, from_beginning: bool, idle: float | None
+) -> str:
+    """What `tail` waits for, and for how long at most (stderr, before the first poll)."""
+    what = f"{most} record(s)" if most is not None else "records"
+    of_job = f" of job {job}" if job else ""
+    start = "from the beginning" if from_beginning else "new ones only"
+    if idle is not None:
+        bound = f"until {idle:g} s pass without one"
+    elif most is not None:
+        bound = "with no time limit (--idle SECONDS stops after a quiet spell; Ctrl-C stops)"
+    else:
+        bound = "until Ctrl-C"
+    return f"tail: waiting for {what}{of_job} on {topic} ({start}), {bound}"
+
+
+def still_line(seen: int, most: int, waited: float) -> str:
+    return f"tail: {seen} of {most} record(s) so far; still waiting ({waited:.0f} s)"
