@@ -1,0 +1,45 @@
+"""`scalefold history serve`: the flags' defaults and the handler; the server loads on use."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8082
+"""Beside Flink's REST port (8081), so a Flink client needs only the port changed."""
+
+
+def serve(args: argparse.Namespace, _context: object) -> int:
+    """Answer until Ctrl-C or SIGTERM."""
+    from services.history.restapi.server import make_server, stderr_log, url_of
+
+    tables = args.data_dir / "tables"
+    log = stderr_log if getattr(args, "verbose", False) else None
+    try:
+        server = make_server(tables, args.host, args.port, log)
+    except OSError as error:
+        print(
+            f"scalefold history serve: cannot listen on {args.host}:{args.port}: {error.strerror}",
+            file=sys.stderr,
+        )
+        return 1
+
+    def stop(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    url = url_of(server)
+    if args.port_file is not None:
+        temporary = args.port_file.with_suffix(".tmp")
+        temporary.write_text(f"{server.server_address[1]}\n")
+        temporary.replace(args.port_file)  # a reader never sees half a port
+    stderr_log(f"FLIP-487's rescale API at {url}/jobs, the web page at {url}/web/ ({tables})")
+    try:
+        server.serve_forever(poll_interval=0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0

@@ -1,0 +1,298 @@
+"""The history's committed Delta tables in memory, read with delta-rs and pyarrow (no JVM).
+
+A table is re-read only when its Delta version changes (`sinklog.latest_version`, a
+few file-existence checks), and then only its data files not read before: Delta data
+files never change once committed (a compaction or MERGE writes new ones and the log
+removes the old), so a new version costs the files it added. Tables with deletion
+vectors (not written by the history service) are read whole by delta-rs instead.
+
+`Source` is one kind of history (scalefold's predictions, or Flink's own records once
+the bridge writes them): the latest-revision table, indexed by job, and the child
+tables (vertices, slots, spans), looked up by the message the latest revision came
+from. Every method answers from an immutable snapshot of one version, so the HTTP
+server's threads never see a half-updated index.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from services.history.sinklog import latest_version
+
+Row = dict[str, Any]
+MESSAGE = ("rescale_uuid", "kafka_partition", "kafka_offset")
+"""The Kafka message a row came from: links a latest revision to its children."""
+
+
+class TableReader:
+    """One Delta table's committed rows (the given columns) as a pyarrow Table."""
+
+    def __init__(self, path: Path, columns: Sequence[str]) -> None:
+        self.path, self.columns = path, list(columns)
+        self._lock = threading.Lock()
+        self._version = -1
+        self._files: dict[str, pa.Table] = {}
+        self._table = self._empty()
+
+    def _empty(self) -> pa.Table:
+        return pa.table({name: pa.array([], pa.null()) for name in self.columns})
+
+    def read(self) -> tuple[int, pa.Table]:
+        """The newest committed version and its rows; (-1, empty) before the first commit."""
+        with self._lock:
+            version = latest_version(self.path, self._version)
+            if version != self._version:
+                self._load(version)
+            return self._version, self._table
+
+    def _load(self, version: int) -> None:
+        from deltalake import DeltaTable
+
+        table = DeltaTable(str(self.path), version=version)
+        if "deletionVectors" in (table.protocol().reader_features or []):
+            self._files = {}
+            self._table = table.to_pyarrow_table(columns=self.columns)
+        else:
+            present = set(table.schema().to_arrow().names)
+            wanted = [c for c in self.columns if c in present]
+            files = {}
+            for uri in table.file_uris():
+                files[uri] = self._files.get(uri) or self._read_file(uri, wanted)
+            self._files = files
+            self._table = _concat(list(files.values()), self._empty())
+        self._version = version
+
+    def _read_file(self, uri: str, columns: list[str]) -> pa.Table:
+        path = unquote(urlparse(uri).path) if "://" in uri else uri
+        data = pq.read_table(path, columns=columns)
+        for name in self.columns:  # a column added to the table after this file was written
+            if name not in data.column_names:
+                data = data.append_column(name, pa.nulls(data.num_rows))
+        return data.select(self.columns)
+
+
+def _concat(tables: list[pa.Table], empty: pa.Table) -> pa.Table:
+    if not tables:
+        return empty
+    return pa.concat_tables(tables, promote_options="permissive")
+
+
+@dataclass(frozen=True)
+class TableNames:
+    """The Delta tables of one source, under the history's tables directory."""
+
+    latest: str
+    vertices: str
+    slots: str
+    states: str
+
+
+SCALEFOLD_TABLES = TableNames(
+    "rescales_latest", "rescale_vertices", "rescale_slots", "rescale_states"
+)
+
+LATEST_COLUMNS = (
+    "job_id",
+    *MESSAGE,
+    "resource_requirements_uuid",
+    "rescale_attempt_id",
+    "trigger_cause",
+    "terminal_state",
+    "terminated_reason",
+    "start_timestamp_ms",
+    "end_timestamp_ms",
+    "duration_ms",
+    "updated_at_ms",
+    "scheduler_settings",
+    "available_slots",
+    "reactive_mode",
+    "cooldown_ms",
+    "total_desired_slots",
+    "total_minimal_required_slots",
+    "total_pre_rescale_slots",
+    "total_post_rescale_slots",
+    "current_state",
+    "current_state_enter_ms",
+    "current_state_open",
+    "status_message",
+)
+VERTEX_COLUMNS = (
+    *MESSAGE,
+    "vertex_index",
+    "job_vertex_id",
+    "job_vertex_name",
+    "slot_sharing_group_id",
+    "slot_sharing_group_name",
+    "desired_parallelism",
+    "sufficient_parallelism",
+    "pre_rescale_parallelism",
+    "post_rescale_parallelism",
+)
+_PROFILE = (
+    "cpu_cores",
+    *(
+        f"{m}_mb"
+        for m in ("task_heap_memory", "task_off_heap_memory", "managed_memory", "network_memory")
+    ),
+)
+SLOT_COLUMNS = (
+    *MESSAGE,
+    "slot_index",
+    "slot_sharing_group_id",
+    "slot_sharing_group_name",
+    "desired_slots",
+    "minimal_required_slots",
+    "pre_rescale_slots",
+    "post_rescale_slots",
+    *(f"request_{p}" for p in _PROFILE),
+    *(f"acquired_{p}" for p in _PROFILE),
+)
+STATE_COLUMNS = (
+    *MESSAGE,
+    "span_index",
+    "state",
+    "enter_timestamp_ms",
+    "leave_timestamp_ms",
+    "duration_ms",
+    "stringified_exception",
+)
+
+
+@dataclass(frozen=True)
+class Jobs:
+    """The latest-revision table of one version, sorted and sliced by job."""
+
+    table: pa.Table
+    slices: Mapping[str, tuple[int, int]]
+    _rows: dict[str, list[Row]] = field(default_factory=dict, compare=False)
+
+    @classmethod
+    def of(cls, table: pa.Table) -> Jobs:
+        if table.num_rows == 0:
+            return cls(table, {})
+        ordered = table.sort_by([("job_id", "ascending"), ("start_timestamp_ms", "descending")])
+        counted = pc.value_counts(ordered.column("job_id")).to_pylist()
+        slices, at = {}, 0
+        for entry in counted:  # in order of first appearance: the sorted order
+            slices[entry["values"]] = (at, entry["counts"])
+            at += entry["counts"]
+        return cls(ordered, slices)
+
+    def rows(self, job_id: str) -> list[Row] | None:
+        """The job's rescales (latest revisions, newest start first); None: unknown job."""
+        if job_id not in self.slices:
+            return None
+        if job_id not in self._rows:  # a benign race: two threads compute the same list
+            start, length = self.slices[job_id]
+            self._rows[job_id] = self.table.slice(start, length).to_pylist()
+        return self._rows[job_id]
+
+    @cached_property
+    def by_uuid(self) -> dict[str, tuple[str, int]]:
+        """rescale_uuid -> (job_id, position in the table)."""
+        uuids = self.table.column("rescale_uuid").to_pylist()
+        jobs = self.table.column("job_id").to_pylist()
+        return {u: (j, i) for i, (u, j) in enumerate(zip(uuids, jobs, strict=True))}
+
+
+def children(table: pa.Table, messages: Sequence[Row]) -> dict[str, list[Row]]:
+    """The rows of `table` that came with each of `messages` (latest revisions), by uuid."""
+    if not messages or table.num_rows == 0:
+        return {m["rescale_uuid"]: [] for m in messages}
+    wanted = pa.array([m["rescale_uuid"] for m in messages], pa.string())
+    found = table.filter(pc.is_in(table.column("rescale_uuid"), value_set=wanted)).to_pylist()
+    keys = {m["rescale_uuid"]: (m["kafka_partition"], m["kafka_offset"]) for m in messages}
+    result: dict[str, list[Row]] = {uuid: [] for uuid in keys}
+    for row in found:
+        if keys[row["rescale_uuid"]] == (row["kafka_partition"], row["kafka_offset"]):
+            result[row["rescale_uuid"]].append(row)
+    return result
+
+
+class Source:
+    """One source's tables: the jobs' latest revisions and, on demand, their children."""
+
+    def __init__(self, tables_dir: Path, names: TableNames) -> None:
+        self._latest = TableReader(tables_dir / names.latest, self.latest_columns())
+        self._children = {
+            "vertices": TableReader(tables_dir / names.vertices, VERTEX_COLUMNS),
+            "slots": TableReader(tables_dir / names.slots, SLOT_COLUMNS),
+            "states": TableReader(tables_dir / names.states, STATE_COLUMNS),
+        }
+        self._lock = threading.Lock()
+        self._jobs: tuple[int, Jobs] = (-2, Jobs.of(pa.table({})))
+
+    @staticmethod
+    def latest_columns() -> Sequence[str]:
+        return LATEST_COLUMNS
+
+    def jobs(self) -> Jobs:
+        """The newest committed version's jobs, indexed once per version."""
+        version, table = self._latest.read()
+        with self._lock:
+            if self._jobs[0] != version:
+                self._jobs = (version, Jobs.of(table))
+            return self._jobs[1]
+
+    def details(self, messages: Sequence[Row]) -> dict[str, dict[str, list[Row]]]:
+        """uuid -> {"vertices": rows, "slots": rows, "states": rows} of each latest revision."""
+        found = {
+            kind: children(reader.read()[1], messages) for kind, reader in self._children.items()
+        }
+        return {
+            m["rescale_uuid"]: {kind: found[kind][m["rescale_uuid"]] for kind in found}
+            for m in messages
+        }
+
+
+FLINK_TABLES = TableNames("flink_rescales_latest", "", "", "")
+"""Flink's own records (the bridge's, services/history/flink_tables.py): one table, the
+children nested in each row."""
+FLINK_NESTED = {"vertices": "vertices", "slots": "slots", "states": "scheduler_states"}
+
+
+class FlinkSource(Source):
+    """Flink's records: `job_id` is Flink's job id, the children are arrays in the row."""
+
+    def __init__(self, tables_dir: Path, names: TableNames = FLINK_TABLES) -> None:
+        self._latest = TableReader(tables_dir / names.latest, self.latest_columns())
+        self._children = {}
+        self._lock = threading.Lock()
+        self._jobs = (-2, Jobs.of(pa.table({})))
+
+    @staticmethod
+    def latest_columns() -> Sequence[str]:
+        flink_has = [c for c in LATEST_COLUMNS if c not in FLINK_LACKS]
+        return [*flink_has, "cluster", "job_key", *FLINK_NESTED.values()]
+
+    def details(self, messages: Sequence[Row]) -> dict[str, dict[str, list[Row]]]:
+        return {m["rescale_uuid"]: _nested(m) for m in messages}
+
+
+FLINK_LACKS = (
+    "updated_at_ms",
+    "scheduler_settings",
+    "available_slots",
+    "reactive_mode",
+    "cooldown_ms",
+    "status_message",
+)
+"""What Flink's REST API does not show, so its table has no such column."""
+_INDEX = {"vertices": "vertex_index", "slots": "slot_index", "states": "span_index"}
+
+
+def _nested(row: Row) -> dict[str, list[Row]]:
+    return {
+        kind: [{**item, _INDEX[kind]: i} for i, item in enumerate(row.get(column) or [])]
+        for kind, column in FLINK_NESTED.items()
+    }

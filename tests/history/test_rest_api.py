@@ -1,0 +1,136 @@
+"""The REST API's pure core (flinkjson): rows in, a real Flink 2.3.0's JSON out.
+
+The captured answers (flink-2.3.0/) are the expected values: rows holding the same
+facts as Flink's records must give equal JSON, field for field, except the fields
+`rest_golden.UNEQUAL` lists with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from services.history.restapi import flinkjson
+from tests.history import rest_golden as golden
+
+
+def _rows() -> list[dict]:
+    return [golden.latest_row(rec) for rec in golden.records()]
+
+
+def test_history_is_flinks_answer_newest_first() -> None:
+    assert flinkjson.history(_rows(), limit=100, offset=0) == golden.answer("history")
+
+
+def test_history_pages_by_limit_and_offset() -> None:
+    whole = golden.answer("history")
+    assert flinkjson.history(_rows(), limit=1, offset=0) == whole[:1]
+    assert flinkjson.history(_rows(), limit=1, offset=1) == whole[1:]
+    assert flinkjson.history(_rows(), limit=5, offset=2) == []
+
+
+def test_overview_is_flinks_answer() -> None:
+    assert flinkjson.overview(_rows()) == golden.answer("overview")
+
+
+def test_summary_is_flinks_answer_nan_and_zeros_for_empty_states() -> None:
+    got = flinkjson.summary(_rows())
+    assert got == golden.answer("summary")
+    # the body is valid JSON: NaN is the string Jackson writes, never a bare NaN
+    assert json.loads(json.dumps(got, allow_nan=False)) == got
+
+
+def test_details_is_flinks_answer() -> None:
+    for rec in golden.records():
+        vertices, slots, states = golden.child_rows(rec)
+        got = flinkjson.details(golden.latest_row(rec), vertices, slots, states)
+        assert got == golden.answer(f"details-{rec['rescaleUuid']}")
+
+
+def test_config_is_flinks_answer_but_the_slot_idle_timeout() -> None:
+    got = flinkjson.config(flinkjson.settings_of(golden.latest_row(golden.records()[0])))
+    expected = golden.answer("config")
+    unequal = {field for endpoint, field in golden.UNEQUAL if endpoint == "config"}
+    assert {k: v for k, v in got.items() if k not in unequal} == {
+        k: v for k, v in expected.items() if k not in unequal
+    }
+    assert got["slotIdleTimeoutInMillis"] is None
+    reactive = flinkjson.config({"scheduler-mode": "reactive"})
+    assert reactive["schedulerExecutionMode"] == "REACTIVE"
+    assert reactive["rescaleHistoryMax"] is None
+
+
+@pytest.mark.parametrize(
+    ("values", "p", "expected"),
+    [
+        # commons-math3 Percentile, LEGACY estimation: position p(n+1)/100
+        ([4156, 6590], 50.0, 5373.0),
+        ([4156, 6590], 90.0, 6590.0),
+        (list(range(1, 11)), 50.0, 5.5),
+        (list(range(1, 11)), 90.0, 9.9),
+        (list(range(1, 11)), 5.0, 1.0),  # position below 1: the minimum
+        (list(range(1, 11)), 99.9, 10.0),  # at or above n: the maximum
+        ([7], 99.0, 7.0),
+        ([10, 20, 30, 40], 25.0, 12.5),
+    ],
+)
+def test_percentile_is_commons_math_legacy(values: list[int], p: float, expected: float) -> None:
+    assert flinkjson.percentile(values, p) == pytest.approx(expected)
+
+
+def test_stats_of_nothing_are_zeros_and_nan_and_negative_durations_skipped() -> None:
+    assert flinkjson.stats([]) == {
+        "min": 0,
+        "max": 0,
+        "avg": 0,
+        **{name: "NaN" for name, _ in flinkjson.QUANTILES},
+    }
+    assert math.isnan(flinkjson.percentile([], 50.0))
+    assert flinkjson.stats([-5, 3, 4])["min"] == 3
+    assert flinkjson.stats([1, 2])["avg"] == 1  # Java's long division
+
+
+def test_summary_window_takes_percentiles_of_the_last_rescales_only() -> None:
+    rows = [
+        {
+            **golden.latest_row(golden.records()[0]),
+            "rescale_uuid": f"r{i}",
+            "start_timestamp_ms": i * 10_000,
+            "end_timestamp_ms": i * 10_000 + d,
+            "duration_ms": d,
+        }
+        for i, d in enumerate([1000, 10, 20, 30])
+    ]
+    whole = flinkjson.summary(rows)["rescalesDurationStatsInMillis"]
+    recent = flinkjson.summary(rows, window=3)["rescalesDurationStatsInMillis"]
+    assert (whole["min"], whole["max"], whole["avg"]) == (
+        recent["min"],
+        recent["max"],
+        recent["avg"],
+    )
+    assert whole["p99"] == 1000.0 and recent["p99"] == 30.0
+
+
+def test_in_progress_rescales_are_counted_not_measured() -> None:
+    rows = [
+        *_rows(),
+        {
+            **_rows()[0],
+            "rescale_uuid": "x",
+            "terminal_state": None,
+            "terminated_reason": None,
+            "end_timestamp_ms": None,
+            "duration_ms": None,
+            "start_timestamp_ms": 1795935500000,
+        },
+    ]
+    summary = flinkjson.summary(rows)
+    assert summary["rescalesCounts"]["inProgress"] == 1
+    assert (
+        summary["rescalesDurationStatsInMillis"]
+        == golden.answer("summary")["rescalesDurationStatsInMillis"]
+    )
+    assert flinkjson.history(rows, 1, 0)[0]["rescaleUuid"] == "x"
+    assert flinkjson.overview(rows)["latest"] == golden.answer("overview")["latest"]
