@@ -14,6 +14,7 @@ import pytest
 
 from services.contracts import Codec, Settings
 from services.contracts.access import EXIT_UNREACHABLE
+from services.localstack.ports import free_port
 from tests.integration.scheduler_support import (
     EXAMPLES,
     ROOT,
@@ -21,11 +22,10 @@ from tests.integration.scheduler_support import (
     SchedulerProcess,
     consume_records,
     example_events,
-    free_port,
     latest_by_uuid,
     replayed_records,
 )
-from tests.patience import give_up_at
+from tests.patience import give_up_at, patient
 
 SCALEFOLD = [sys.executable, "-m", "services.cli"]
 HANG_GUARD = 120  # a subprocess that has not ended by then hangs: the test fails, it is no timing
@@ -71,7 +71,9 @@ def test_a_log_path_is_relative_to_the_current_directory(tmp_path: Path) -> None
     ids=["produce", "tail", "topics"],
 )
 def test_with_no_broker_a_command_fails_in_one_line(command: list[str]) -> None:
+    """Within 2 s (issue 41), saying the stack is not running and what to run."""
     address = f"127.0.0.1:{free_port()}"  # nothing listens there
+    started = time.monotonic()
     done = subprocess.run(
         [*SCALEFOLD, "--bootstrap-servers", address, *command],
         capture_output=True,
@@ -81,9 +83,130 @@ def test_with_no_broker_a_command_fails_in_one_line(command: list[str]) -> None:
         timeout=HANG_GUARD,
         check=False,
     )
+    took = time.monotonic() - started
     lines = done.stderr.splitlines()
     assert done.returncode == EXIT_UNREACHABLE, done.stderr
     assert len(lines) == 1 and address in lines[0], done.stderr
+    assert "the stack is not running" in lines[0] and "`make up`" in lines[0], lines[0]
+    assert took <= patient(2.0), f"{took:.1f} s"
+
+
+def test_with_no_actuator_a_cluster_command_fails_in_one_line() -> None:
+    port = str(free_port())  # nothing listens there
+    started = time.monotonic()
+    done = _scalefold("cluster", "--port", port, "add-taskmanagers", "--job", "j1")
+    took = time.monotonic() - started
+    lines = done.stderr.splitlines()
+    assert done.returncode == EXIT_UNREACHABLE, done.stderr
+    assert len(lines) == 1 and f"127.0.0.1:{port}" in lines[0], done.stderr
+    assert "the stack is not running" in lines[0] and "`make up`" in lines[0], lines[0]
+    assert took <= patient(2.0), f"{took:.1f} s"
+
+
+@pytest.mark.parametrize(
+    ("command", "usage", "extra"),
+    [
+        (["tail", "rescales", "--timeout", "5"], "scalefold tail", "--timeout 5"),
+        (["cluster", "add-taskmanagers", "--job", "j1", "--bogus"], "scalefold cluster add-taskmanagers", "--bogus"),
+        (["local", "status", "--nope"], "scalefold local status", "--nope"),
+        (["--log-level", "INFO", "replay", "x.jsonl", "--fast"], "scalefold replay", "--fast"),
+    ],
+    ids=["tail", "cluster-verb", "local-verb", "after-a-global-option"],
+)  # fmt: skip
+def test_a_subcommand_mistake_gets_the_subcommands_usage(
+    command: list[str], usage: str, extra: str
+) -> None:
+    done = _scalefold(*command)
+    lines = done.stderr.splitlines()
+    assert done.returncode == 2, done.stderr
+    assert lines[0].startswith(f"usage: {usage} "), done.stderr
+    errors = [line for line in lines if "error:" in line]
+    assert errors == [f"{usage}: error: unrecognized arguments: {extra}"], done.stderr
+
+
+def _scalefold(*args: str, settings: Settings | None = None) -> subprocess.CompletedProcess[str]:
+    """The real CLI, as a user runs it (against `settings`' broker, if given)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCALEFOLD_")}
+    if settings is not None:
+        env["SCALEFOLD_BOOTSTRAP_SERVERS"] = settings.bootstrap_servers
+        env["SCALEFOLD_TOPIC_PREFIX"] = settings.topic_prefix
+    return subprocess.run(
+        [*SCALEFOLD, *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=HANG_GUARD,
+        check=False,
+    )
+
+
+VERTICES = '[{"id": "source", "name": "Source", "slotSharingGroupId": "default", "parallelism": 4}]'
+
+
+def _submit(kafka: Settings, job: str) -> subprocess.CompletedProcess[str]:
+    # --wait is a hang guard here: produce returns as soon as the verdict is in
+    return _scalefold(
+        *("produce", "job-submitted", "--job-id", job, "--vertices", VERTICES, "--wait", "60"),
+        settings=kafka,
+    )
+
+
+def test_produce_reports_each_rejected_event_with_its_line(kafka: Settings, tmp_path: Path) -> None:
+    """Issue 41: the README's job `clicks` exists; the example log submits it again."""
+    log = EXAMPLES / "tm-join-one-by-one.jsonl"
+    scheduler = SchedulerProcess(kafka, tmp_path).start()
+    try:
+        scheduler.wait_ready()
+        first = _submit(kafka, "clicks")
+        assert first.returncode == 0, first.stderr
+        assert "the scheduler folded 1 event(s)" in first.stderr.splitlines(), first.stderr
+        done = _scalefold("produce", "--from", str(log), "--wait", "60", settings=kafka)
+    finally:
+        scheduler.stop()
+    submitted = next(
+        n for n, line in enumerate(log.read_text().split("\n"), 1) if '"JobSubmitted"' in line
+    )
+    rejected = [line for line in done.stderr.splitlines() if "rejected (" in line]
+    assert done.returncode == 1, done.stderr
+    assert rejected == [
+        f"  {log}:{submitted}: JobSubmitted of job clicks rejected (InvalidEvent): "
+        "the job was already submitted"
+    ], done.stderr
+    assert "the scheduler folded 4 event(s) and rejected 1:" in done.stderr, done.stderr
+
+
+def test_produce_with_no_scheduler_says_no_verdict_came(kafka: Settings) -> None:
+    done = _scalefold("produce", "--from", str(EXAMPLES / "failover.jsonl"), "--wait", "1", settings=kafka)  # fmt: skip
+    lines = done.stderr.splitlines()
+    assert done.returncode == 0, done.stderr  # delivered; nobody has judged them yet
+    assert lines[-1].startswith("no verdict on 9 event(s) within 1 s"), done.stderr
+    assert "is the scheduler running?" in lines[-1]
+
+
+def test_a_cluster_command_for_an_unknown_job_fails_in_one_line(
+    kafka: Settings, tmp_path: Path
+) -> None:
+    scheduler = SchedulerProcess(kafka, tmp_path / "scheduler").start()
+    actuator = ActuatorProcess(kafka, tmp_path / "actuator").start()
+    try:
+        scheduler.wait_ready()
+        actuator.wait_ready()
+        assert _submit(kafka, "known").returncode == 0
+        port = str(actuator.port)
+        unknown = _scalefold("cluster", "--port", port, "add-taskmanagers", "--job", "no-such-job", "--count", "1", "--slots", "1")  # fmt: skip
+        known = _scalefold("cluster", "--port", port, "add-taskmanagers", "--job", "known")
+    finally:
+        actuator.stop()
+        scheduler.stop()
+    assert unknown.returncode == 1, unknown.stderr
+    assert unknown.stdout == ""
+    assert unknown.stderr.splitlines() == [
+        "scalefold cluster: no job no-such-job on the cluster (the scheduler has not "
+        "accepted it); `scalefold cluster state` lists the jobs"
+    ]
+    assert known.returncode == 0, known.stderr
+    assert '"accepted": "/taskmanagers"' in known.stdout
 
 
 def _interrupt(process: subprocess.Popen[bytes], log: Path) -> str:
