@@ -44,6 +44,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     _add_sql(verbs)
     _add_summary(verbs)
     _add_timeline(verbs)
+    _add_serve(verbs)
 
 
 def _add_sql(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -89,6 +90,27 @@ def _add_timeline(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--relative", action="store_true", help="x axis: time since each rescale's start"
     )
     timeline.set_defaults(handler=handlers.timeline)
+
+
+def _add_serve(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from services.history.restapi import command
+
+    serve = _verb(
+        verbs,
+        "serve",
+        "serve Flink's rescale REST API (FLIP-487) and a web page over the history",
+        "Read-only HTTP over the committed Delta tables (no Spark, no JVM): Flink 2.3's\n"
+        "/jobs/:jobid/rescales/{overview,history,summary,config,details/:uuid}, a /jobs\n"
+        "listing, and the web page at /web/ (docs/rest-api.md).",
+    )
+    serve.add_argument("--host", default=command.DEFAULT_HOST, help="the address to listen on")
+    serve.add_argument(
+        "--port", type=int, default=command.DEFAULT_PORT, help="the port; 0 picks a free one"
+    )
+    serve.add_argument(
+        "--port-file", type=Path, metavar="FILE", help="write the port it listens on here"
+    )
+    serve.set_defaults(handler=command.serve)
 
 
 def _verb(
