@@ -1,0 +1,84 @@
+"""`scalefold produce`'s verdicts: matched by partition and offset, a dead letter wins."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+from services.contracts import Codec, SchemaRegistry
+from services.contracts.eventlog import read_log
+from services.contracts.settings import Settings
+from services.tools.stackcheck import addresses, look, not_running
+from services.tools.verdicts import Observed, Sent, event_lines, judge, summary
+
+TOPIC = "scalefold.job-events"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def _sent(job: str, partition: int, offset: int, line: int) -> Sent:
+    return Sent(f"log.jsonl:{line}", "TaskManagerRegistered", job, partition, offset)
+
+
+def _dead(
+    partition: int, offset: int, service: str = "scheduler", topic: str = TOPIC
+) -> dict[str, object]:
+    return {
+        "sourceTopic": topic,
+        "sourcePartition": partition,
+        "sourceOffset": offset,
+        "service": service,
+        "errorClass": "UnknownJob",
+        "errorMessage": "no job j2 has been submitted",
+    }
+
+
+def test_an_event_is_folded_by_its_decisions_and_rejected_by_its_dead_letter() -> None:
+    sent = [_sent("j1", 3, 10, 2), _sent("j2", 0, 10, 3), _sent("j1", 3, 11, 4)]
+    seen = Observed(TOPIC, frozenset({"j1", "j2"}))
+    seen.decisions({"jobId": "j1", "sourceOffset": 10})
+    seen.decisions({"jobId": "j2", "sourceOffset": 11})  # another event of j2: not ours
+    seen.dead_letter(_dead(0, 10))
+    seen.dead_letter(_dead(3, 11, service="actuator"))  # only the scheduler's verdict counts
+    seen.dead_letter(_dead(3, 11, topic="other.job-events"))
+    judged = judge(sent, seen)
+    assert judged.folded == [sent[0]]
+    assert [(r.sent, r.error_class) for r in judged.rejected] == [(sent[1], "UnknownJob")]
+    assert judged.open == [sent[2]]
+    lines = summary(judged, 5)
+    assert lines[0] == "the scheduler folded 1 event(s) and rejected 1:"
+    assert lines[1] == (
+        "  log.jsonl:3: TaskManagerRegistered of job j2 rejected (UnknownJob): "
+        "no job j2 has been submitted"
+    )
+    assert lines[2].startswith("no verdict on 1 event(s) within 5 s (the first: log.jsonl:4")
+
+
+def test_a_dead_letter_wins_over_a_decision_of_the_same_fold() -> None:
+    sent = [_sent("j2", 0, 7, 1)]
+    seen = Observed(TOPIC, frozenset({"j2"}))
+    seen.decisions({"jobId": "j2", "sourceOffset": 7})
+    seen.dead_letter(_dead(0, 7))
+    judged = judge(sent, seen)
+    assert (judged.folded, len(judged.rejected), judged.open) == ([], 1, [])
+
+
+def test_event_lines_are_the_lines_read_log_reads() -> None:
+    path = EXAMPLES / "failover.jsonl"
+    codec = Codec(SchemaRegistry.load(Settings(bootstrap_servers="x").schemas_dir))
+    lines = event_lines(path.read_text("utf-8"))
+    assert len(lines) == len(read_log(path, codec))
+    assert all('"type"' in path.read_text().split("\n")[n - 1] for n in lines)
+    assert event_lines("# a comment\n\n{}\n  # indented\n{}") == [3, 5]
+
+
+def test_a_port_nobody_listens_on_is_refused_and_one_that_listens_is_not() -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        assert look(f"127.0.0.1:{port}") == "listening"
+        assert look(f"127.0.0.1:1,127.0.0.1:{port}") == "listening"
+    assert look("127.0.0.1:1") == "refused"
+    assert addresses("[::1]:9092, h:1") == [("::1", 9092), ("h", 1)]
+    assert "`make up` starts it" in not_running("127.0.0.1:9092", local=True)
+    assert "SCALEFOLD_BOOTSTRAP_SERVERS" in not_running("h:1", local=False)
