@@ -172,7 +172,7 @@ def _up(args: argparse.Namespace, context: Context) -> int:
         ]
         for process in wanted:
             pid = stack.start(process, settings, identities.get(process.name))
-            _say(f"{process.name} running (pid {pid}); waiting until it is ready")
+            _say(f"{process.name} running (pid {pid}); {_waiting(process.name)}")
         for process in wanted:
             stack.wait_ready(process)
             where = (
@@ -218,7 +218,7 @@ def _restart(args: argparse.Namespace, context: Context) -> int:
         _say(f"stopped {process.name}")
     settings = context.settings.with_overrides(bootstrap_servers=running.bootstrap)
     pid = stack.start(process, settings)
-    _say(f"{process.name} running (pid {pid}); waiting until it is ready")
+    _say(f"{process.name} running (pid {pid}); {_waiting(process.name)}")
     stack.wait_ready(process)
     _say(f"{process.name} ready (log: {process.log})")
     return 0
@@ -297,6 +297,13 @@ def _run(args: argparse.Namespace, context: Context) -> int:
 
 def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
+
+
+def _waiting(service: str) -> str:
+    """What start-up waits for, and how long at most: stack.wait_ready's bounds (the
+    history service's log line, else the service's /health)."""
+    most = 180 if service == "history" else 120
+    return f"waiting until it is ready (at most {most} s)"
 
 
 def _say(message: str) -> None:
