@@ -164,6 +164,8 @@ def send(
         return done
 
     ticker = Progress(len(records))
+    if waits and waits[-1] > PROGRESS_S:  # a paced log takes its time: say how long
+        say(f"sending {len(records)} event(s) as their times come, over {waits[-1]:.0f} s")
     started = time.monotonic()
     try:
         for number, (name, record) in enumerate(records):
