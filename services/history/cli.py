@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from services.history import handlers
+from services.history import handlers, reading
 from services.localstack.layout import RUN_ROOT
 
 DEFAULT_DATA_DIR = RUN_ROOT / "local" / "history"
@@ -23,12 +23,20 @@ class _Help(argparse.RawDescriptionHelpFormatter):
 
 
 VIEWS_HELP = """\
-views:
+views (over the service's SQL endpoint also as global_temp.<view>):
   rescales, rescale_vertices, rescale_slots, rescale_states, rescale_phases
       one row per rescale (its latest revision), and that revision's children
   raw_rescales, raw_rescale_vertices, ...   every received revision
   job_summary     per job: counts, reasons, duration/downtime p50/p95/p99, flapping
   fleet_summary   the same over all jobs
+
+Delta tables (DATA_DIR/tables/<table>, what deltalake or DuckDB read) -> view:
+  rescales_latest                            -> rescales
+  rescales, rescale_vertices, ... (raw)      -> raw_rescales, raw_rescale_vertices, ...
+  the views rescale_vertices, ... are the raw tables' rows of each latest revision
+
+After the answer, stderr says which history was read: the running service's, or the
+files under DATA_DIR/tables (a Spark session of this command's own, 10 s and more).
 """
 
 
@@ -57,7 +65,7 @@ def _add_sql(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="an aligned table, CSV, or JSON Lines (one object per row)",
     )
     sql.add_argument("--max-rows", type=int, default=1000, metavar="N", help="print at most N rows")
-    sql.set_defaults(handler=handlers.sql)
+    sql.set_defaults(handler=reading.sql)
 
 
 def _add_summary(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -67,10 +75,13 @@ def _add_summary(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         "FLIP-487's overview and summary: counts, latest rescales, durations",
         "Counts of in-progress, completed, failed and ignored rescales, the latest\n"
         "rescale per terminal state, and duration statistics per terminal state\n"
-        "(Flink's /jobs/:jobid/rescales/overview and /summary).",
+        "(Flink's /jobs/:jobid/rescales/overview and /summary).\n\n"
+        "Read from the committed Delta table DATA_DIR/tables/rescales_latest (the view\n"
+        "`rescales`) without Spark, whether or not the history service runs.",
+        spark=False,
     )
     summary.add_argument("--job", help="one job id (default: the whole fleet)")
-    summary.set_defaults(handler=handlers.summary)
+    summary.set_defaults(handler=reading.summary)
 
 
 def _add_timeline(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -79,7 +90,10 @@ def _add_timeline(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "timeline",
         "draw a job's rescales as a Gantt chart of scheduler states",
         "One row per rescale, its scheduler-state spans as coloured bars; open spans\n"
-        "(rescales in progress) are hatched. The file type follows --out: .png or .html.",
+        "(rescales in progress) are hatched. The file type follows --out: .png or .html.\n\n"
+        "Read from the committed Delta tables rescales_latest and rescale_states without\n"
+        "Spark, whether or not the history service runs.",
+        spark=False,
     )
     timeline.add_argument("--job", required=True, help="the job id")
     timeline.add_argument("--out", required=True, type=Path, help="FILE.png or FILE.html")
@@ -89,7 +103,7 @@ def _add_timeline(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     timeline.add_argument(
         "--relative", action="store_true", help="x axis: time since each rescale's start"
     )
-    timeline.set_defaults(handler=handlers.timeline)
+    timeline.set_defaults(handler=reading.timeline)
 
 
 def _add_serve(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -118,6 +132,8 @@ def _verb(
     name: str,
     help_text: str,
     description: str,
+    *,
+    spark: bool = True,
 ) -> argparse.ArgumentParser:
     parser = verbs.add_parser(
         name,
@@ -128,18 +144,20 @@ def _verb(
     parser.add_argument(
         "--data-dir", type=Path, default=DEFAULT_DATA_DIR, help="the tables and checkpoints"
     )
-    parser.add_argument(
-        "--master",
-        help="Spark master URL (default: $SCALEFOLD_SPARK_MASTER, else local[*]); on a "
-        "cluster the driver listens on this machine's address, not loopback",
-    )
+    if spark:
+        parser.add_argument(
+            "--master",
+            help="Spark master URL (default: $SCALEFOLD_SPARK_MASTER, else local[*]); on a "
+            "cluster the driver listens on this machine's address, not loopback",
+        )
     parser.add_argument(
         "-v",
         "--verbose",
         action="store_true",
         # Not to reset `scalefold -v` (a subcommand's default would override it).
         default=argparse.SUPPRESS,
-        help="show Spark's and the JVM's own log and which Spark is queried",
+        help="show Spark's and the JVM's own log, which Spark is queried, and a mistake's "
+        "whole story (Spark's message in full)",
     )
     return parser
 

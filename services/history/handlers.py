@@ -1,4 +1,5 @@
-"""What the `scalefold history` verbs do; `cli.py` declares their flags.
+"""What `scalefold history run` does, and the Spark session the verbs share; `cli.py`
+declares their flags (the reading verbs, sql, summary and timeline, are in reading.py).
 
 Heavy imports (pyspark, matplotlib) stay inside the handlers so that
 `scalefold --help` and the other services' commands do not pay for them.
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
     from services.clicontext import Context
     from services.history.endpoint import EndpointConfig, JdbcConfig
@@ -181,95 +182,3 @@ def _stop_on_signals() -> threading.Event:
     signal.signal(signal.SIGTERM, handle)
     signal.signal(signal.SIGINT, handle)
     return stop
-
-
-def _views(args: argparse.Namespace, context: Context) -> tuple[SparkSession, dict[str, DataFrame]]:
-    """The views, from the running history service's SQL endpoint when there is one
-    (in well under a second), else from a local Spark session (many seconds)."""
-    from services.contracts import SchemaRegistry
-    from services.history.decode import RescaleSchemas
-    from services.history.endpoint import (
-        GLOBAL_TEMP,
-        reachable,
-        read_url,
-        referenced,
-        remote_session,
-    )
-    from services.history.spark import one_shot_output
-    from services.history.views import register_views, view_names
-
-    layout = _layout(args)
-    url = read_url(layout.data_dir)
-    if url is not None and reachable(url):
-        verbose(args, f"querying the running history service at {url}")
-        spark = remote_session(url, referenced(getattr(args, "query", "")))
-        return spark, {name: spark.table(f"{GLOBAL_TEMP}.{name}") for name in view_names()}
-    verbose(args, f"no running history service for {layout.data_dir}; using a local Spark")
-    show = say if args.verbose else (lambda _: None)
-    spark = _session(args, context, jvm_output=one_shot_output(args.verbose), show=show)
-    registry = SchemaRegistry.load(context.settings.schemas_dir)
-    return spark, register_views(spark, layout, RescaleSchemas.of(registry))
-
-
-def sql(args: argparse.Namespace, context: Context) -> int:
-    from pyspark.errors import PySparkException
-
-    from services.history.render import render
-
-    spark, views = _views(args, context)
-    try:
-        frame = spark.sql(args.query)
-        rows = frame.limit(args.max_rows + 1).collect()
-    except PySparkException as error:
-        print(f"scalefold history sql: {error}", file=sys.stderr)
-        print(f"views: {', '.join(sorted(views))}", file=sys.stderr)
-        return 1
-    print(render(args.format, frame.columns, [tuple(r) for r in rows[: args.max_rows]]))
-    if len(rows) > args.max_rows:
-        say(f"showing the first {args.max_rows} rows; raise --max-rows for more")
-    return 0
-
-
-def summary(args: argparse.Namespace, context: Context) -> int:
-    from pyspark.sql import functions as F
-
-    from services.history import overview
-
-    _, views = _views(args, context)
-    latest = views["rescales"]
-    if args.job:
-        latest = latest.where(F.col("job_id") == args.job)
-    scope = f"job {args.job}" if args.job else "the fleet"
-    count_row = overview.counts(latest).first()
-    assert count_row is not None, "an aggregate without grouping returns one row"
-    if args.job and count_row["total"] == 0:
-        print(f"no rescales of job {args.job} in {args.data_dir}", file=sys.stderr)
-        return 1
-    latest_rows = [r.asDict() for r in overview.latest_per_terminal_state(latest).collect()]
-    stats = [r.asDict() for r in overview.duration_stats(latest).collect()]
-    print(overview.format_overview(scope, count_row.asDict(), latest_rows))
-    print()
-    print(overview.format_summary(scope, stats))
-    return 0
-
-
-def timeline(args: argparse.Namespace, context: Context) -> int:
-    from services.history import timeline as chart
-
-    suffix = args.out.suffix.lower()
-    if suffix not in (".png", ".html"):
-        print("scalefold history timeline: --out must end in .png or .html", file=sys.stderr)
-        return 2
-    _, views = _views(args, context)
-    frame = chart.timeline_frame(views["rescales"], views["rescale_states"], args.job, args.last)
-    rows = chart.timeline_rows([r.asDict() for r in frame.collect()])
-    if not rows:
-        print(f"no rescales of job {args.job} in {args.data_dir}", file=sys.stderr)
-        return 1
-    title = f"Rescales of job {args.job}"
-    if suffix == ".png":
-        chart.render_png(rows, args.out, title, args.relative)
-    else:
-        args.out.write_text(chart.render_html(rows, title, args.relative), encoding="utf-8")
-    say(f"wrote {len(rows)} rescales to {args.out}")
-    return 0

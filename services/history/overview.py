@@ -89,14 +89,14 @@ def duration_stats(latest: DataFrame) -> DataFrame:
             "count",
             "min",
             "avg",
-            *[percentile_of_sorted(values, p).alias(_label(p)) for p in STAT_PERCENTILES],
+            *[percentile_of_sorted(values, p).alias(label(p)) for p in STAT_PERCENTILES],
             "max",
         )
         .orderBy(F.col("terminal_state") == "ALL", "terminal_state")
     )
 
 
-def _label(p: float) -> str:
+def label(p: float) -> str:
     return f"p{p * 100:g}"
 
 
@@ -149,7 +149,7 @@ def format_summary(scope: str, stat_rows: Sequence[Mapping[str, Any]]) -> str:
     if not stat_rows:
         lines.append("  (no terminated rescale yet)")
         return "\n".join(lines)
-    names = ["min", "avg", *(_label(p) for p in STAT_PERCENTILES), "max"]
+    names = ["min", "avg", *(label(p) for p in STAT_PERCENTILES), "max"]
     rows = [
         (r["terminal_state"], r["count"], *(human_ms(r[name]) for name in names)) for r in stat_rows
     ]
