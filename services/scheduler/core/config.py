@@ -47,6 +47,7 @@ from services.contracts.jobconfig import (
     MAX_DELAY,
     MIN_PARALLELISM_INCREASE,
     MIN_PAUSE,
+    OBSERVED_CLUSTER,
     PREFER_MINIMAL_TASKMANAGERS,
     RATE_DELAY,
     RATE_INTERVAL,
@@ -161,6 +162,7 @@ class SchedulerConfig:
     runtime: RuntimeMode
     simulated_create_ms: int
     simulated_cancel_ms: int
+    observed_cluster: str | None = None  # shadow mode: the real Flink cluster the job runs on
 
     def max_trigger_delay(self, checkpoint_interval_ms: int | None) -> int:
         """Flink's computed default: (failures + 1) x interval, 0 without checkpoints."""
@@ -179,7 +181,7 @@ class SchedulerConfig:
     def _snapshot_without_max_delay(self) -> dict[str, str]:
         """The snapshot, built once per configuration; MAX_DELAY (which depends on the job's
         checkpoint interval) holds its place in the order."""
-        return {
+        snapshot = {
             SCHEDULER_MODE: "REACTIVE" if self.reactive else "",
             COOLDOWN: str(self.cooldown_ms),
             EXECUTING_STABILIZATION: str(self.executing_stabilization_ms),
@@ -192,6 +194,10 @@ class SchedulerConfig:
             SCALING_POLICY: str(self.policy),
             STABILIZATION_PLACEMENT: str(self.stabilization),
         }
+        # Only when set: every record of a job that is not observed stays byte for byte as it was.
+        if self.observed_cluster is not None:
+            snapshot[OBSERVED_CLUSTER] = self.observed_cluster
+        return snapshot
 
 
 def parse_duration(key: str, text: str) -> int:
@@ -238,6 +244,7 @@ def resolve(settings: Mapping[str, str], checkpointing: bool = False) -> Schedul
         runtime=reader.choice(RUNTIME_MODE, RuntimeMode, RuntimeMode.SIMULATED),
         simulated_create_ms=reader.duration(SIMULATED_CREATE_TIME, 0, minimum=0),
         simulated_cancel_ms=reader.duration(SIMULATED_CANCEL_TIME, 0, minimum=0),
+        observed_cluster=_observed(reader),
     )
     for key, value in (
         (MAX_DELAY, config.max_delay_ms),
@@ -246,6 +253,13 @@ def resolve(settings: Mapping[str, str], checkpointing: bool = False) -> Schedul
         if value is not None and value < 0:
             raise ConfigError(f"{key}: must not be negative")
     return config
+
+
+def _observed(reader: _Reader) -> str | None:
+    name = reader.raw(OBSERVED_CLUSTER)
+    if name is not None and not name.strip():
+        raise ConfigError(f"{OBSERVED_CLUSTER}: must name a cluster (or be unset)")
+    return None if name is None else name.strip()
 
 
 def _mode(reader: _Reader) -> bool:

@@ -115,3 +115,14 @@ def test_the_settings_snapshot_uses_flink_keys_in_milliseconds() -> None:
     snapshot = resolve({c.COOLDOWN: "1 min"}).settings_snapshot(10_000)
     assert snapshot[c.COOLDOWN] == "60000"
     assert snapshot[c.MAX_DELAY] == "30000"
+
+
+def test_the_observed_cluster_is_in_the_snapshot_only_when_set() -> None:
+    assert c.OBSERVED_CLUSTER not in resolve({}).settings_snapshot(None)
+    observed = resolve({c.OBSERVED_CLUSTER: "prod"})
+    assert observed.observed_cluster == "prod"
+    snapshot = observed.settings_snapshot(None)
+    assert snapshot[c.OBSERVED_CLUSTER] == "prod"
+    assert list(snapshot)[:-1] == list(resolve({}).settings_snapshot(None))
+    with pytest.raises(ConfigError, match=c.OBSERVED_CLUSTER):
+        resolve({c.OBSERVED_CLUSTER: " "})
