@@ -30,6 +30,8 @@ COMMAND_OUTCOME = "scalefold.commands.CommandOutcome"
 DEAD_LETTER = "scalefold.deadletter.DeadLetter"
 FLINK_RESCALE = "scalefold.flink.FlinkRescale"
 """A rescale a real Flink recorded, forwarded by the Flink bridge (services/bridge)."""
+FLINK_BRIDGE_OFFSET = "scalefold.flink.FlinkBridgeOffset"
+"""The Flink bridge's source offset of one Flink job (what it has forwarded of it)."""
 
 
 def short_name(full_name: str) -> str:

@@ -96,6 +96,16 @@ FLINK_RESCALES = TopicSpec(
     doc="Rescales that real Flink clusters recorded (FLIP-495), each revision once, from the bridge.",
 )
 
+FLINK_BRIDGE_OFFSETS = TopicSpec(
+    "flink-bridge-offsets",
+    partitions=1,
+    key="<cluster>.<Flink job id> (flink_job_key)",
+    values=frozenset({records.FLINK_BRIDGE_OFFSET}),
+    cleanup=Cleanup.COMPACT,
+    doc="The Flink bridge's source offsets (Kafka Connect style): what it forwarded of each "
+    "Flink job, written in one transaction with the flink-rescales records; compacted.",
+)
+
 ALL: tuple[TopicSpec, ...] = (
     JOB_EVENTS,
     RESCALES,
@@ -104,6 +114,7 @@ ALL: tuple[TopicSpec, ...] = (
     COMMAND_OUTCOMES,
     DEAD_LETTERS,
     FLINK_RESCALES,
+    FLINK_BRIDGE_OFFSETS,
 )
 
 
@@ -130,6 +141,11 @@ ACCESS: dict[str, Access] = {
     "actuator": Access(
         reads=(JOB_EVENTS, DECISIONS, COMMANDS, COMMAND_OUTCOMES),
         writes=(JOB_EVENTS, COMMAND_OUTCOMES, DEAD_LETTERS),
+    ),
+    # The Flink bridge: real Flink clusters' rescales and inputs; it resumes from its offsets.
+    "bridge": Access(
+        reads=(FLINK_BRIDGE_OFFSETS,),
+        writes=(JOB_EVENTS, FLINK_RESCALES, FLINK_BRIDGE_OFFSETS, DEAD_LETTERS),
     ),
     # `scalefold produce`, `tail` and `topics`: an operator's tool.
     "cli": Access(reads=ALL, writes=(JOB_EVENTS,)),
@@ -175,6 +191,10 @@ class Topics:
     @property
     def flink_rescales(self) -> str:
         return self.name(FLINK_RESCALES)
+
+    @property
+    def flink_bridge_offsets(self) -> str:
+        return self.name(FLINK_BRIDGE_OFFSETS)
 
     def all(self) -> dict[str, TopicSpec]:
         """Every topic scalefold uses, by full name."""

@@ -34,6 +34,7 @@ def test_every_record_scalefold_uses_has_a_schema(registry: SchemaRegistry) -> N
         r.COMMAND_OUTCOME,
         r.DEAD_LETTER,
         r.FLINK_RESCALE,
+        r.FLINK_BRIDGE_OFFSET,
     }
     assert used <= set(registry.names())
 

@@ -1,0 +1,296 @@
+"""One poll of one Flink job, folded into what to send: `observe(offset, answers, now)`.
+
+Pure: Flink's parsed answers and the job's source offset in; the rescale records, the
+scalefold input events (under `flink_job_key`) and the new offset out; time is an
+argument. What REST cannot show is approximated here, and docs/bridge.md says how:
+- a TaskManager's registration instant: TaskManagers listed at the job's first
+  observation are registered at the job's start, later ones when a poll first lists them;
+- a failure caused by a lost TaskManager is not sent as a task failure: the scheduler
+  derives it from `TaskManagerLost`, as Flink derives it from the lost heartbeat.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Final
+
+from services.bridge import rescales as rs
+from services.bridge import translate as tr
+from services.bridge.offsets import JobOffset, RescaleOffset
+from services.contracts import jobconfig as k
+from services.contracts.events import (
+    Event,
+    JobEventKind,
+    JobLifecycle,
+    JobSubmitted,
+    Requirement,
+    RequirementsUpdated,
+    TaskManagerLost,
+    TaskManagerRegistered,
+    VertexSpec,
+)
+
+SSG_NAME_WAIT_MS: Final = 30_000
+"""How long after a job's start the bridge waits for its first rescale's details (the only
+place REST names the slot-sharing groups) before it submits the job with the groups' ids."""
+
+TERMINAL: Final = {
+    "FINISHED": (JobEventKind.FINISHED, True),
+    "CANCELED": (JobEventKind.CANCEL, True),
+    "CANCELLING": (JobEventKind.CANCEL, True),
+    "FAILED": (JobEventKind.GLOBAL_FAILURE, False),
+    "SUSPENDED": (JobEventKind.SUSPEND, True),
+}
+"""Flink's terminal (or terminating) job states, and the input each becomes, once."""
+UNRECOVERABLE_STATES: Final = frozenset({"FAILING", "FAILED"})
+
+
+@dataclass(frozen=True)
+class Answers:
+    """What one poll read of one job; None where the answer was missing or unusable."""
+
+    job: Mapping[str, Any]
+    task_managers: tuple[tr.TaskManagerView, ...] | None
+    requirements: Any = None
+    rescales_config: Any = None
+    job_config: Any = None
+    checkpoints_config: Any = None
+    checkpointing_known: bool = False  # the checkpoints/config answer (or its 404) arrived
+    exceptions: Any = None
+    history: Sequence[Mapping[str, Any]] | None = None  # None: disabled or unavailable
+    history_enabled: bool = True
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Observed:
+    offset: JobOffset
+    rescales: tuple[dict[str, Any], ...]
+    events: tuple[Event, ...]
+    problems: tuple[tuple[str, str], ...]  # (which answer, why it was unusable)
+
+
+def details_to_fetch(offset: JobOffset, history: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The rescales whose details this poll needs: not yet sent in final form, and before the
+    job is submitted also its first rescale (the slot-sharing groups' names are there)."""
+    uuids = rs.wanted(history, offset.finished_rescales())
+    if not offset.submitted and history and history[0]["rescaleUuid"] not in uuids:
+        uuids.insert(0, history[0]["rescaleUuid"])
+    return uuids
+
+
+def observe(offset: JobOffset, answers: Answers, now: int) -> Observed:
+    """The records and events one poll of a job gives, and the job's offset after them."""
+    problems: list[tuple[str, str]] = []
+    state = answers.job.get("state")
+    name = answers.job.get("name")
+    offset = replace(offset, job_name=name if isinstance(name, str) else offset.job_name)
+    offset, records = _rescales(offset, answers, now, problems)
+    events: list[Event] = []
+    if not offset.submitted:
+        offset, events = _submit(offset, answers, now, problems)
+    if offset.submitted and offset.terminal is None:
+        offset, more = _changes(offset, answers, now, problems)
+        events += more
+    offset = replace(offset, job_state=state if isinstance(state, str) else None, updated_at=now)
+    events.sort(key=lambda e: e.timestamp)  # stable: same-time events keep their order
+    return Observed(offset, tuple(records), tuple(events), tuple(problems))
+
+
+def _rescales(
+    offset: JobOffset, answers: Answers, now: int, problems: list[tuple[str, str]]
+) -> tuple[JobOffset, list[dict[str, Any]]]:
+    records = []
+    for uuid, details in answers.details.items():
+        fingerprint = rs.digest(details)
+        sent = offset.rescale(uuid)
+        if sent is not None and sent.digest == fingerprint:
+            continue  # an in-progress rescale that has not changed since
+        revision = 1 if sent is None else sent.revision + 1
+        try:
+            record = rs.record(
+                offset.cluster,
+                offset.job_id,
+                offset.job_name,
+                details,
+                revision=revision,
+                observed_at=now,
+            )
+        except tr.MalformedAnswerError as error:
+            problems.append((f"rescales/details/{uuid}", str(error)))
+            continue
+        final = not rs.in_progress(details)
+        offset = offset.with_rescale(RescaleOffset(uuid, revision, fingerprint, final))
+        records.append(record)
+    if answers.history is not None:
+        offset = offset.keeping_rescales(frozenset(e["rescaleUuid"] for e in answers.history))
+    return offset, records
+
+
+def _ssg_names(answers: Answers) -> dict[str, str] | None:
+    """Slot-sharing group id -> name from the first rescale's details; None: wait for them."""
+    history = answers.history or ()
+    first = answers.details.get(history[0]["rescaleUuid"]) if history else None
+    if isinstance(first, Mapping) and isinstance(first.get("vertices"), Mapping):
+        return {
+            str(v.get("slotSharingGroupId")): str(v.get("slotSharingGroupName"))
+            for v in first["vertices"].values()
+            if isinstance(v, Mapping) and v.get("slotSharingGroupName")
+        }
+    return None
+
+
+def _submit(
+    offset: JobOffset, answers: Answers, now: int, problems: list[tuple[str, str]]
+) -> tuple[JobOffset, list[Event]]:
+    """JobSubmitted (+ the TaskManagers already there, + requirements off the defaults)."""
+    job = answers.job
+    start = job.get("start-time")
+    if not isinstance(start, int) or answers.requirements is None or answers.task_managers is None:
+        return offset, []
+    if not answers.checkpointing_known or answers.job_config is None:
+        return offset, []
+    names = _ssg_names(answers)
+    if names is None and answers.history_enabled and now - start < SSG_NAME_WAIT_MS:
+        return offset, []
+    try:
+        bounds = tr.requirements(answers.requirements)
+        submitted = _submitted(offset, answers, start, names or {}, bounds)
+    except tr.MalformedAnswerError as error:
+        problems.append(("job", str(error)))
+        return offset, []
+    events: list[Event] = [submitted]
+    events += [
+        TaskManagerRegistered(offset.key, start, tm.id, tm.slots, tm.profile)
+        for tm in answers.task_managers
+    ]
+    if any(q.lower != 1 for q in bounds):
+        events.append(RequirementsUpdated(offset.key, start, bounds))
+    offset = replace(
+        offset,
+        submitted=True,
+        task_managers=tuple(tm.id for tm in answers.task_managers),
+        requirements=bounds,
+        last_exception_ms=start,
+    )
+    return offset, events
+
+
+def _submitted(
+    offset: JobOffset,
+    answers: Answers,
+    start: int,
+    names: Mapping[str, str],
+    bounds: tuple[Requirement, ...],
+) -> JobSubmitted:
+    upper = {q.vertex_id: q.upper for q in bounds}
+    vertices = []
+    for i, v in enumerate(tr.field(answers.job, "vertices", list, "job")):
+        where = f"job.vertices[{i}]"
+        vid = tr.field(v, "id", str, where)
+        ssg = tr.field(v, "slotSharingGroupId", str, where)
+        maximum = tr.field(v, "maxParallelism", int, where)
+        vertices.append(
+            VertexSpec(
+                id=vid,
+                name=tr.field(v, "name", str, where),
+                ssg_id=ssg,
+                ssg_name=names.get(ssg, ssg),
+                parallelism=upper.get(vid, tr.field(v, "parallelism", int, where)),
+                max_parallelism=None if maximum < 1 else maximum,
+            )
+        )
+    return JobSubmitted(
+        job_id=offset.key,
+        timestamp=start,
+        job_name=offset.job_name or "",
+        vertices=tuple(vertices),
+        checkpoint_interval_ms=tr.checkpoint_interval(answers.checkpoints_config),
+        configuration=tuple(sorted(_configuration(offset.cluster, answers).items())),
+    )
+
+
+def _configuration(cluster: str, answers: Answers) -> dict[str, str]:
+    entries = {k.RUNTIME_MODE: "simulated", k.OBSERVED_CLUSTER: cluster}
+    if answers.rescales_config is not None:
+        entries.update(tr.scheduler_settings(answers.rescales_config))
+    entries.update(tr.job_restart_strategy(answers.job_config))
+    return entries
+
+
+def _changes(
+    offset: JobOffset, answers: Answers, now: int, problems: list[tuple[str, str]]
+) -> tuple[JobOffset, list[Event]]:
+    """TaskManagers come and gone, requirements changed, failures, a terminal state."""
+    events: list[Event] = []
+    if answers.task_managers is not None:
+        listed = {tm.id: tm for tm in answers.task_managers}
+        lost = set(offset.task_managers) - set(listed)
+        events += [
+            TaskManagerLost(offset.key, now, tm, "no longer listed by /taskmanagers")
+            for tm in sorted(lost)
+        ]
+        events += [
+            TaskManagerRegistered(offset.key, now, tm.id, tm.slots, tm.profile)
+            for tm in answers.task_managers
+            if tm.id not in offset.task_managers
+        ]
+        offset = replace(offset, task_managers=tuple(sorted(listed)))
+    if answers.requirements is not None:
+        try:
+            bounds = tr.requirements(answers.requirements)
+        except tr.MalformedAnswerError as error:
+            problems.append(("resource-requirements", str(error)))
+            bounds = offset.requirements
+        if bounds != offset.requirements:
+            events.append(RequirementsUpdated(offset.key, now, bounds))
+            offset = replace(offset, requirements=bounds)
+    offset, failures = _failures(offset, answers, problems)
+    events += failures
+    return _terminal(offset, answers, now, events)
+
+
+def _failures(
+    offset: JobOffset, answers: Answers, problems: list[tuple[str, str]]
+) -> tuple[JobOffset, list[Event]]:
+    """The exception history's new entries as failures, bar those of a lost TaskManager."""
+    listed = frozenset(offset.task_managers)
+    if answers.exceptions is None:
+        return offset, []
+    try:
+        history = tr.field(answers.exceptions, "exceptionHistory", dict, "exceptions")
+        entries = tr.field(history, "entries", list, "exceptions.exceptionHistory")
+        stamped = [(tr.field(e, "timestamp", int, "exceptions.entries[]"), e) for e in entries]
+    except tr.MalformedAnswerError as error:
+        problems.append(("exceptions", str(error)))
+        return offset, []
+    recoverable = answers.job.get("state") not in UNRECOVERABLE_STATES
+    events: list[Event] = []
+    newest = offset.last_exception_ms
+    for at, entry in sorted(stamped, key=lambda pair: pair[0]):
+        if at <= offset.last_exception_ms:
+            continue
+        newest = max(newest, at)
+        where = entry.get("taskManagerId")
+        if isinstance(where, str) and where and where not in listed:
+            continue  # its TaskManager is gone: the scheduler derives it from TaskManagerLost
+        kind = JobEventKind.TASK_FAILURE if entry.get("taskName") else JobEventKind.GLOBAL_FAILURE
+        exception = entry.get("exceptionName")
+        events.append(
+            JobLifecycle(offset.key, at, kind, recoverable, str(exception) if exception else None)
+        )
+    return replace(offset, last_exception_ms=newest), events
+
+
+def _terminal(
+    offset: JobOffset, answers: Answers, now: int, events: list[Event]
+) -> tuple[JobOffset, list[Event]]:
+    state = answers.job.get("state")
+    if state not in TERMINAL:
+        return offset, events
+    kind, recoverable = TERMINAL[state]
+    end = answers.job.get("end-time")
+    at = end if isinstance(end, int) and end > 0 else now
+    events.append(JobLifecycle(offset.key, at, kind, recoverable, f"Flink job {state}"))
+    return replace(offset, terminal=str(state)), events

@@ -1,0 +1,207 @@
+"""Flink's REST answers, read into the values scalefold's input events carry.
+
+Pure: each function takes one answer's parsed JSON and returns values, or raises
+`MalformedAnswerError` saying which field was not what Flink 2.3 sends. Flink's own names and
+units are kept (durations as "<n> ms", the keys of `services.contracts.jobconfig`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from services.contracts import jobconfig as k
+from services.contracts.events import Profile, Requirement
+
+CHECKPOINTING_OFF = 2**62
+"""An interval at or above this (Flink shows Long.MAX_VALUE) means checkpointing is off."""
+
+
+class MalformedAnswerError(ValueError):
+    """An answer that is JSON but not the shape Flink 2.3 gives; the message says where."""
+
+
+def field(data: Any, name: str, kind: type | tuple[type, ...], where: str) -> Any:
+    """`data[name]`, checked to be of `kind` (bool is not an int here)."""
+    if not isinstance(data, Mapping):
+        raise MalformedAnswerError(f"{where}: expected an object, got {type(data).__name__}")
+    value = data.get(name)
+    if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
+        raise MalformedAnswerError(f"{where}.{name}: expected {kind}, got a boolean")
+    if not isinstance(value, kind):
+        raise MalformedAnswerError(f"{where}.{name}: expected {_kinds(kind)}, got {value!r:.80}")
+    return value
+
+
+def _kinds(kind: type | tuple[type, ...]) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return " or ".join("null" if t is type(None) else t.__name__ for t in kinds)
+
+
+# -- /jobs/:jid/rescales/config: the adaptive scheduler's settings ------------------------
+
+_SETTINGS_MS = (
+    ("submissionResourceWaitTimeoutInMillis", k.WAIT_TIMEOUT),
+    ("submissionResourceStabilizationTimeoutInMillis", k.SUBMISSION_STABILIZATION),
+    ("executingCooldownTimeoutInMillis", k.COOLDOWN),
+    ("executingResourceStabilizationTimeoutInMillis", k.EXECUTING_STABILIZATION),
+    ("maximumDelayForTriggeringRescaleInMillis", k.MAX_DELAY),
+)
+
+
+def scheduler_settings(config: Any) -> dict[str, str]:
+    """The job's adaptive-scheduler settings as Flink keys (durations in ms)."""
+    where = "rescales/config"
+    entries: dict[str, str] = {}
+    for name, key in _SETTINGS_MS:
+        value = field(config, name, (int, type(None)), where)
+        if value is not None:
+            entries[key] = f"{value} ms"
+    failures = field(config, "rescaleOnFailedCheckpointCount", (int, type(None)), where)
+    if failures is not None:
+        entries[k.MAX_CHECKPOINT_FAILURES] = str(failures)
+    history = field(config, "rescaleHistoryMax", (int, type(None)), where)
+    if history is not None:
+        entries[k.HISTORY_SIZE] = str(history)
+    mode = field(config, "schedulerExecutionMode", (str, type(None)), where)
+    if mode is not None and mode.upper() == "REACTIVE":
+        entries[k.SCHEDULER_MODE] = "REACTIVE"
+    return entries
+
+
+# -- /jobs/:jid/config: the restart strategy, as RestartStrategyDescriptionUtils words it --
+
+_ISO = re.compile(r"^PT(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?$")
+_FIXED = re.compile(r"^Restart with fixed delay \((\S+)\)\. #(\d+) restart attempts\.$")
+_RATE = re.compile(
+    r"^Failure rate restart with maximum of (\d+) failures within interval (\S+) "
+    r"and fixed delay (\S+)\.$"
+)
+_EXPONENTIAL = re.compile(
+    r"^Restart with exponential delay: starting at (\S+), increasing by ([\d.,]+), "
+    r"with maximum (\S+)\. Delay resets after (\S+) with jitter ([\d.,]+)"
+)
+
+
+def iso_ms(text: str) -> int:
+    """java.time.Duration.toString (PT1S, PT1M30S, PT0.5S) in milliseconds."""
+    match = _ISO.match(text)
+    if match is None or text == "PT":
+        raise MalformedAnswerError(f"restart strategy: {text!r} is not a java.time.Duration")
+    hours, minutes, seconds = (match.group(i) or "0" for i in (1, 2, 3))
+    return (int(hours) * 3600 + int(minutes) * 60) * 1000 + round(float(seconds) * 1000)
+
+
+def _number(text: str) -> str:
+    return str(float(text.replace(",", ".")))  # Java's %f follows the JobManager's locale
+
+
+def restart_strategy(description: str) -> dict[str, str]:
+    """The restart-strategy keys of a description; {} for "Cluster level default restart
+    strategy" (Flink's default then applies, as it does in scalefold's core)."""
+    if description == "Restart deactivated.":
+        return {k.RESTART_STRATEGY: "none"}
+    if fixed := _FIXED.match(description):
+        return {
+            k.RESTART_STRATEGY: "fixed-delay",
+            k.FIXED_DELAY: f"{iso_ms(fixed.group(1))} ms",
+            k.FIXED_ATTEMPTS: fixed.group(2),
+        }
+    if rate := _RATE.match(description):
+        return {
+            k.RESTART_STRATEGY: "failure-rate",
+            k.RATE_MAX_FAILURES: rate.group(1),
+            k.RATE_INTERVAL: f"{iso_ms(rate.group(2))} ms",
+            k.RATE_DELAY: f"{iso_ms(rate.group(3))} ms",
+        }
+    if exp := _EXPONENTIAL.match(description):
+        return {
+            k.RESTART_STRATEGY: "exponential-delay",
+            k.EXP_INITIAL: f"{iso_ms(exp.group(1))} ms",
+            k.EXP_MULTIPLIER: _number(exp.group(2)),
+            k.EXP_MAX: f"{iso_ms(exp.group(3))} ms",
+            k.EXP_RESET: f"{iso_ms(exp.group(4))} ms",
+            k.EXP_JITTER: _number(exp.group(5)),
+        }
+    return {}
+
+
+def job_restart_strategy(job_config: Any) -> dict[str, str]:
+    execution = field(job_config, "execution-config", dict, "config")
+    return restart_strategy(field(execution, "restart-strategy", str, "config.execution-config"))
+
+
+def checkpoint_interval(checkpoints_config: Any) -> int | None:
+    """/jobs/:jid/checkpoints/config's interval in ms; None when checkpointing is off."""
+    if checkpoints_config is None:  # Flink answers 404 for a job without checkpointing
+        return None
+    interval = field(checkpoints_config, "interval", int, "checkpoints/config")
+    return interval if 0 < interval < CHECKPOINTING_OFF else None
+
+
+# -- /taskmanagers -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TaskManagerView:
+    """A TaskManager as /taskmanagers lists it."""
+
+    id: str
+    slots: int
+    profile: Profile | None
+
+
+def task_managers(answer: Any) -> tuple[TaskManagerView, ...]:
+    """The listed TaskManagers, each slot's profile its total resource / its slots."""
+    entries = field(answer, "taskmanagers", list, "taskmanagers")
+    views = []
+    for i, entry in enumerate(entries):
+        where = f"taskmanagers[{i}]"
+        slots = field(entry, "slotsNumber", int, where)
+        total = entry.get("totalResource") if isinstance(entry, Mapping) else None
+        views.append(
+            TaskManagerView(field(entry, "id", str, where), slots, _slot_profile(total, slots))
+        )
+    return tuple(sorted(views, key=lambda v: v.id))
+
+
+def _slot_profile(total: Any, slots: int) -> Profile | None:
+    """ResourceProfile of one slot, the TaskManager's total divided evenly (Flink's default
+    slot profile); None (UNKNOWN) when the answer shows no total."""
+    if not isinstance(total, Mapping) or slots < 1:
+        return None
+    try:
+        return Profile(
+            float(total["cpuCores"]) / slots,
+            int(total["taskHeapMemory"]) // slots,
+            int(total["taskOffHeapMemory"]) // slots,
+            int(total["managedMemory"]) // slots,
+            int(total["networkMemory"]) // slots,
+        )
+    except (KeyError, TypeError, ValueError):
+        raise MalformedAnswerError(
+            f"taskmanagers: totalResource {dict(total)!r:.120} lacks a field"
+        ) from None
+
+
+# -- /jobs/:jid/resource-requirements ------------------------------------------------------
+
+
+def requirements(answer: Any) -> tuple[Requirement, ...]:
+    """Each vertex's parallelism bounds (FLIP-291), sorted by vertex id."""
+    if not isinstance(answer, Mapping):
+        raise MalformedAnswerError("resource-requirements: expected an object")
+    result = []
+    for vertex_id, entry in sorted(answer.items()):
+        bounds = field(entry, "parallelism", dict, f"resource-requirements.{vertex_id}")
+        where = f"resource-requirements.{vertex_id}.parallelism"
+        result.append(
+            Requirement(
+                vertex_id,
+                field(bounds, "lowerBound", int, where),
+                field(bounds, "upperBound", int, where),
+            )
+        )
+    return tuple(result)

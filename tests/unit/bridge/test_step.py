@@ -1,0 +1,219 @@
+"""One poll folded into records and events (services/bridge/step.py), on captured answers,
+and the events fed to the scheduler core: it takes them, and predicts the job."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+from services.bridge import rescales as rs
+from services.bridge import step
+from services.bridge import translate as tr
+from services.bridge.offsets import JobOffset, from_record, to_record
+from services.contracts import Codec
+from services.contracts import jobconfig as k
+from services.contracts import records as r
+from services.contracts.events import (
+    JobEventKind,
+    JobLifecycle,
+    JobSubmitted,
+    RequirementsUpdated,
+    TaskManagerLost,
+    TaskManagerRegistered,
+    to_record as event_record,
+)
+from services.scheduler.core.driver import replay
+from services.scheduler.core.effects import Rejected, RescaleUpdated
+from tests.unit.bridge.test_translate import answer
+
+JID = "cc408c8079b82a80a401c5ac85881e95"
+FIRST, SECOND = "afc103edd691c5267ae684fefa3ae972", "f92913c3d29ca43b741b9115e1b16e4a"
+NOW = 1795935506540
+
+
+def answers(**changes: Any) -> step.Answers:
+    history = rs.summaries(answer("rescales-history.json"))
+    full = step.Answers(
+        job=answer("job.json"),
+        task_managers=tr.task_managers(answer("taskmanagers.json")),
+        requirements=answer("resource-requirements.json"),
+        rescales_config=answer("rescales-config.json"),
+        job_config=answer("job-config.json"),
+        checkpoints_config=None,
+        checkpointing_known=True,
+        exceptions=answer("exceptions.json"),
+        history=history,
+        details={u: answer(f"rescales-details-{u}.json") for u in (FIRST, SECOND)},
+    )
+    return replace(full, **changes)
+
+
+def first_poll() -> step.Observed:
+    return step.observe(JobOffset("local", JID), answers(), NOW)
+
+
+def test_the_first_poll_sends_both_rescales_oldest_first_and_submits_the_job() -> None:
+    seen = first_poll()
+    assert [(x["rescaleUuid"], x["revision"]) for x in seen.rescales] == [(FIRST, 1), (SECOND, 1)]
+    assert seen.rescales[0]["triggerCause"] == "INITIAL_SCHEDULE"
+    assert [v["slotSharingGroupName"] for v in seen.rescales[0]["vertices"]] == ["sums", "default"]
+    submitted = seen.events[0]
+    assert isinstance(submitted, JobSubmitted)
+    assert submitted.job_id == f"local.{JID}" and submitted.timestamp == 1795935403027
+    assert {(v.ssg_name, v.parallelism, v.max_parallelism) for v in submitted.vertices} == {
+        ("default", 4, 8),
+        ("sums", 4, 8),
+    }
+    config = dict(submitted.configuration)
+    assert config[k.OBSERVED_CLUSTER] == "local" and config[k.RUNTIME_MODE] == "simulated"
+    assert config[k.RESTART_STRATEGY] == "fixed-delay" and config[k.COOLDOWN] == "1000 ms"
+    assert [type(e) for e in seen.events[1:]] == [TaskManagerRegistered] * 3
+    assert seen.offset.submitted and seen.offset.task_managers == ("tm-1", "tm-2", "tm-3")
+    assert seen.problems == ()
+
+
+def test_the_records_fit_their_schema(codec: Codec) -> None:
+    seen = first_poll()
+    for record in seen.rescales:
+        assert codec.decode(codec.encode(r.FLINK_RESCALE, record)).record == record
+    offset = to_record(seen.offset)
+    assert (
+        from_record(codec.decode(codec.encode(r.FLINK_BRIDGE_OFFSET, offset)).record) == seen.offset
+    )
+    for event in seen.events:
+        codec.encode(*event_record(event))
+
+
+def test_a_second_poll_of_the_same_answers_sends_nothing() -> None:
+    seen = first_poll()
+    again = step.observe(seen.offset, answers(details={}), NOW + 5000)
+    assert (again.rescales, again.events) == ((), ())
+    assert step.details_to_fetch(seen.offset, answers().history or []) == []
+
+
+def test_an_in_progress_rescale_is_sent_again_when_it_changes() -> None:
+    details = answer(f"rescales-details-{SECOND}.json")
+    running = {
+        **details,
+        "endTimestampInMillis": None,
+        "terminalState": None,
+        "terminatedReason": None,
+    }
+    running["schedulerStates"] = details["schedulerStates"][:2]
+    seen = step.observe(JobOffset("local", JID), answers(details={SECOND: running}), NOW)
+    assert step.details_to_fetch(seen.offset, answers().history or []) == [FIRST, SECOND]
+    same = step.observe(seen.offset, answers(details={SECOND: running}), NOW + 1)
+    assert same.rescales == ()
+    done = step.observe(seen.offset, answers(details={SECOND: details}), NOW + 2)
+    assert [(x["revision"], x["terminalState"]) for x in done.rescales] == [(2, "COMPLETED")]
+
+
+def test_a_newer_flinks_fields_and_values_are_kept() -> None:
+    details = answer(f"rescales-details-{FIRST}.json")
+    newer = {**details, "triggerCause": "AUTOSCALER", "rescaleReasonText": {"a": 1}}
+    vertex = dict(newer["vertices"]["cbc357ccb763df2852fee8c4fc7d55f2"], newField=3)
+    newer["vertices"] = {**newer["vertices"], vertex["jobVertexId"]: vertex}
+    (record,) = step.observe(JobOffset("local", JID), answers(details={FIRST: newer}), NOW).rescales
+    assert record["triggerCause"] == "AUTOSCALER"
+    assert record["unknownFields"] == {
+        "$.rescaleReasonText": '{"a":1}',
+        "$.vertices.cbc357ccb763df2852fee8c4fc7d55f2.newField": "3",
+    }
+
+
+def test_a_malformed_rescale_is_a_problem_and_the_rest_goes_on() -> None:
+    bad = {**answer(f"rescales-details-{SECOND}.json"), "schedulerStates": "soon"}
+    seen = step.observe(
+        JobOffset("local", JID), answers(details={**answers().details, SECOND: bad}), NOW
+    )
+    assert [x["rescaleUuid"] for x in seen.rescales] == [FIRST]
+    assert seen.problems == (
+        (
+            f"rescales/details/{SECOND}",
+            "rescales/details.schedulerStates: expected list or null, got 'soon'",
+        ),
+    )
+    assert SECOND in step.details_to_fetch(seen.offset, answers().history or [])
+
+
+def test_the_job_waits_for_the_group_names_unless_history_is_off() -> None:
+    early = answers(history=[], details={}, job={**answer("job.json"), "start-time": NOW - 1000})
+    assert step.observe(JobOffset("local", JID), early, NOW).events == ()
+    off = replace(early, history=None, history_enabled=False)
+    (submitted, *_) = step.observe(JobOffset("local", JID), off, NOW).events
+    assert isinstance(submitted, JobSubmitted)
+    assert {v.ssg_name for v in submitted.vertices} == {v.ssg_id for v in submitted.vertices}
+
+
+def later(seen: step.Observed, **changes: Any) -> step.Observed:
+    return step.observe(seen.offset, answers(details={}, **changes), NOW + 5000)
+
+
+def test_task_managers_come_and_go_and_requirements_change() -> None:
+    seen = first_poll()
+    tms = tr.task_managers(answer("taskmanagers.json"))
+    more = (*tms[1:], replace(tms[0], id="tm-4"))
+    raised = {
+        v: {"parallelism": {"lowerBound": 2, "upperBound": 4}}
+        for v in answer("resource-requirements.json")
+    }
+    changed = later(seen, task_managers=more, requirements=raised)
+    assert [(type(e), getattr(e, "task_manager_id", None)) for e in changed.events] == [
+        (TaskManagerLost, "tm-1"),
+        (TaskManagerRegistered, "tm-4"),
+        (RequirementsUpdated, None),
+    ]
+    assert all(e.timestamp == NOW + 5000 for e in changed.events)
+
+
+def failure(at: int, tm: str | None) -> dict[str, Any]:
+    return {
+        "exceptionName": "java.lang.RuntimeException",
+        "timestamp": at,
+        "taskName": "Sum (1/1)",
+        "taskManagerId": tm,
+    }
+
+
+def test_failures_recoverable_by_the_job_state_and_not_those_of_a_lost_task_manager() -> None:
+    seen = first_poll()
+    entries = [failure(NOW + 100, "tm-2"), failure(NOW + 200, "tm-9")]
+    restarting = later(
+        seen,
+        exceptions={"exceptionHistory": {"entries": entries}},
+        job={**answer("job.json"), "state": "RESTARTING"},
+    )
+    (event,) = restarting.events
+    assert event == JobLifecycle(
+        f"local.{JID}", NOW + 100, JobEventKind.TASK_FAILURE, True, "java.lang.RuntimeException"
+    )
+    failing = later(
+        seen,
+        exceptions={"exceptionHistory": {"entries": entries[:1]}},
+        job={**answer("job.json"), "state": "FAILING"},
+    )
+    assert [e.recoverable for e in failing.events if isinstance(e, JobLifecycle)] == [False]
+    assert later(restarting, exceptions={"exceptionHistory": {"entries": entries}}).events == ()
+
+
+def test_a_terminal_state_is_reported_once() -> None:
+    seen = first_poll()
+    job = {**answer("job.json"), "state": "CANCELED", "end-time": NOW + 10}
+    canceled = later(seen, job=job)
+    assert canceled.events == (
+        JobLifecycle(f"local.{JID}", NOW + 10, JobEventKind.CANCEL, True, "Flink job CANCELED"),
+    )
+    assert later(canceled, job=job).events == ()
+
+
+def test_the_scheduler_core_takes_the_events_and_predicts_the_job() -> None:
+    seen = first_poll()
+    job = {**answer("job.json"), "state": "CANCELED", "end-time": NOW + 10}
+    events = [*seen.events, *later(seen, job=job).events]
+    run, effects = replay(events)
+    assert not [e for e in effects if isinstance(e, Rejected)]
+    records = [e.record for e in effects if isinstance(e, RescaleUpdated)]
+    assert records and records[0]["triggerCause"] == "INITIAL_SCHEDULE"
+    assert records[-1]["schedulerSettings"][k.OBSERVED_CLUSTER] == "local"
+    assert json.dumps(records[-1]["jobId"]) == json.dumps(f"local.{JID}")
