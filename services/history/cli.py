@@ -239,6 +239,14 @@ Stop with Ctrl-C or SIGTERM; a restart resumes where the job stopped.""",
         "--no-jdbc", action="store_true", help="serve the views over Spark Connect only"
     )
     run.add_argument(
+        "--rest-port",
+        type=int,
+        default=0,
+        metavar="PORT",
+        help="also serve the rescale REST API and web page (`history serve`) on --sql-host at "
+        "this port; 0 picks a free one, written to DATA_DIR/rest.url; -1: do not",
+    )
+    run.add_argument(
         "--health-file",
         type=Path,
         metavar="FILE",

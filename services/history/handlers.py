@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from http.server import ThreadingHTTPServer
+
     from pyspark.sql import SparkSession
 
     from services.clicontext import Context
@@ -125,11 +127,27 @@ def run(args: argparse.Namespace, context: Context) -> int:
     # cancels the jobs over py4j from inside the signal, re-entering a py4j call)
     stop = _stop_on_signals()
     registry = SchemaRegistry.load(settings.schemas_dir)
+    rest = _rest_api(args, options.layout.data_dir)
     try:
         return job.run(spark, settings, registry, options, progress=say, stop=stop)
     except (job.HistoryJobError, StreamingQueryException) as error:
         print(f"scalefold history run: {error}", file=sys.stderr)
         return 1
+    finally:
+        if rest is not None:
+            from services.history.restapi import embedded
+
+            embedded.stop(rest, options.layout.data_dir)
+
+
+def _rest_api(args: argparse.Namespace, data_dir: Path) -> ThreadingHTTPServer | None:
+    """The rescale REST API beside the job (docs/rest-api.md), unless --rest-port -1."""
+    if args.available_now or getattr(args, "rest_port", -1) < 0:
+        return None
+    from services.history.restapi import embedded
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    return embedded.start(data_dir, args.sql_host, args.rest_port, say)
 
 
 def _serves_sql(args: argparse.Namespace) -> bool:

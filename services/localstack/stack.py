@@ -97,7 +97,18 @@ def endpoints(process: ServiceProcess) -> dict[str, str]:
                 url = ""
             if url:
                 found[kind] = url
+        rest = _read(process.run_dir / "history" / "rest.url")  # its REST API (docs/rest-api.md)
+        if rest:
+            found["rest"] = f"{rest}/jobs/<jobid>/rescales/history"
+            found["page"] = f"{rest}/web/"
     return found
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""
 
 
 def _plaintext(settings: Settings) -> Mapping[str, str]:
