@@ -58,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
 
     from services.actuator.cli import register as register_actuator
+    from services.bridge.cli import register as register_bridge
     from services.history.cli import register as register_history
     from services.localstack.cli import register as register_local
     from services.scheduler.cli import register as register_scheduler
@@ -68,7 +69,23 @@ def build_parser() -> argparse.ArgumentParser:
     register_scheduler(commands)
     register_tools(commands)
     register_history(commands)
+    register_bridge(commands)
+    _register_flink(commands)
     return parser
+
+
+def _register_flink(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The `flink` group: its verbs come from more than one module."""
+    from services.localstack.flinkcli import register as register_flink_local
+
+    flink = commands.add_parser(
+        "flink",
+        help="a real Flink 2.3 cluster: submit jobs, add or stop TaskManagers, set requirements",
+        description="Work with a real Flink 2.3 cluster, by default the local stack's "
+        "(`scalefold local up --flink`; docs/flink.md).",
+    )
+    verbs = flink.add_subparsers(title="verbs", metavar="VERB", required=True)
+    register_flink_local(verbs)
 
 
 def _local_bootstrap() -> str | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+import uuid
 from typing import Any
 
 ERROR_BODY_LIMIT = 2_000
@@ -74,9 +75,15 @@ class FlinkRest:
 
     def request(self, method: str, path: str, body: Any = None) -> tuple[int, bytes]:
         """(status, body) of a call with an optional JSON body; FlinkUnreachableError if none."""
-        url = self.url(path)
         data = None if body is None else json.dumps(body).encode()
         headers = {"Content-Type": "application/json"} if data is not None else {}
+        return self.send(method, path, data, headers)
+
+    def send(
+        self, method: str, path: str, data: bytes | None, headers: dict[str, str]
+    ) -> tuple[int, bytes]:
+        """(status, body) of a call with a body of any type; FlinkUnreachableError if none."""
+        url = self.url(path)
         request = urllib.request.Request(url, data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
@@ -94,6 +101,77 @@ class FlinkRest:
     def call_json(self, method: str, path: str, body: Any = None) -> Any:
         status, raw = self.request(method, path, body)
         return checked(self.url(path), status, raw)
+
+    # What `scalefold flink` and the tests call (the REST API's names, Flink 2.3.0).
+
+    def overview(self) -> dict[str, Any]:
+        """`/overview`: the cluster's TaskManagers, slots and jobs, counted."""
+        return dict(self.get_json("/overview"))
+
+    def taskmanagers(self) -> list[dict[str, Any]]:
+        """`/taskmanagers`: each registered TaskManager (`id` is its resource id)."""
+        return list(self.get_json("/taskmanagers")["taskmanagers"])
+
+    def jobs(self) -> list[dict[str, Any]]:
+        """`/jobs/overview`: every job the JobManager knows, with `jid`, `name`, `state`."""
+        return list(self.get_json("/jobs/overview")["jobs"])
+
+    def job(self, jid: str) -> dict[str, Any]:
+        return dict(self.get_json(f"/jobs/{jid}"))
+
+    def rescale_history(self, jid: str) -> list[dict[str, Any]]:
+        """`/jobs/:jid/rescales/history`, newest first (vertices and slots left empty)."""
+        return list(self.get_json(f"/jobs/{jid}/rescales/history"))
+
+    def rescale_details(self, jid: str, uuid: str) -> dict[str, Any]:
+        return dict(self.get_json(f"/jobs/{jid}/rescales/details/{uuid}"))
+
+    def requirements(self, jid: str) -> dict[str, Any]:
+        return dict(self.get_json(f"/jobs/{jid}/resource-requirements"))
+
+    def set_requirements(self, jid: str, bounds: dict[str, tuple[int, int]]) -> None:
+        """PUT the job's per-vertex parallelism bounds, {vertex id: (lower, upper)}."""
+        self.call_json("PUT", f"/jobs/{jid}/resource-requirements", requirements_body(bounds))
+
+    def cancel(self, jid: str) -> None:
+        self.call_json("PATCH", f"/jobs/{jid}?mode=cancel")
+
+    def upload_jar(self, name: str, content: bytes) -> str:
+        """POST /jars/upload; the id under which the JobManager keeps the jar."""
+        content_type, body = multipart("jarfile", name, content)
+        status, raw = self.send("POST", "/jars/upload", body, {"Content-Type": content_type})
+        answer = checked(self.url("/jars/upload"), status, raw)
+        # "filename" is the stored jar's path; its last part is the id /jars/:id takes
+        return str(answer["filename"]).rsplit("/", 1)[-1]
+
+    def run_jar(self, jar_id: str, arguments: list[str], entry_class: str | None = None) -> str:
+        """POST /jars/:id/run with `arguments` for the program; the new job's id."""
+        body: dict[str, Any] = {"programArgsList": arguments}
+        if entry_class:
+            body["entryClass"] = entry_class
+        return str(self.call_json("POST", f"/jars/{jar_id}/run", body)["jobid"])
+
+
+def requirements_body(bounds: dict[str, tuple[int, int]]) -> dict[str, Any]:
+    """The body of PUT /jobs/:jid/resource-requirements for {vertex: (lower, upper)}."""
+    return {
+        vertex: {"parallelism": {"lowerBound": lower, "upperBound": upper}}
+        for vertex, (lower, upper) in bounds.items()
+    }
+
+
+def multipart(field: str, filename: str, content: bytes) -> tuple[str, bytes]:
+    """(Content-Type, body) of a multipart/form-data upload of one file, as /jars/upload
+    takes it (urllib has no encoder of its own)."""
+    boundary = f"scalefold-{uuid.uuid4().hex}"
+    head = (
+        f"--{boundary}\r\n"
+        f'Content-Disposition: form-data; name="{field}"; filename="{filename}"\r\n'
+        "Content-Type: application/x-java-archive\r\n\r\n"
+    ).encode()
+    return f"multipart/form-data; boundary={boundary}", (
+        head + content + f"\r\n--{boundary}--\r\n".encode()
+    )
 
 
 def checked(url: str, status: int, raw: bytes) -> Any:

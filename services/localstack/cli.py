@@ -46,6 +46,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         action="store_true",
         help="TLS, a SCRAM-SHA-512 user per service and one for the CLI, ACLs (docs/security.md)",
     )
+    up.add_argument(
+        "--flink",
+        action="store_true",
+        help="also a real Flink 2.3 session cluster (adaptive scheduler; docs/flink.md)",
+    )
+    up.add_argument(
+        "--flink-taskmanagers", type=int, default=1, metavar="N", help="with --flink (1)"
+    )
     up.add_argument("--run-dir", default=str(RUN_ROOT / "local"))
     up.set_defaults(handler=_up)
 
@@ -126,12 +134,15 @@ def _broker(args: argparse.Namespace, context: Context) -> LocalBroker:
 
 
 def _fetch(args: argparse.Namespace, context: Context) -> int:
+    from services.localstack.flinkdist import flink_home, sample_job
     from services.localstack.jars import kafka_jars, spark_connector_jars
 
     kafka = kafka_jars(context.cache_dir, progress=_say)
     spark = spark_connector_jars(context.cache_dir, progress=_say)
     _say(f"Kafka broker: {len(kafka)} jars in {kafka[0].parent}")
     _say(f"Spark connectors: {', '.join(jar.name for jar in spark)}")
+    flink = flink_home(context.cache_dir, progress=_say)
+    _say(f"Flink: {flink}; sample job: {sample_job(context.cache_dir, flink, progress=_say)}")
     return 0
 
 
@@ -182,6 +193,10 @@ def _up(args: argparse.Namespace, context: Context) -> int:
             )
             _say(f"{process.name} ready ({where}log: {process.log})")
         (run_dir / "actuator.port").write_text(str(stack.web_port(wanted[1])))
+    if args.flink:
+        from services.localstack import flinkstack
+
+        flinkstack.up(run_dir, context.cache_dir, args.flink_taskmanagers, _say)
     _say("the local stack is up; point clients at it with")
     print(f"export SCALEFOLD_BOOTSTRAP_SERVERS={bootstrap}")
     if args.secure:  # the CLI user's settings; its password stays in its file
@@ -193,9 +208,10 @@ def _up(args: argparse.Namespace, context: Context) -> int:
 def _down(args: argparse.Namespace, context: Context) -> int:
     from pathlib import Path
 
-    from services.localstack import stack
+    from services.localstack import flinkstack, stack
 
     stack.stop_all(Path(args.run_dir), _say)
+    flinkstack.down(Path(args.run_dir), _say)
     if not _broker(args, context).stop(progress=_say):
         _say("the broker was not running")
     return 0
@@ -227,12 +243,13 @@ def _restart(args: argparse.Namespace, context: Context) -> int:
 def _status(args: argparse.Namespace, context: Context) -> int:
     from pathlib import Path
 
-    from services.localstack import stack
+    from services.localstack import flinkstack, stack
 
     running = _broker(args, context).status()
     processes = stack.services(Path(args.run_dir))
     pids = {process.name: process.pid() for process in processes}
-    if running is None and not any(pids.values()):
+    flink = flinkstack.status_lines(Path(args.run_dir))
+    if running is None and not any(pids.values()) and not any("running" in f for f in flink):
         print(f"nothing running in {args.run_dir} (start it with `make up`)")
         return 0
     print(
@@ -246,6 +263,8 @@ def _status(args: argparse.Namespace, context: Context) -> int:
         print(f"{process.name:<10} {state}  log {process.log}")
         for kind, url in stack.endpoints(process).items() if pid else ():
             print(f"{'':<10}   {kind:<8} {url}")
+    for line in flink:
+        print(line)
     return 0
 
 

@@ -1,0 +1,223 @@
+"""`scalefold flink ...`: run jobs on a real Flink 2.3 cluster and change them.
+
+The verbs that talk REST (submit, requirements, cancel, jobs) take `--rest URL`, by
+default the local stack's Flink (`local up --flink`); the TaskManager verbs start and
+stop processes of the local stack's Flink. Other modules add verbs to the same group
+(services/cli.py builds it and calls each module's `register`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from services.localstack.layout import RUN_ROOT
+
+if TYPE_CHECKING:
+    from services.clicontext import Context, Handler
+    from services.contracts.flinkrest import FlinkRest
+
+    Verbs = argparse._SubParsersAction[argparse.ArgumentParser]
+
+
+def register(verbs: Verbs) -> None:
+    """Add submit, taskmanager, requirements, cancel and jobs to the `flink` group."""
+    submit = _verb(verbs, "submit", "run the sample job (or --jar) on Flink; prints its id")
+    submit.add_argument("--jar", help="a job jar of your own instead of the sample job")
+    submit.add_argument("--entry-class", help="the jar's main class, if its manifest names none")
+    sample = submit.add_argument_group("the sample job (deploy/flink/job)")
+    sample.add_argument("--max-parallelism", type=int, default=8)
+    sample.add_argument("--parallelism", type=int, help="upper bound; default: max parallelism")
+    sample.add_argument("--restart", default="fixed-delay", help="fixed-delay | none | ...")
+    sample.add_argument("--checkpoint-interval", type=int, default=2000, help="ms")
+    sample.add_argument("--rate", type=float, default=20.0, help="records a second")
+    sample.add_argument("--name", default="scalefold-sample")
+    submit.add_argument("program_args", nargs="*", metavar="ARG", help="(after --) for --jar")
+    submit.set_defaults(handler=_submit)
+
+    taskmanager = verbs.add_parser("taskmanager", help="add or stop local TaskManagers")
+    actions = taskmanager.add_subparsers(title="actions", metavar="ACTION", required=True)
+    add = _verb(actions, "add", "start TaskManagers and wait until they registered")
+    add.add_argument("--count", type=int, default=1)
+    add.set_defaults(handler=_add_taskmanagers)
+    stop = _verb(actions, "stop", "stop a TaskManager (the newest running one by default)")
+    stop.add_argument("id", nargs="?", metavar="ID", help="its resource id, e.g. tm-2")
+    stop.add_argument("--kill", action="store_true", help="SIGKILL: lost, not shut down")
+    stop.set_defaults(handler=_stop_taskmanager)
+
+    requirements = _verb(
+        verbs, "requirements", "show or set a job's parallelism bounds per vertex (PUT)"
+    )
+    requirements.add_argument("--job", required=True, metavar="JOB_ID")
+    requirements.add_argument(
+        "bounds", nargs="*", metavar="VERTEX=LOWER:UPPER", help="vertex id or exact name"
+    )
+    requirements.set_defaults(handler=_requirements)
+
+    cancel = _verb(verbs, "cancel", "cancel a job")
+    cancel.add_argument("job", metavar="JOB_ID")
+    cancel.set_defaults(handler=_cancel)
+
+    jobs = _verb(verbs, "jobs", "list the cluster's jobs and their states")
+    jobs.set_defaults(handler=_jobs)
+
+
+def _verb(verbs: Verbs, name: str, help_text: str) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = verbs.add_parser(name, help=help_text, description=help_text)
+    parser.add_argument("--run-dir", default=str(RUN_ROOT / "local"), help="the local stack")
+    parser.add_argument("--rest", metavar="URL", help="a Flink REST URL (default: the local one)")
+    return parser
+
+
+def parse_bounds(items: list[str]) -> dict[str, tuple[int, int]]:
+    """`VERTEX=LOWER:UPPER` arguments as {vertex: (lower, upper)}; ValueError says which
+    argument is wrong and why."""
+    bounds: dict[str, tuple[int, int]] = {}
+    for item in items:
+        vertex, equals, rest = item.rpartition("=")
+        lower, colon, upper = rest.partition(":")
+        if not (vertex and equals and colon and lower.isdigit() and upper.isdigit()):
+            raise ValueError(f"{item!r} is not VERTEX=LOWER:UPPER (e.g. Bucket=1:4)")
+        if not 1 <= int(lower) <= int(upper):
+            raise ValueError(f"{item!r}: need 1 <= LOWER <= UPPER")
+        bounds[vertex] = (int(lower), int(upper))
+    return bounds
+
+
+def vertex_ids(
+    bounds: dict[str, tuple[int, int]], vertices: list[dict[str, Any]]
+) -> dict[str, tuple[int, int]]:
+    """`bounds` keyed by vertex id, where a key may be a vertex's id or its exact name."""
+    by_name = {vertex["name"]: vertex["id"] for vertex in vertices}
+    known = set(by_name.values())
+    resolved = {}
+    for key, bound in bounds.items():
+        if key not in known and key not in by_name:
+            names = ", ".join(f"{name} ({vid})" for name, vid in by_name.items())
+            raise ValueError(f"the job has no vertex {key!r}; it has {names}")
+        resolved[key if key in known else by_name[key]] = bound
+    return resolved
+
+
+def merged(
+    current: dict[str, Any], changed: dict[str, tuple[int, int]]
+) -> dict[str, tuple[int, int]]:
+    """Every vertex's bounds: Flink's PUT refuses a body that leaves a vertex out ("The
+    request is incomplete, missing job vertex [...]"), so the unchanged ones go too."""
+    bounds = {
+        vertex: (wanted["parallelism"]["lowerBound"], wanted["parallelism"]["upperBound"])
+        for vertex, wanted in current.items()
+    }
+    return {**bounds, **changed}
+
+
+def sample_arguments(args: argparse.Namespace) -> list[str]:
+    """The sample job's program arguments from `flink submit`'s options."""
+    arguments = ["--max-parallelism", str(args.max_parallelism), "--restart", args.restart]
+    if args.parallelism is not None:
+        arguments += ["--parallelism", str(args.parallelism)]
+    arguments += ["--checkpoint-interval", str(args.checkpoint_interval)]
+    return [*arguments, "--rate", str(args.rate), "--name", args.name]
+
+
+def _rest(args: argparse.Namespace) -> FlinkRest:
+    from services.contracts.flinkrest import FlinkRest
+    from services.localstack.flink import FlinkCluster
+    from services.localstack.flinkstack import cluster_dir
+
+    if args.rest:
+        return FlinkRest(args.rest, timeout=30.0)
+    return FlinkCluster(cluster_dir(Path(args.run_dir)), Path()).rest(timeout=30.0)
+
+
+def _guarded(handler: Handler) -> Handler:
+    """A handler whose Flink errors end in one line and exit code 1, not a traceback."""
+
+    def run(args: argparse.Namespace, context: Context) -> int:
+        from services.contracts.flinkrest import FlinkRestError
+        from services.localstack.flink import FlinkClusterError
+        from services.localstack.flinkdist import FlinkSetupError
+
+        try:
+            return handler(args, context)
+        except (FlinkRestError, FlinkClusterError, FlinkSetupError, ValueError) as error:
+            print(f"scalefold flink: {error}", file=sys.stderr)
+            return 1
+
+    return run
+
+
+@_guarded
+def _submit(args: argparse.Namespace, context: Context) -> int:
+    from services.localstack.flinkdist import flink_home, sample_job
+
+    if args.jar:
+        jar, arguments = Path(args.jar), list(args.program_args)
+    else:
+        jar = sample_job(context.cache_dir, flink_home(context.cache_dir, _say), _say)
+        arguments = sample_arguments(args) + list(args.program_args)
+    rest = _rest(args)
+    jar_id = rest.upload_jar(jar.name, jar.read_bytes())
+    print(rest.run_jar(jar_id, arguments, args.entry_class))
+    return 0
+
+
+@_guarded
+def _add_taskmanagers(args: argparse.Namespace, context: Context) -> int:
+    from services.localstack.flinkstack import local_cluster
+
+    cluster = local_cluster(Path(args.run_dir), context.cache_dir, _say)
+    cluster.wait_rest(timeout=5.0)
+    ids = cluster.add_taskmanagers(args.count)
+    _say(f"started {', '.join(ids)}; waiting until they register")
+    cluster.wait_registered(ids)
+    print("\n".join(ids))
+    return 0
+
+
+@_guarded
+def _stop_taskmanager(args: argparse.Namespace, context: Context) -> int:
+    from services.localstack.flink import FlinkCluster
+    from services.localstack.flinkstack import cluster_dir
+
+    cluster = FlinkCluster(cluster_dir(Path(args.run_dir)), Path())
+    running = [tm.name for tm in cluster.taskmanagers() if tm.pid() is not None]
+    chosen = args.id or (running[-1] if running else None)
+    if chosen is None or chosen not in running:
+        _say(f"no running TaskManager {chosen or ''} (running: {', '.join(running) or 'none'})")
+        return 1
+    cluster.stop_taskmanager(chosen, kill=args.kill)
+    print(chosen)
+    return 0
+
+
+@_guarded
+def _requirements(args: argparse.Namespace, context: Context) -> int:
+    rest = _rest(args)
+    if args.bounds:
+        vertices = rest.job(args.job)["vertices"]
+        wanted = vertex_ids(parse_bounds(args.bounds), vertices)
+        rest.set_requirements(args.job, merged(rest.requirements(args.job), wanted))
+    for vertex, wanted in rest.requirements(args.job).items():
+        bound = wanted["parallelism"]
+        print(f"{vertex}  {bound['lowerBound']}:{bound['upperBound']}")
+    return 0
+
+
+@_guarded
+def _cancel(args: argparse.Namespace, context: Context) -> int:
+    _rest(args).cancel(args.job)
+    return 0
+
+
+@_guarded
+def _jobs(args: argparse.Namespace, context: Context) -> int:
+    for job in _rest(args).jobs():
+        print(f"{job['jid']}  {job['state']:<10} {job['name']}")
+    return 0
+
+
+def _say(message: str) -> None:
+    print(f"[scalefold] {message}", file=sys.stderr, flush=True)

@@ -1,0 +1,84 @@
+"""The local stack's Flink: `local up --flink`, `local down`, `local status`.
+
+The cluster of a run directory lives in `<run dir>/flink` (flink.py says what is there).
+`up` is idempotent like `local up`: a running JobManager is kept, and only the
+TaskManagers missing from the requested number are started.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from services.localstack.flink import FlinkCluster
+from services.localstack.flinkconf import LOCAL_WAITS, FlinkConfig, Waits
+from services.localstack.flinkdist import flink_home, sample_job
+from services.localstack.ports import free_ports
+
+Progress = Callable[[str], None]
+
+
+def cluster_dir(run_dir: Path) -> Path:
+    return run_dir / "flink"
+
+
+def local_cluster(run_dir: Path, cache: Path, progress: Progress = print) -> FlinkCluster:
+    """The run directory's cluster, with the jars fetched if they are not yet."""
+    return FlinkCluster(cluster_dir(run_dir), flink_home(cache, progress))
+
+
+def up(
+    run_dir: Path,
+    cache: Path,
+    taskmanagers: int,
+    progress: Progress = print,
+    waits: Waits = LOCAL_WAITS,
+) -> FlinkCluster:
+    """Start (or keep) the JobManager and bring the running TaskManagers up to
+    `taskmanagers`; the sample job is built too, so `scalefold flink submit` just runs."""
+    started = time.monotonic()
+    cluster = local_cluster(run_dir, cache, progress)
+    sample_job(cache, cluster.home, progress)
+    if cluster.jobmanager.pid() is None:
+        cluster.directory.mkdir(parents=True, exist_ok=True)
+        rest_port, rpc_port = free_ports(2)
+        cluster.configure(FlinkConfig(rest_port, rpc_port, waits=waits))
+        pid = cluster.start_jobmanager()
+        progress(f"Flink JobManager running (pid {pid}); waiting for its REST API")
+    cluster.wait_rest()
+    running = [tm for tm in cluster.taskmanagers() if tm.pid() is not None]
+    if len(running) < taskmanagers:
+        ids = cluster.add_taskmanagers(taskmanagers - len(running))
+        progress(f"Flink TaskManagers {', '.join(ids)} started; waiting until they register")
+        cluster.wait_registered(ids)
+    progress(
+        f"Flink ready in {time.monotonic() - started:.0f} s: {cluster.rest_url()} "
+        f"(web UI and REST; logs in {cluster.directory})"
+    )
+    return cluster
+
+
+def down(run_dir: Path, progress: Progress = print) -> list[str]:
+    """Stop every Flink process of the run directory (no jar is needed for that)."""
+    cluster = FlinkCluster(cluster_dir(run_dir), Path())
+    return cluster.stop(progress)
+
+
+def status_lines(run_dir: Path) -> list[str]:
+    """`local status`'s lines for Flink, in its columns; none if Flink never ran here."""
+    cluster = FlinkCluster(cluster_dir(run_dir), Path())
+    jobmanager = cluster.jobmanager
+    if not jobmanager.pid_file.exists() and not cluster.taskmanagers():
+        return []
+    pid = jobmanager.pid()
+    lines = [
+        f"{'flink':<10} running  pid {pid}  log {jobmanager.log}" if pid else "flink      stopped"
+    ]
+    if pid:
+        lines.append(f"{'':<10}   {'rest':<8} {cluster.rest_url()}")
+    for tm in cluster.taskmanagers():
+        tm_pid = tm.pid()
+        state = f"running  pid {tm_pid}" if tm_pid else "stopped"
+        lines.append(f"{'':<10}   {tm.name:<8} {state}  log {tm.log}")
+    return lines
