@@ -21,6 +21,8 @@ from services.contracts.events import (
     RequirementsUpdated,
     TaskManagerLost,
     TaskManagerRegistered,
+)
+from services.contracts.events import (
     to_record as event_record,
 )
 from services.scheduler.core.driver import replay
@@ -211,7 +213,7 @@ def test_the_scheduler_core_takes_the_events_and_predicts_the_job() -> None:
     seen = first_poll()
     job = {**answer("job.json"), "state": "CANCELED", "end-time": NOW + 10}
     events = [*seen.events, *later(seen, job=job).events]
-    run, effects = replay(events)
+    _, effects = replay(events)
     assert not [e for e in effects if isinstance(e, Rejected)]
     records = [e.record for e in effects if isinstance(e, RescaleUpdated)]
     assert records and records[0]["triggerCause"] == "INITIAL_SCHEDULE"

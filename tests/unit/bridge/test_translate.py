@@ -89,7 +89,7 @@ def test_every_description_flink_writes_is_read(description: str, expected: dict
 
 
 def test_a_duration_that_is_not_javas_is_malformed() -> None:
-    with pytest.raises(tr.MalformedAnswerError, match="java.time.Duration"):
+    with pytest.raises(tr.MalformedAnswerError, match=r"java\.time\.Duration"):
         tr.restart_strategy("Restart with fixed delay (1 s). #3 restart attempts.") or tr.iso_ms(
             "1 s"
         )

@@ -1,0 +1,228 @@
+"""One poll of one Flink cluster over REST: the answers each job's `step.observe` needs.
+
+The shell's half of a poll. An unreachable JobManager ends the poll with
+`FlinkUnreachableError` (the service backs off and retries); an answer that is not
+usable (a 5xx, a body that is not JSON, a shape Flink does not send) becomes a
+`Letter` for the dead-letter topic and the poll goes on without it; a 404 means the
+job has gone, or the rescale history is off, and is said once, in one line.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from services.bridge import rescales as rs
+from services.bridge import step
+from services.bridge import translate as tr
+from services.bridge.offsets import JobOffset
+from services.contracts.flinkrest import (
+    FlinkBadAnswerError,
+    FlinkNotFoundError,
+    FlinkRest,
+)
+from services.contracts.jobconfig import HISTORY_SIZE
+from services.contracts.topics import flink_job_key
+
+log = logging.getLogger("scalefold.bridge")
+
+
+@dataclass(frozen=True)
+class Letter:
+    """An unusable answer: where it came from, its body and why."""
+
+    cluster: str
+    path: str
+    key: str
+    body: bytes
+    error_class: str
+    reason: str
+
+
+class NotThereError(Exception):
+    """A 404 answer."""
+
+
+@dataclass
+class ClusterPoll:
+    """What a poll of one cluster gave: each job's observation, and the unusable answers."""
+
+    observed: list[step.Observed] = field(default_factory=list)
+    letters: list[Letter] = field(default_factory=list)
+
+
+class ClusterPoller:
+    """Polls one cluster; remembers what it said once (a vanished job, history off)."""
+
+    def __init__(self, name: str, rest: FlinkRest) -> None:
+        self.name = name
+        self.rest = rest
+        self._said: set[str] = set()
+        self._lettered: set[tuple[str, str, str]] = set()
+
+    def say_once(self, what: str, line: str) -> None:
+        if what not in self._said:
+            self._said.add(what)
+            log.warning("%s", line)
+
+    def poll(self, offsets: Mapping[str, JobOffset], now: int) -> ClusterPoll:
+        """Every job the cluster lists that has something left to tell."""
+        result = ClusterPoll()
+        overview = self._get("/jobs/overview", self.name, result)
+        jobs = _job_ids(overview, self.name, result)
+        listed = self._get("/taskmanagers", self.name, result)
+        task_managers = self._read(tr.task_managers, listed, "/taskmanagers", self.name, result)
+        for jid in jobs:
+            key = flink_job_key(self.name, jid)
+            offset = offsets.get(key) or JobOffset(self.name, jid)
+            if offset.terminal is not None and not _open_rescales(offset):
+                continue  # reported to its end: nothing more to read
+            answers = self._answers(jid, offset, task_managers, result)
+            if answers is not None:
+                seen = step.observe(offset, answers, now)
+                result.letters += [_problem(self.name, jid, answers, *p) for p in seen.problems]
+                result.observed.append(seen)
+        result.letters = [x for x in result.letters if self._first_time(x)]
+        return result
+
+    def _first_time(self, letter: Letter) -> bool:
+        """A letter for an answer not lettered before (a lasting 5xx is lettered once)."""
+        identity = (letter.path, rs.digest(letter.body.decode("utf-8", "replace")), letter.reason)
+        if identity in self._lettered:
+            return False
+        self._lettered.add(identity)
+        return True
+
+    def _answers(
+        self,
+        jid: str,
+        offset: JobOffset,
+        task_managers: tuple[tr.TaskManagerView, ...] | None,
+        result: ClusterPoll,
+    ) -> step.Answers | None:
+        key = flink_job_key(self.name, jid)
+        base = f"/jobs/{jid}"
+        try:
+            job = self._get(base, key, result, missing=True)
+        except NotThereError:
+            self.say_once(f"gone {jid}", f"{self.name}: job {jid} is no longer there")
+            return None
+        if not isinstance(job, Mapping):
+            return None
+        history, enabled = self._history(jid, result)
+        needed = not offset.submitted  # the job's settings matter only for its submission
+        checkpoints, known = self._checkpoints(jid, result) if needed else (None, False)
+        details = {}
+        for uuid in step.details_to_fetch(offset, history or []):
+            answer = self._optional(f"{base}/rescales/details/{uuid}", key, result)
+            if answer is not None:
+                details[uuid] = answer
+        return step.Answers(
+            job=job,
+            task_managers=task_managers,
+            requirements=self._optional(f"{base}/resource-requirements", key, result),
+            rescales_config=self._optional(f"{base}/rescales/config", key, result)
+            if needed
+            else None,
+            job_config=self._optional(f"{base}/config", key, result) if needed else None,
+            checkpoints_config=checkpoints,
+            checkpointing_known=known,
+            exceptions=self._optional(f"{base}/exceptions", key, result),
+            history=history,
+            history_enabled=enabled,
+            details=details,
+        )
+
+    def _history(self, jid: str, result: ClusterPoll) -> tuple[list[Any] | None, bool]:
+        key = flink_job_key(self.name, jid)
+        path = f"/jobs/{jid}/rescales/history"
+        try:
+            answer = self._get(path, key, result, missing=True)
+        except NotThereError:
+            self.say_once(
+                "history off",
+                f"{self.name}: Flink keeps no rescale history (404 on {path}); set "
+                f"{HISTORY_SIZE} (e.g. to 100) in the cluster's configuration to forward "
+                "its rescales; the bridge goes on with the other observations",
+            )
+            return None, False
+        if answer is None:
+            return None, True
+        return self._read(rs.summaries, answer, path, key, result), True
+
+    def _checkpoints(self, jid: str, result: ClusterPoll) -> tuple[Any, bool]:
+        path = f"/jobs/{jid}/checkpoints/config"
+        try:
+            answer = self._get(path, flink_job_key(self.name, jid), result, missing=True)
+        except NotThereError:
+            return None, True  # Flink's answer for a job without checkpointing
+        return answer, answer is not None
+
+    def _optional(self, path: str, key: str, result: ClusterPoll) -> Any:
+        try:
+            return self._get(path, key, result, missing=True)
+        except NotThereError:
+            return None
+
+    def _get(self, path: str, key: str, result: ClusterPoll, missing: bool = False) -> Any:
+        """The parsed answer, or None (lettered) if unusable; NotThereError for a 404 if `missing`."""
+        try:
+            return self.rest.get_json(path)
+        except FlinkNotFoundError:
+            if missing:
+                raise NotThereError(path) from None
+            result.letters.append(Letter(self.name, path, key, b"", "FlinkNotFound", "404"))
+        except FlinkBadAnswerError as error:
+            reason = str(error).split(": ", 1)[-1]
+            result.letters.append(
+                Letter(self.name, path, key, error.body, "FlinkBadAnswer", reason)
+            )
+        return None
+
+    def _read(self, reader: Any, answer: Any, path: str, key: str, result: ClusterPoll) -> Any:
+        if answer is None:
+            return None
+        try:
+            return reader(answer)
+        except tr.MalformedAnswerError as error:
+            body = repr(answer).encode()[:4096]
+            result.letters.append(Letter(self.name, path, key, body, "MalformedAnswer", str(error)))
+            return None
+
+
+def _problem(cluster: str, jid: str, answers: step.Answers, where: str, why: str) -> Letter:
+    """The letter of an answer `step.observe` found unusable, with that answer as payload."""
+    parts = {
+        "job": answers.job,
+        "resource-requirements": answers.requirements,
+        "exceptions": answers.exceptions,
+    }
+    uuid = where.rsplit("/", 1)[-1]
+    answer = (
+        answers.details.get(uuid) if where.startswith("rescales/details/") else parts.get(where)
+    )
+    body = json.dumps(answer).encode()
+    return Letter(
+        cluster, f"/jobs/{jid}/{where}", flink_job_key(cluster, jid), body, "MalformedAnswer", why
+    )
+
+
+def _open_rescales(offset: JobOffset) -> bool:
+    return any(not r.final for r in offset.rescales)
+
+
+def _job_ids(overview: Any, cluster: str, result: ClusterPoll) -> list[str]:
+    if overview is None:
+        return []
+    try:
+        jobs = tr.field(overview, "jobs", list, "jobs/overview")
+        return sorted(tr.field(j, "jid", str, "jobs/overview.jobs[]") for j in jobs)
+    except tr.MalformedAnswerError as error:
+        body = repr(overview).encode()[:4096]
+        result.letters.append(
+            Letter(cluster, "/jobs/overview", cluster, body, "MalformedAnswer", str(error))
+        )
+        return []
