@@ -217,13 +217,14 @@ def _tail(args: argparse.Namespace, context: Context) -> int:
     print(waiting_line(name, args.max, args.job, args.from_beginning, args.idle), file=sys.stderr)
     seen, last = 0, time.monotonic()
     started = said = shown = last
+    quiet = STILL_S  # doubles after each "still waiting": a long wait says so less often
     try:
         while args.max is None or seen < args.max:
             if args.idle is not None and time.monotonic() - last > args.idle:
                 break
             message = consumer.poll(0.5)
-            if args.max is not None and time.monotonic() - max(shown, said) > STILL_S:
-                said = time.monotonic()
+            if args.max is not None and time.monotonic() - max(shown, said) > quiet:
+                said, quiet = time.monotonic(), quiet * 2
                 print(still_line(seen, args.max, said - started), file=sys.stderr, flush=True)
             if message is None:
                 continue
@@ -238,7 +239,7 @@ def _tail(args: argparse.Namespace, context: Context) -> int:
                 flush=True,
             )
             seen += 1
-            shown = time.monotonic()
+            shown, quiet = time.monotonic(), STILL_S
     finally:
         consumer.close()
     return 0

@@ -65,7 +65,8 @@ def _bytes(value: Any) -> Any:
 
 
 STILL_S = 15.0
-"""`tail --max N` says it is still waiting after this long without a record."""
+"""`tail --max N` says it is still waiting after this long without a record (then
+after twice as long, and so on)."""
 
 
 def waiting_line(
