@@ -12,7 +12,11 @@ from typing import TYPE_CHECKING
 from services.localstack.layout import RUN_ROOT
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
+
     from services.clicontext import Context
+    from services.contracts.settings import Settings
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -196,13 +200,31 @@ def _up(args: argparse.Namespace, context: Context) -> int:
     if args.flink:
         from services.localstack import flinkstack
 
-        flinkstack.up(run_dir, context.cache_dir, args.flink_taskmanagers, _say)
+        cluster = flinkstack.up(run_dir, context.cache_dir, args.flink_taskmanagers, _say)
+        rest_url = cluster.rest_url()
+        if rest_url and not args.broker_only:
+            _start_bridge(run_dir, settings, identities.get("bridge"), rest_url)
     _say("the local stack is up; point clients at it with")
     print(f"export SCALEFOLD_BOOTSTRAP_SERVERS={bootstrap}")
     if args.secure:  # the CLI user's settings; its password stays in its file
         for line in secure.export_lines(identities["cli"]):
             print(line)
     return 0
+
+
+def _start_bridge(
+    run_dir: Path, settings: Settings, identity: Mapping[str, str] | None, rest_url: str
+) -> None:
+    """The bridge to the local Flink (a running one kept if it polls the same URL)."""
+    from services.localstack import stack
+
+    bridge = stack.bridge_process(run_dir, rest_url)
+    known = next((p for p in stack.services(run_dir) if p.name == "bridge"), None)
+    if known is not None and known.args != bridge.args and known.stop():
+        _say("stopped the bridge of another Flink")
+    pid = stack.start(bridge, settings, identity)
+    stack.wait_ready(bridge)
+    _say(f"bridge running (pid {pid}): {stack.LOCAL_FLINK}={rest_url} (log: {bridge.log})")
 
 
 def _down(args: argparse.Namespace, context: Context) -> int:

@@ -16,8 +16,11 @@ from services.localstack.secure import PLAINTEXT_ENV
 Progress = Callable[[str], None]
 
 EXTERNAL_RUNTIME = "-Dscalefold.runtime.mode=external"
-NAMES = ("scheduler", "actuator", "history")
+NAMES = ("scheduler", "actuator", "history", "bridge")
 HISTORY_READY = "streaming query started"
+BRIDGE_READY = "scalefold.bridge: polling "
+LOCAL_FLINK = "local"
+"""The name `local up --flink` gives its Flink cluster: its jobs are `local.<Flink job id>`."""
 
 
 def scheduler_process(run_dir: Path, web_port: int, *extra: str) -> ServiceProcess:
@@ -36,6 +39,12 @@ def history_process(run_dir: Path, *extra: str) -> ServiceProcess:
     return ServiceProcess(
         "history", ("history", "run", "--data-dir", str(run_dir / "history"), *extra), run_dir
     )
+
+
+def bridge_process(run_dir: Path, rest_url: str, *extra: str) -> ServiceProcess:
+    """The Flink bridge, polling the local stack's Flink (services/bridge, docs/bridge.md)."""
+    args = ("bridge", "run", "--flink-rest", f"{LOCAL_FLINK}={rest_url}", *extra)
+    return ServiceProcess("bridge", args, run_dir)
 
 
 def web_port(process: ServiceProcess) -> int:
@@ -154,6 +163,8 @@ def wait_logged(process: ServiceProcess, line: str, timeout: float = 180.0) -> N
 def wait_ready(process: ServiceProcess) -> None:
     if process.name == "history":
         wait_logged(process, HISTORY_READY)
+    elif process.name == "bridge":
+        wait_logged(process, BRIDGE_READY)
     else:
         wait_healthy(process, web_port(process))
 
