@@ -15,6 +15,8 @@ import pytest
 from services.contracts import Codec, Settings
 from services.contracts.access import EXIT_UNREACHABLE
 from services.localstack.ports import free_port
+from services.scheduler.core.driver import replay
+from services.scheduler.core.effects import Rejected
 from tests.integration.scheduler_support import (
     EXAMPLES,
     ROOT,
@@ -294,6 +296,15 @@ def test_paced_produce_of_every_example_gives_the_rescales_of_replay(
         }
 
     wanted = {job: shape(records) for job, records in expected.items()}
+    rejections = {
+        name: sorted(
+            f"{e.job_id} rejected ({e.kind!s}): {e.message}"
+            for e in replay(example_events(codec, name))[1]
+            if isinstance(e, Rejected)
+        )
+        for name in names
+    }
+    assert any(rejections.values())  # flink-fidelity's invalid submissions
     scheduler = SchedulerProcess(kafka, tmp_path).start()
     try:
         scheduler.wait_ready()
@@ -304,7 +315,18 @@ def test_paced_produce_of_every_example_gives_the_rescales_of_replay(
         }
         producers = [
             subprocess.Popen(
-                [*SCALEFOLD, "produce", "--from", str(EXAMPLES / name), "--now", "--speed", "20"],
+                # --wait: a hang guard; produce returns once every verdict is in
+                [
+                    *SCALEFOLD,
+                    "produce",
+                    "--from",
+                    str(EXAMPLES / name),
+                    "--now",
+                    "--speed",
+                    "20",
+                    "--wait",
+                    "60",
+                ],
                 env=env,
                 cwd=ROOT,
                 stdout=subprocess.DEVNULL,
@@ -315,7 +337,10 @@ def test_paced_produce_of_every_example_gives_the_rescales_of_replay(
         ]
         for name, producer in zip(names, producers, strict=True):
             _, stderr = producer.communicate(timeout=HANG_GUARD)
-            assert producer.returncode == 0, f"{name}: {stderr}"
+            # the events replay rejects (flink-fidelity's invalid jobs), each named, status 1
+            reported = sorted(line.split(" of job ", 1)[1] for line in stderr.splitlines() if " rejected (" in line)  # fmt: skip
+            assert reported == rejections[name], stderr
+            assert producer.returncode == (1 if rejections[name] else 0), f"{name}: {stderr}"
         # a hang guard, not a timing: the longest span (320 s) plus a loaded machine's slack
         live = per_job(consume_records(codec, kafka, lambda got: per_job(got) == wanted, 900))
     finally:
