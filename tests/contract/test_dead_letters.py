@@ -121,6 +121,11 @@ def _only_adds_fields(where: str, older: Any, newer: Any) -> None:
     elif isinstance(older, dict) and older.get("type") == "array":
         assert isinstance(newer, dict) and newer.get("type") == "array", f"{where} changed type"
         _only_adds_fields(f"{where}[]", older["items"], newer["items"])
+    elif isinstance(older, dict) and older.get("type") == "enum":
+        # rule 5: symbols may be added at the end (readers upgrade first), never removed
+        assert isinstance(newer, dict) and newer.get("name") == older["name"], f"{where} changed"
+        symbols = older["symbols"]
+        assert newer["symbols"][: len(symbols)] == symbols, f"{where} removed or moved a symbol"
     elif isinstance(older, list):
         assert isinstance(newer, list) and len(older) == len(newer), f"{where} changed type"
         for branch, (a, b) in enumerate(zip(older, newer, strict=True)):

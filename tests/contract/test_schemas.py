@@ -83,14 +83,28 @@ def test_v2_rescale_only_adds_fields_with_defaults(registry: SchemaRegistry) -> 
 
 
 def _shape(schema: Any) -> Any:
-    """A type without docs, nested records by name (they are compared on their own)."""
+    """A type without docs, nested records by name (they are compared on their own), enums
+    by name (their symbols are compared by `_symbols`)."""
     if isinstance(schema, dict):
         if schema.get("type") == "record":
             return schema["name"]
+        if schema.get("type") == "enum":
+            return ("enum", schema["name"])
         return {k: _shape(v) for k, v in schema.items() if k != "doc"}
     if isinstance(schema, list):
         return [_shape(item) for item in schema]
     return schema
+
+
+def _symbols(schema: Any) -> dict[str, list[str]]:
+    """The symbols of every enum defined in a field's type (outside nested records)."""
+    if isinstance(schema, dict) and schema.get("type") == "enum":
+        return {schema["name"]: list(schema["symbols"])}
+    if isinstance(schema, dict) and schema.get("type") != "record":
+        return {k: v for item in schema.values() for k, v in _symbols(item).items()}
+    if isinstance(schema, list):
+        return {k: v for item in schema for k, v in _symbols(item).items()}
+    return {}
 
 
 def _records(schema: Any, found: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -120,6 +134,9 @@ def test_every_newer_version_only_adds_fields_with_defaults(registry: SchemaRegi
                     assert _shape(after[record][field]["type"]) == _shape(spec["type"]), (
                         f"{new.path.name} changes the type of {record}.{field}"
                     )
+                    for enum, symbols in _symbols(spec["type"]).items():  # rule 5: appended only
+                        later = _symbols(after[record][field]["type"])[enum]
+                        assert later[: len(symbols)] == symbols, f"{new.path.name} drops {enum}'s"
                 for field in set(after[record]) - set(fields):
                     assert "default" in after[record][field], f"{record}.{field} needs a default"
 
@@ -199,3 +216,30 @@ def test_version_gaps_are_rejected(tmp_path: Path) -> None:
     (tmp_path / "t.v3.avsc").write_text(json.dumps(record))
     with pytest.raises(SchemaError, match=r"not 1\.\.N"):
         SchemaRegistry.load(tmp_path)
+
+
+def test_set_parallelism_is_a_v2_command_that_v1_readers_refuse(
+    codec: Codec, registry: SchemaRegistry
+) -> None:
+    """scaling_command.v2 adds SET_PARALLELISM (schemas/README.md rule 5: readers first): a
+    v2 reader reads it with its per-vertex targets; a v1 reader cannot, and a v1 command
+    reads as v2 with no targets."""
+    command = {
+        "commandId": "parallelism-1",
+        "jobId": "local.cc408c8079b82a80a401c5ac85881e95",
+        "action": "SET_PARALLELISM",
+        "amount": 2,
+        "reason": "by hand",
+        "evidence": [],
+        "issuedAtMillis": 1795935434455,
+        "parallelism": {"cbc357ccb763df2852fee8c4fc7d55f2": 3},
+    }
+    data = codec.encode(r.SCALING_COMMAND, command)
+    assert codec.decode(data).record == command
+    v1 = registry.versions(r.SCALING_COMMAND)[0]
+    with pytest.raises(Exception, match="SET_PARALLELISM"):
+        schemaless_reader(
+            io.BytesIO(data[HEADER_SIZE:]), registry.latest(r.SCALING_COMMAND).parsed, v1.parsed
+        )
+    golden = json.loads((Path(__file__).parent / "golden" / "scaling_command.v1.json").read_text())
+    assert codec.decode(bytes.fromhex(golden["hex"])).record["parallelism"] == {}
