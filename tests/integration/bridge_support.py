@@ -15,6 +15,8 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
 from services.contracts import Codec
+from services.contracts.codec import Decoded
+from services.contracts.events import Event, from_record
 from services.contracts.kafka import librdkafka_config
 from services.contracts.settings import Settings
 from tests.patience import give_up_at
@@ -95,6 +97,17 @@ def fake_flink(answers: dict[str, tuple[int, bytes]], port: int = 0) -> Iterator
 
 def read_all(settings: Settings, topic: str, codec: Codec) -> list[tuple[str, dict[str, Any]]]:
     """Every committed record of `topic`, (key, decoded record), partition by partition."""
+    return [(key, decoded.record) for key, decoded in read_decoded(settings, topic, codec)]
+
+
+def read_events(settings: Settings, codec: Codec) -> list[Event]:
+    """The input events on job-events, partition by partition."""
+    found = read_decoded(settings, settings.topics.job_events, codec)
+    return [from_record(decoded.schema, decoded.record) for _, decoded in found]
+
+
+def read_decoded(settings: Settings, topic: str, codec: Codec) -> list[tuple[str, Decoded]]:
+    """Every committed record of `topic`, decoded, partition by partition."""
     consumer = Consumer(
         librdkafka_config(
             settings,
@@ -108,7 +121,7 @@ def read_all(settings: Settings, topic: str, codec: Codec) -> list[tuple[str, di
     )
     partitions = list(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
-    found: list[tuple[str, dict[str, Any]]] = []
+    found: list[tuple[str, Decoded]] = []
     at_end: set[int] = set()
     deadline = give_up_at(30)
     try:
@@ -122,9 +135,7 @@ def read_all(settings: Settings, topic: str, codec: Codec) -> list[tuple[str, di
                 if error.code() == KafkaError._PARTITION_EOF:
                     at_end.add(message.partition() or 0)
                 continue
-            found.append(
-                ((message.key() or b"").decode(), codec.decode(message.value() or b"").record)
-            )
+            found.append(((message.key() or b"").decode(), codec.decode(message.value() or b"")))
     finally:
         consumer.close()
     return found
