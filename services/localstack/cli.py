@@ -160,7 +160,10 @@ def _up(args: argparse.Namespace, context: Context) -> int:
     run_dir = Path(args.run_dir)
     broker = _broker(args, context)
     if args.fresh:
+        from services.localstack import flinkstack
+
         stack.stop_all(run_dir, _say)
+        flinkstack.discard(run_dir, _say)
         broker.stop(progress=_say)
         stack.wipe(run_dir, _say)
     try:

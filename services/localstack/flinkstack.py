@@ -7,6 +7,7 @@ TaskManagers missing from the requested number are started.
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -45,13 +46,16 @@ def up(
         rest_port, rpc_port = free_ports(2)
         cluster.configure(FlinkConfig(rest_port, rpc_port, waits=waits))
         pid = cluster.start_jobmanager()
-        progress(f"Flink JobManager running (pid {pid}); waiting for its REST API")
-    cluster.wait_rest()
+        progress(f"Flink JobManager running (pid {pid})")
+    # The TaskManagers start beside the JobManager (each JVM takes seconds to come up)
+    # and keep trying to register until it answers.
     running = [tm for tm in cluster.taskmanagers() if tm.pid() is not None]
-    if len(running) < taskmanagers:
-        ids = cluster.add_taskmanagers(taskmanagers - len(running))
-        progress(f"Flink TaskManagers {', '.join(ids)} started; waiting until they register")
-        cluster.wait_registered(ids)
+    ids = cluster.add_taskmanagers(max(0, taskmanagers - len(running)))
+    if ids:
+        progress(f"Flink TaskManagers {', '.join(ids)} started")
+    progress("waiting for Flink's REST API and the TaskManagers to register")
+    cluster.wait_rest()
+    cluster.wait_registered(ids)
     progress(
         f"Flink ready in {time.monotonic() - started:.0f} s: {cluster.rest_url()} "
         f"(web UI and REST; logs in {cluster.directory})"
@@ -63,6 +67,14 @@ def down(run_dir: Path, progress: Progress = print) -> list[str]:
     """Stop every Flink process of the run directory (no jar is needed for that)."""
     cluster = FlinkCluster(cluster_dir(run_dir), Path())
     return cluster.stop(progress)
+
+
+def discard(run_dir: Path, progress: Progress = print) -> None:
+    """`local up --fresh`: stop the earlier Flink and remove its directory (its logs)."""
+    down(run_dir, progress)
+    if cluster_dir(run_dir).is_dir():
+        shutil.rmtree(cluster_dir(run_dir))
+        progress(f"removed the earlier run's flink/ from {run_dir}")
 
 
 def status_lines(run_dir: Path) -> list[str]:
