@@ -14,9 +14,7 @@ the existing SVG chart (`timeline.render_html`) in a frame. Paths under `/web/`:
 
 from __future__ import annotations
 
-import html
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -24,6 +22,7 @@ from services.history import planner
 from services.history.aggregates import FLAP_WINDOW_MS
 from services.history.overview import human_ms
 from services.history.restapi import compare
+from services.history.restapi.markup import esc, page_answer, table, utc
 from services.history.restapi.routes import (
     FLINK,
     HTML_TYPE,
@@ -34,7 +33,7 @@ from services.history.restapi.routes import (
     NotFoundError,
     _int,
 )
-from services.history.restapi.store import Row
+from services.history.restapi.store import Jobs, Row
 from services.history.timeline import render_html, timeline_rows
 
 TIMELINE_RESCALES = 30
@@ -44,30 +43,22 @@ def page(history: History, parts: Sequence[str], query: Mapping[str, str]) -> An
     """The web page's answer for `/web/<parts>`."""
     try:
         if not parts:
-            return _html("Rescales of the fleet", fleet(history))
+            return page_answer("Rescales of the fleet", fleet(history))
         if parts[0] == "jobs" and len(parts) >= 2:
             job_id, rest = parts[1], parts[2:]
             if not rest:
-                return _html(f"Rescales of job {job_id}", job_page(history, job_id, query))
+                return page_answer(f"Rescales of job {job_id}", job_page(history, job_id, query))
             if rest == ["timeline"]:
                 return _timeline(history, job_id, query)
             if len(rest) == 2 and rest[0] == "rescales":
-                return _html(f"Rescale {rest[1]}", rescale_page(history, job_id, rest[1], query))
+                return page_answer(
+                    f"Rescale {rest[1]}", rescale_page(history, job_id, rest[1], query)
+                )
         raise NotFoundError(f"no page at /web/{'/'.join(parts)}")
     except NotFoundError as missing:
-        return _html("Not found", f"<p class=error>{_e(str(missing))}</p>", 404)
+        return page_answer("Not found", f"<p class=error>{esc(str(missing))}</p>", 404)
     except BadRequestError as bad:
-        return _html("Bad request", f"<p class=error>{_e(str(bad))}</p>", 400)
-
-
-def _e(value: object) -> str:
-    return html.escape("" if value is None else str(value))
-
-
-def _time(ms: int | None) -> str:
-    if ms is None:
-        return "-"
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
+        return page_answer("Bad request", f"<p class=error>{esc(str(bad))}</p>", 400)
 
 
 def _job_link(job_id: str, source: str) -> str:
@@ -78,13 +69,7 @@ def _outcome(row: Row) -> str:
     state = row["terminal_state"]
     if state is None:
         return '<span class="outcome in_progress">IN PROGRESS</span>'
-    return f'<span class="outcome {_e(state.lower())}">{_e(state)}</span> {_e(row["terminated_reason"])}'
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]], css: str = "") -> str:
-    head = "".join(f"<th>{_e(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
-    return f'<table class="{css}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    return f'<span class="outcome {esc(state.lower())}">{esc(state)}</span> {esc(row["terminated_reason"])}'
 
 
 def flapping_score(rows: Sequence[Row]) -> int:
@@ -98,28 +83,36 @@ def flapping_score(rows: Sequence[Row]) -> int:
     return planner.flapping(view, FLAP_WINDOW_MS)[0]
 
 
-def fleet(history: History) -> str:
-    lines = []
-    for name in (SCALEFOLD, FLINK):
-        source = history.sources.get(name)
-        if source is None:
-            continue
-        jobs = source.jobs()
+def _fleet_lines(name: str, jobs: Jobs) -> list[list[str]]:
+    """The fleet table's rows of one source, computed once per version of its table."""
+    if "fleet" not in jobs.memo:
+        lines = []
         for job_id in jobs.slices:
             rows = jobs.rows(job_id) or []
             states = [r["terminal_state"] for r in rows]
             latest = rows[0]
             lines.append(
                 [
-                    f'<a href="{_job_link(job_id, name)}">{_e(job_id)}</a>',
-                    _e(name),
+                    f'<a href="{_job_link(job_id, name)}">{esc(job_id)}</a>',
+                    esc(name),
                     str(len(rows)),
                     *(str(states.count(s)) for s in ("COMPLETED", "FAILED", "IGNORED", None)),
                     str(flapping_score(rows)),
-                    f"{_e(latest['trigger_cause'])} &rarr; {_outcome(latest)}",
-                    _time(latest["start_timestamp_ms"]),
+                    f"{esc(latest['trigger_cause'])} &rarr; {_outcome(latest)}",
+                    utc(latest["start_timestamp_ms"]),
                 ]
             )
+        jobs.memo["fleet"] = lines
+    found: list[list[str]] = jobs.memo["fleet"]
+    return found
+
+
+def fleet(history: History) -> str:
+    lines = []
+    for name in (SCALEFOLD, FLINK):
+        source = history.sources.get(name)
+        if source is not None:
+            lines += _fleet_lines(name, source.jobs())
     header = (
         "job",
         "source",
@@ -132,13 +125,16 @@ def fleet(history: History) -> str:
         "latest rescale",
         "its start (UTC)",
     )
-    note = "<p>Flapping: direction reversals of the job's slots within the hour of its latest completed rescale.</p>"
-    return f"<p>{len(lines)} jobs.</p>" + _table(header, lines, "fleet") + note
+    note = (
+        "<p>Flapping: direction reversals of the job's slots within the hour of its latest "
+        "completed rescale.</p>"
+    )
+    return f"<p>{len(lines)} jobs.</p>" + table(header, lines, "fleet") + note
 
 
 def _parallelism(kids: Mapping[str, Sequence[Row]]) -> str:
     parts = [
-        f"{_e(v['job_vertex_name'] or v['job_vertex_id'])} {_e(v['pre_rescale_parallelism'] if v['pre_rescale_parallelism'] is not None else '-')}&rarr;{_e(v['post_rescale_parallelism'] if v['post_rescale_parallelism'] is not None else '-')}"
+        f"{esc(v['job_vertex_name'] or v['job_vertex_id'])} {esc(v['pre_rescale_parallelism'] if v['pre_rescale_parallelism'] is not None else '-')}&rarr;{esc(v['post_rescale_parallelism'] if v['post_rescale_parallelism'] is not None else '-')}"
         for v in sorted(kids["vertices"], key=lambda v: v["vertex_index"])
     ]
     return "<br>".join(parts)
@@ -152,11 +148,11 @@ def job_page(history: History, job_id: str, query: Mapping[str, str]) -> str:
     kids = history.sources[name].details(shown)
     lines = [
         [
-            f'<a href="/web/jobs/{quote(job_id, safe="")}/rescales/{quote(r["rescale_uuid"], safe="")}?source={name}">{_e(r["rescale_uuid"])}</a>',
-            _e(r["trigger_cause"]),
+            f'<a href="/web/jobs/{quote(job_id, safe="")}/rescales/{quote(r["rescale_uuid"], safe="")}?source={name}">{esc(r["rescale_uuid"])}</a>',
+            esc(r["trigger_cause"]),
             _outcome(r),
-            _time(r["start_timestamp_ms"]),
-            _e(human_ms(r["duration_ms"])),
+            utc(r["start_timestamp_ms"]),
+            esc(human_ms(r["duration_ms"])),
             _parallelism(kids[r["rescale_uuid"]]),
         ]
         for r in shown
@@ -173,11 +169,11 @@ def job_page(history: History, job_id: str, query: Mapping[str, str]) -> str:
     )
     frame = f"/web/jobs/{quote(job_id, safe='')}/timeline?source={name}"
     parts = [
-        f"<p>Source: <b>{_e(name)}</b>. {len(rows)} rescales: {summary}. "
+        f"<p>Source: <b>{esc(name)}</b>. {len(rows)} rescales: {summary}. "
         f"Showing {offset + 1}&ndash;{offset + len(shown)}, newest first. "
         f'<a href="/jobs/{quote(job_id, safe="")}/rescales/history?source={name}">JSON</a></p>',
         f'<iframe class="timeline" src="{frame}" title="timeline"></iframe>',
-        _table(
+        table(
             (
                 "rescale",
                 "trigger",
@@ -201,21 +197,21 @@ def rescale_page(history: History, job_id: str, uuid: str, query: Mapping[str, s
         raise NotFoundError(f"Rescale {uuid} of job {job_id} not found in {name}'s history")
     kids = history.sources[name].details([row])[uuid]
     facts = [
-        ["job", f'<a href="{_job_link(job_id, name)}">{_e(job_id)}</a> ({_e(name)})'],
-        ["trigger", _e(row["trigger_cause"])],
+        ["job", f'<a href="{_job_link(job_id, name)}">{esc(job_id)}</a> ({esc(name)})'],
+        ["trigger", esc(row["trigger_cause"])],
         ["outcome", _outcome(row)],
-        ["start (UTC)", _time(row["start_timestamp_ms"])],
-        ["end (UTC)", _time(row["end_timestamp_ms"])],
-        ["duration", _e(human_ms(row["duration_ms"]))],
-        ["attempt", _e(row["rescale_attempt_id"])],
+        ["start (UTC)", utc(row["start_timestamp_ms"])],
+        ["end (UTC)", utc(row["end_timestamp_ms"])],
+        ["duration", esc(human_ms(row["duration_ms"]))],
+        ["attempt", esc(row["rescale_attempt_id"])],
     ]
     vertices = [
         [
-            _e(v["job_vertex_id"]),
-            _e(v["job_vertex_name"]),
-            _e(v["slot_sharing_group_name"]),
+            esc(v["job_vertex_id"]),
+            esc(v["job_vertex_name"]),
+            esc(v["slot_sharing_group_name"]),
             *(
-                _e(v[k])
+                esc(v[k])
                 for k in (
                     "desired_parallelism",
                     "sufficient_parallelism",
@@ -228,10 +224,10 @@ def rescale_page(history: History, job_id: str, uuid: str, query: Mapping[str, s
     ]
     slots = [
         [
-            _e(s["slot_sharing_group_name"]),
-            _e(s["slot_sharing_group_id"]),
+            esc(s["slot_sharing_group_name"]),
+            esc(s["slot_sharing_group_id"]),
             *(
-                _e(s[k])
+                esc(s[k])
                 for k in (
                     "desired_slots",
                     "minimal_required_slots",
@@ -244,11 +240,11 @@ def rescale_page(history: History, job_id: str, uuid: str, query: Mapping[str, s
     ]
     spans = [
         [
-            f'<span class="state">{_e(s["state"])}</span>',
-            _time(s["enter_timestamp_ms"]),
-            _time(s["leave_timestamp_ms"]) if s["leave_timestamp_ms"] is not None else "(open)",
-            _e(human_ms(s["duration_ms"])),
-            f'<pre class="exception">{_e(s["stringified_exception"])}</pre>'
+            f'<span class="state">{esc(s["state"])}</span>',
+            utc(s["enter_timestamp_ms"]),
+            utc(s["leave_timestamp_ms"]) if s["leave_timestamp_ms"] is not None else "(open)",
+            esc(human_ms(s["duration_ms"])),
+            f'<pre class="exception">{esc(s["stringified_exception"])}</pre>'
             if s["stringified_exception"]
             else "",
         ]
@@ -256,9 +252,9 @@ def rescale_page(history: History, job_id: str, uuid: str, query: Mapping[str, s
     ]
     return "\n".join(
         [
-            _table(("", ""), facts, "facts"),
+            table(("", ""), facts, "facts"),
             "<h2>Vertices</h2>",
-            _table(
+            table(
                 (
                     "vertex id",
                     "name",
@@ -272,13 +268,13 @@ def rescale_page(history: History, job_id: str, uuid: str, query: Mapping[str, s
                 "vertices",
             ),
             "<h2>Slots</h2>",
-            _table(
+            table(
                 ("slot-sharing group", "id", "desired", "minimal required", "before", "after"),
                 slots,
                 "slots",
             ),
             "<h2>Scheduler states</h2>",
-            _table(
+            table(
                 ("state", "enter (UTC)", "leave (UTC)", "duration", "exception"), spans, "states"
             ),
             f'<p><a href="/jobs/{quote(job_id, safe="")}/rescales/details/{quote(uuid, safe="")}?source={name}">JSON</a></p>',
@@ -319,33 +315,3 @@ def _timeline(history: History, job_id: str, query: Mapping[str, str]) -> Answer
     spans.sort(key=lambda s: (s["start_timestamp_ms"], s["rescale_uuid"], s["span_index"]))
     chart = render_html(timeline_rows(spans), f"Rescales of job {job_id} ({name})", relative=False)
     return Answer(200, HTML_TYPE, chart.encode())
-
-
-def _html(title: str, body: str, status: int = 200) -> Answer:
-    page_text = _PAGE.format(title=_e(title), body=body)
-    return Answer(status, HTML_TYPE, page_text.encode())
-
-
-_PAGE = """<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
-<style>
-body {{ font: 14px system-ui, sans-serif; margin: 20px 28px; color: #222; }}
-nav a {{ margin-right: 16px; }}
-table {{ border-collapse: collapse; margin: 8px 0 18px; }}
-th, td {{ border-bottom: 1px solid #ddd; padding: 4px 10px; text-align: left; vertical-align: top; }}
-th {{ background: #f3f3f3; }}
-.outcome {{ font-weight: 600; }}
-.completed {{ color: #2e7d32; }} .failed {{ color: #c62828; }} .ignored {{ color: #8d6e00; }}
-.in_progress {{ color: #1565c0; }}
-.disagrees {{ background: #ffebee; color: #b71c1c; font-weight: 600; }}
-.agrees {{ color: #2e7d32; }}
-pre.exception {{ max-width: 800px; max-height: 160px; overflow: auto; margin: 0;
-  font-size: 11px; background: #fff3f3; padding: 4px; }}
-iframe.timeline {{ width: 100%; height: 420px; border: 1px solid #ddd; }}
-.error {{ color: #b71c1c; font-weight: 600; }}
-</style></head>
-<body><nav><a href="/web/">Fleet</a><a href="/jobs">/jobs (JSON)</a></nav>
-<h1>{title}</h1>
-{body}
-</body></html>
-"""

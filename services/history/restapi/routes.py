@@ -102,17 +102,13 @@ def parse_query(text: str) -> dict[str, str]:
     return {name: values[0] for name, values in parsed.items()}
 
 
-def jobs_listing(history: History) -> dict[str, Any]:
-    """`/jobs`: every job of every source with its rescale counts and latest start."""
-    listed = []
-    for name in (SCALEFOLD, FLINK):
-        source = history.sources.get(name)
-        if source is None:
-            continue
-        jobs = source.jobs()
+def _listed(name: str, jobs: Jobs) -> list[dict[str, Any]]:
+    """One source's entries of `/jobs`, computed once per version of its table."""
+    if "listing" not in jobs.memo:
+        entries = []
         for job_id in jobs.slices:
             rows = jobs.rows(job_id) or []
-            listed.append(
+            entries.append(
                 {
                     "id": job_id,
                     "source": name,
@@ -120,6 +116,18 @@ def jobs_listing(history: History) -> dict[str, Any]:
                     "latestRescaleStartTimestampInMillis": rows[0]["start_timestamp_ms"],
                 }
             )
+        jobs.memo["listing"] = entries
+    found: list[dict[str, Any]] = jobs.memo["listing"]
+    return found
+
+
+def jobs_listing(history: History) -> dict[str, Any]:
+    """`/jobs`: every job of every source with its rescale counts and latest start."""
+    listed = []
+    for name in (SCALEFOLD, FLINK):
+        source = history.sources.get(name)
+        if source is not None:
+            listed += _listed(name, source.jobs())
     return {"jobs": listed}
 
 

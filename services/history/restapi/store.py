@@ -175,6 +175,8 @@ class Jobs:
     table: pa.Table
     slices: Mapping[str, tuple[int, int]]
     _rows: dict[str, list[Row]] = field(default_factory=dict, compare=False)
+    memo: dict[str, Any] = field(default_factory=dict, compare=False)
+    """What the pages and listings derive from this version, computed once per version."""
 
     @classmethod
     def of(cls, table: pa.Table) -> Jobs:
