@@ -316,3 +316,11 @@ def _add_planner_rules(rules: argparse._ArgumentGroup) -> None:
         metavar="MS",
         help="RAISE_COOLDOWN never asks for more than this many milliseconds",
     )
+    rules.add_argument(
+        "--command-flink",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="also plan commands for the jobs observed on this real Flink cluster (the "
+        "actuator must have a Flink backend for it: `actuator --flink-local NAME=DIR`)",
+    )

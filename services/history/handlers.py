@@ -103,6 +103,7 @@ def _run_options(args: argparse.Namespace, context: Context) -> RunOptions:
             provision_reactive=args.provision_reactive,
             flap_threshold=args.flap_threshold,
             max_cooldown_ms=args.max_cooldown,
+            commanded_clusters=frozenset(args.command_flink),
         ),
     )
 

@@ -30,10 +30,13 @@ Rules (thresholds are `PlannerConfig` fields, `scalefold history run` flags):
   means a raise needs new flapping evidence: the failovers that follow a raise
   (no cooldown prevents those) do not raise it again at once.
 
-No command is ever planned for a job that runs on a real Flink cluster and is
-only observed (the Flink bridge submits it with `scalefold.observed-cluster`,
-which the rescale records' `schedulerSettings` then hold): scalefold predicts
-such a job in shadow mode and decides nothing for it.
+No command is planned for a job that runs on a real Flink cluster and is only
+observed (the Flink bridge submits it with `scalefold.observed-cluster`, which
+the rescale records' `schedulerSettings` then hold): scalefold predicts such a
+job in shadow mode and decides nothing for it, unless its cluster is one of
+`commanded_clusters` (`history run --command-flink NAME`), whose actuator has a
+Flink backend for it (docs/actuator.md, "A real Flink"): then the same rules
+plan its commands from the predicted rescales.
 
 A command's id hashes the job, the action and the evidence, so the same
 evidence always yields the same id: a provisioning decided while a rescale
@@ -73,6 +76,8 @@ class PlannerConfig:
     flap_threshold: int = 3
     max_cooldown_ms: int = 600_000
     flap_window_ms: int = 3_600_000
+    commanded_clusters: frozenset[str] = frozenset()
+    """Real Flink clusters whose observed jobs get commands (their actuator applies them)."""
 
 
 @dataclass(frozen=True)
@@ -108,8 +113,13 @@ class Rescale:
 
     @property
     def observed(self) -> bool:
-        """Whether the job runs on a real Flink, predicted in shadow mode only."""
+        """Whether the job runs on a real Flink (predicted from what the bridge observed)."""
         return OBSERVED_CLUSTER in (self.scheduler_settings or {})
+
+    @property
+    def cluster(self) -> str | None:
+        """The real Flink cluster the job runs on, or None."""
+        return (self.scheduler_settings or {}).get(OBSERVED_CLUSTER)
 
 
 def command_id(job_id: str, action: str, evidence: Iterable[str]) -> str:
@@ -147,8 +157,9 @@ def plan(
 
 
 def plan_job(rescales: list[Rescale], now_ms: int, config: PlannerConfig) -> list[Command]:
-    """The commands for one job's rescales; none for a job observed on a real Flink."""
-    if any(r.observed for r in rescales):
+    """The commands for one job's rescales; none for a job observed on a real Flink
+    that is not one of the commanded clusters."""
+    if any(r.observed and r.cluster not in config.commanded_clusters for r in rescales):
         return []
     job = JobView.of(rescales)
     candidates = [

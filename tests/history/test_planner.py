@@ -257,7 +257,7 @@ def test_commands_fit_the_scaling_command_schema(codec: Codec) -> None:
         codec.validate(r.SCALING_COMMAND, command)
         assert command["reason"].endswith(".")
         decoded = codec.decode(codec.encode(r.SCALING_COMMAND, command)).record
-        assert decoded == command
+        assert decoded == {**command, "parallelism": {}}  # v2's targets: SET_PARALLELISM only
 
 
 def test_rows_from_the_view_are_accepted_as_mappings() -> None:
@@ -293,3 +293,21 @@ def test_the_observed_mark_is_read_from_the_views_rows() -> None:
     assert Rescale.from_row(row).observed
     assert plan([row], NOW, CONFIG) == []
     assert not Rescale.from_row({**row, "scheduler_settings": None}).observed
+
+
+def test_a_commanded_flink_cluster_gets_the_same_commands() -> None:
+    """`history run --command-flink local`: the jobs observed on `local` (whose actuator has
+    a Flink backend) get what a job of scalefold's own would; other clusters' jobs none."""
+    commanded = replace(CONFIG, commanded_clusters=frozenset({"local"}))
+    for cluster, expected in (("local", True), ("elsewhere", False)):
+        settings = {"scalefold.observed-cluster": cluster}
+        rows = [replace(waiting(), scheduler_settings=settings)]
+        commands = plan(rows, NOW, commanded)
+        assert bool(commands) is expected
+        assert all(c["action"] == "PROVISION_TASK_MANAGERS" for c in commands)
+    assert (
+        Rescale.from_row(
+            {**waiting().__dict__, "scheduler_settings": {"scalefold.observed-cluster": "c1"}}
+        ).cluster
+        == "c1"
+    )
