@@ -10,7 +10,7 @@ its own job id. The bridge (`services.bridge`: poller, step, Kafka sink, against
 broker of SCALEFOLD_BOOTSTRAP_SERVERS, topics under a fresh prefix) then polls it:
 1. the first poll: every job new (JobSubmitted, 3 TaskManagers, 2 rescale records and
    an offset each, one transaction);
-2. `--polls` steady polls: nothing changed, so 4 GETs a job and nothing sent.
+2. `--polls` steady polls: nothing changed, so 5 GETs a job and nothing sent.
 The bridge's CPU (time.process_time of this process, the server apart) is reported per
 poll and per job polled.
 """
@@ -52,6 +52,8 @@ def answers(jobs: int) -> dict[str, bytes]:
         "/rescales/config": "rescales-config.json",
         "/config": "job-config.json",
         "/exceptions": "exceptions.json",
+        "/checkpoints": "checkpoints.json",
+        "/checkpoints/config": "checkpoints-config.json",
         "/rescales/history": "rescales-history.json",
         **{f"/rescales/details/{u}": f"rescales-details-{u}.json" for u in UUIDS},
     }

@@ -131,6 +131,9 @@ class ClusterPoller:
             checkpoints_config=checkpoints,
             checkpointing_known=known,
             exceptions=self._optional(f"{base}/exceptions", key, result),
+            checkpoints=self._optional(f"{base}/checkpoints", key, result)
+            if offset.submitted
+            else None,
             history=history,
             history_enabled=enabled,
             details=details,
@@ -199,6 +202,7 @@ def _problem(cluster: str, jid: str, answers: step.Answers, where: str, why: str
         "job": answers.job,
         "resource-requirements": answers.requirements,
         "exceptions": answers.exceptions,
+        "checkpoints": answers.checkpoints,
     }
     uuid = where.rsplit("/", 1)[-1]
     answer = (

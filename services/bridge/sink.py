@@ -103,8 +103,12 @@ class Sink:
     def _transaction(self, observed: Sequence[Observed], previous: dict[str, JobOffset]) -> None:
         from confluent_kafka import KafkaException
 
+        # an offset is written when it changed, and when its poll sent events: its
+        # updated_at is the watermark of the checkpoints sent (step._checkpoints)
         changed = [
-            s for s in observed if s.rescales or _changed(previous.get(s.offset.key), s.offset)
+            s
+            for s in observed
+            if s.rescales or s.events or _changed(previous.get(s.offset.key), s.offset)
         ]
         if not changed:
             return

@@ -58,6 +58,7 @@ class Answers:
     checkpoints_config: Any = None
     checkpointing_known: bool = False  # the checkpoints/config answer (or its 404) arrived
     exceptions: Any = None
+    checkpoints: Any = None  # /jobs/:jid/checkpoints
     history: Sequence[Mapping[str, Any]] | None = None  # None: disabled or unavailable
     history_enabled: bool = True
     details: Mapping[str, Any] = field(default_factory=dict)
@@ -216,6 +217,7 @@ def _configuration(cluster: str, answers: Answers) -> dict[str, str]:
     if answers.rescales_config is not None:
         entries.update(tr.scheduler_settings(answers.rescales_config))
     entries.update(tr.job_restart_strategy(answers.job_config))
+    entries.update(tr.min_pause(answers.checkpoints_config))
     return entries
 
 
@@ -247,7 +249,7 @@ def _changes(
             events.append(RequirementsUpdated(offset.key, now, bounds))
             offset = replace(offset, requirements=bounds)
     offset, failures = _failures(offset, answers, problems)
-    events += failures
+    events += failures + _checkpoints(offset, answers, now, problems)
     return _terminal(offset, answers, now, events)
 
 
@@ -281,6 +283,30 @@ def _failures(
             JobLifecycle(offset.key, at, kind, recoverable, str(exception) if exception else None)
         )
     return replace(offset, last_exception_ms=newest), events
+
+
+def _checkpoints(
+    offset: JobOffset, answers: Answers, now: int, problems: list[tuple[str, str]]
+) -> list[Event]:
+    """Checkpoints that ended since the last poll (the offset's `updated_at`): the
+    scheduler's rescale trigger waits for one (FLIP-461) and counts failed ones."""
+    if answers.checkpoints is None:
+        return []
+    try:
+        ended = tr.checkpoints(answers.checkpoints)
+    except tr.MalformedAnswerError as error:
+        problems.append(("checkpoints", str(error)))
+        return []
+    return [
+        JobLifecycle(
+            offset.key,
+            at,
+            JobEventKind.CHECKPOINT_COMPLETED if completed else JobEventKind.CHECKPOINT_FAILED,
+            checkpoint_id=cid,
+        )
+        for cid, completed, at in ended
+        if offset.updated_at < at <= now
+    ]
 
 
 def _terminal(

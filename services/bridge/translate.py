@@ -141,6 +141,34 @@ def checkpoint_interval(checkpoints_config: Any) -> int | None:
     return interval if 0 < interval < CHECKPOINTING_OFF else None
 
 
+def min_pause(checkpoints_config: Any) -> dict[str, str]:
+    """`execution.checkpointing.min-pause` from /checkpoints/config, when it shows one."""
+    if checkpoints_config is None:
+        return {}
+    pause = field(checkpoints_config, "min_pause", (int, type(None)), "checkpoints/config")
+    return {} if pause is None else {k.MIN_PAUSE: f"{pause} ms"}
+
+
+def checkpoints(answer: Any) -> list[tuple[int, bool, int]]:
+    """/jobs/:jid/checkpoints' recent history as (id, completed?, when), oldest first;
+    checkpoints still in progress are left out (they end in a later poll)."""
+    history = field(answer, "history", list, "checkpoints")
+    ended = []
+    for i, entry in enumerate(history):
+        where = f"checkpoints.history[{i}]"
+        status = field(entry, "status", str, where)
+        if status == "COMPLETED":
+            ended.append((field(entry, "id", int, where), True, _ack(entry, where)))
+        elif status == "FAILED":
+            at = field(entry, "failure_timestamp", int, where)
+            ended.append((field(entry, "id", int, where), False, at))
+    return sorted(ended, key=lambda c: (c[2], c[0]))
+
+
+def _ack(entry: Any, where: str) -> int:
+    return int(field(entry, "latest_ack_timestamp", int, where))
+
+
 # -- /taskmanagers -------------------------------------------------------------------------
 
 

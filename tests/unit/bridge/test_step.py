@@ -219,3 +219,19 @@ def test_the_scheduler_core_takes_the_events_and_predicts_the_job() -> None:
     assert records and records[0]["triggerCause"] == "INITIAL_SCHEDULE"
     assert records[-1]["schedulerSettings"][k.OBSERVED_CLUSTER] == "local"
     assert json.dumps(records[-1]["jobId"]) == json.dumps(f"local.{JID}")
+
+
+def test_checkpoints_ended_since_the_last_poll_reach_the_scheduler() -> None:
+    seen = first_poll()
+    history = answer("checkpoints.json")["history"]
+    stamps = sorted(c["latest_ack_timestamp"] for c in history)
+    offset = replace(seen.offset, updated_at=stamps[0])  # the last poll saw the oldest
+    polled = step.observe(offset, answers(details={}, checkpoints={"history": history}), stamps[-1])
+    assert [(e.kind, e.checkpoint_id) for e in polled.events if isinstance(e, JobLifecycle)] == [
+        (JobEventKind.CHECKPOINT_COMPLETED, 1239),
+        (JobEventKind.CHECKPOINT_COMPLETED, 1240),
+    ]
+    again = step.observe(
+        polled.offset, answers(details={}, checkpoints={"history": history}), stamps[-1] + 5000
+    )
+    assert again.events == ()

@@ -134,3 +134,13 @@ def test_checkpointing_off_is_none() -> None:
     assert tr.checkpoint_interval(None) is None
     assert tr.checkpoint_interval({"interval": 2**63 - 1}) is None
     assert tr.checkpoint_interval({"interval": 10_000, "mode": "exactly_once"}) == 10_000
+
+
+def test_checkpoints_that_ended_oldest_first() -> None:
+    ended = tr.checkpoints(answer("checkpoints.json"))  # captured: three completed
+    assert [(cid, done) for cid, done, _ in ended] == [(1238, True), (1239, True), (1240, True)]
+    assert all(at > 0 for _, _, at in ended)
+    failed = {"id": 7, "status": "FAILED", "failure_timestamp": 5, "trigger_timestamp": 1}
+    running = {"id": 8, "status": "IN_PROGRESS", "trigger_timestamp": 6}
+    assert tr.checkpoints({"history": [running, failed]}) == [(7, False, 5)]
+    assert tr.min_pause(answer("checkpoints-config.json")) == {k.MIN_PAUSE: "0 ms"}
