@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 SCHEDULER = "scheduler"
+IGNORED = "EVENT_IGNORED"
 
 
 @dataclass(frozen=True)
@@ -54,11 +55,16 @@ class Observed:
     topic: str  # the job-events topic's full name
     jobs: frozenset[str]
     decided: set[tuple[str, int]] = field(default_factory=set)  # (job id, offset)
+    ignored: dict[tuple[str, int], str] = field(default_factory=dict)  # why, if it was
     dead: dict[tuple[int, int], tuple[str, str]] = field(default_factory=dict)
 
     def decisions(self, record: dict[str, Any]) -> None:
         if record["jobId"] in self.jobs:
-            self.decided.add((record["jobId"], record["sourceOffset"]))
+            key = (record["jobId"], record["sourceOffset"])
+            self.decided.add(key)
+            for item in record["items"]:
+                if item["kind"] == IGNORED:  # folded, but it changed nothing: say why
+                    self.ignored[key] = item["message"]
 
     def dead_letter(self, record: dict[str, Any]) -> None:
         if record["sourceTopic"] == self.topic and record["service"] == SCHEDULER:
@@ -71,19 +77,23 @@ class Judgement:
     folded: list[Sent]
     rejected: list[Rejection]
     open: list[Sent]  # no answer yet
+    ignored: list[tuple[Sent, str]] = field(default_factory=list)  # folded, changing nothing
 
 
 def judge(sent: list[Sent], seen: Observed) -> Judgement:
-    folded, rejected, waiting = [], [], []
+    folded, rejected, waiting, ignored = [], [], [], []
     for event in sent:
         dead = seen.dead.get((event.partition, event.offset))
+        key = (event.job_id, event.offset)
         if dead is not None:
             rejected.append(Rejection(event, *dead))
-        elif (event.job_id, event.offset) in seen.decided:
+        elif key in seen.decided:
             folded.append(event)
+            if key in seen.ignored:
+                ignored.append((event, seen.ignored[key]))
         else:
             waiting.append(event)
-    return Judgement(folded, rejected, waiting)
+    return Judgement(folded, rejected, waiting, ignored)
 
 
 def summary(judgement: Judgement, wait_s: float) -> list[str]:
@@ -96,6 +106,12 @@ def summary(judgement: Judgement, wait_s: float) -> list[str]:
             + (f" and rejected {len(judgement.rejected)}:" if judgement.rejected else "")
         )
         lines.extend(rejection.line() for rejection in judgement.rejected)
+    if judgement.ignored:
+        lines.append(f"it ignored {len(judgement.ignored)} of the folded event(s):")
+        lines.extend(
+            f"  {event.origin}: {event.name} of job {event.job_id}: {why}"
+            for event, why in judgement.ignored
+        )
     if judgement.open:
         first = judgement.open[0]
         lines.append(

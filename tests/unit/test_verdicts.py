@@ -19,6 +19,13 @@ def _sent(job: str, partition: int, offset: int, line: int) -> Sent:
     return Sent(f"log.jsonl:{line}", "TaskManagerRegistered", job, partition, offset)
 
 
+def _decided(job: str, offset: int, *kinds: str) -> dict[str, object]:
+    items = [
+        {"kind": kind, "message": f"{kind.lower()}: why"} for kind in kinds or ("STATE_TRANSITION",)
+    ]
+    return {"jobId": job, "sourceOffset": offset, "items": items}
+
+
 def _dead(
     partition: int, offset: int, service: str = "scheduler", topic: str = TOPIC
 ) -> dict[str, object]:
@@ -35,8 +42,8 @@ def _dead(
 def test_an_event_is_folded_by_its_decisions_and_rejected_by_its_dead_letter() -> None:
     sent = [_sent("j1", 3, 10, 2), _sent("j2", 0, 10, 3), _sent("j1", 3, 11, 4)]
     seen = Observed(TOPIC, frozenset({"j1", "j2"}))
-    seen.decisions({"jobId": "j1", "sourceOffset": 10})
-    seen.decisions({"jobId": "j2", "sourceOffset": 11})  # another event of j2: not ours
+    seen.decisions(_decided("j1", 10))
+    seen.decisions(_decided("j2", 11))  # another event of j2: not ours
     seen.dead_letter(_dead(0, 10))
     seen.dead_letter(_dead(3, 11, service="actuator"))  # only the scheduler's verdict counts
     seen.dead_letter(_dead(3, 11, topic="other.job-events"))
@@ -56,7 +63,7 @@ def test_an_event_is_folded_by_its_decisions_and_rejected_by_its_dead_letter() -
 def test_a_dead_letter_wins_over_a_decision_of_the_same_fold() -> None:
     sent = [_sent("j2", 0, 7, 1)]
     seen = Observed(TOPIC, frozenset({"j2"}))
-    seen.decisions({"jobId": "j2", "sourceOffset": 7})
+    seen.decisions(_decided("j2", 7))
     seen.dead_letter(_dead(0, 7))
     judged = judge(sent, seen)
     assert (judged.folded, len(judged.rejected), judged.open) == ([], 1, [])
@@ -82,3 +89,17 @@ def test_a_port_nobody_listens_on_is_refused_and_one_that_listens_is_not() -> No
     assert addresses("[::1]:9092, h:1") == [("::1", 9092), ("h", 1)]
     assert "`make up` starts it" in not_running("127.0.0.1:9092", local=True)
     assert "SCALEFOLD_BOOTSTRAP_SERVERS" in not_running("h:1", local=False)
+
+
+def test_a_folded_event_the_scheduler_ignored_is_named_with_why() -> None:
+    sent = [_sent("j1", 3, 10, 2), _sent("j1", 3, 11, 3)]
+    seen = Observed(TOPIC, frozenset({"j1"}))
+    seen.decisions(_decided("j1", 10, "CLOCK_CLAMPED", "EVENT_IGNORED"))
+    seen.decisions(_decided("j1", 11))
+    judged = judge(sent, seen)
+    assert judged.folded == sent and judged.ignored == [(sent[0], "event_ignored: why")]
+    assert summary(judged, 5) == [
+        "the scheduler folded 2 event(s)",
+        "it ignored 1 of the folded event(s):",
+        "  log.jsonl:2: TaskManagerRegistered of job j1: event_ignored: why",
+    ]
