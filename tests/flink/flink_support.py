@@ -55,9 +55,10 @@ class FlinkTestCluster:
         return self.rest.base_url
 
     def add_taskmanagers(self, count: int = 1) -> list[str]:
-        """Start `count` TaskManagers (one slot each) and wait until they registered."""
+        """Start `count` TaskManagers (one slot each) and wait until they registered (a JVM
+        took 90 s and more to register on two cores at load 50: the guard is generous)."""
         ids = self.cluster.add_taskmanagers(count)
-        self.cluster.wait_registered(ids, timeout=give_up_at(90.0) - time.monotonic())
+        self.cluster.wait_registered(ids, timeout=give_up_at(180.0) - time.monotonic())
         return ids
 
     def registered(self) -> set[str]:
