@@ -16,7 +16,9 @@ reject is rejected here too, with the same reason:
 
 A record that decodes but is keyed by something other than its job id is
 rejected too (`KeyMismatch`): the scheduler writes every rescale keyed by its
-job, so anything else came from elsewhere.
+job, so anything else came from elsewhere. The same columns decode the Flink
+bridge's `FlinkRescale` records (`RescaleSchemas.of(registry, FLINK_RESCALE)`),
+whose key is `<cluster>.<jobId>` (`flink_job_key`).
 
 Rejected records become `DeadLetter` messages (same codec, written with
 `to_avro`, cut to the limits of `services/contracts/deadletters.py`) instead
@@ -57,13 +59,24 @@ class RescaleSchemas:
     others: tuple[SchemaVersion, ...]
     """Every version of every other record: their fingerprints are known, but wrong here."""
     dead_letter: SchemaVersion
+    key_fields: tuple[str, ...] = ("jobId",)
+    """The record's fields whose values, joined by dots, must be its Kafka key."""
+    flink: RescaleSchemas | None = None
+    """The same for the rescales a real Flink recorded (`flink-rescales`), if known."""
 
     @classmethod
-    def of(cls, registry: SchemaRegistry) -> RescaleSchemas:
+    def of(cls, registry: SchemaRegistry, record: str = records.RESCALE) -> RescaleSchemas:
+        """The versions of `record` (the rescale record, or `FlinkRescale` keyed by
+        `flink_job_key`); the rescale record's carry Flink's in `flink`."""
+        flink = None
+        if record == records.RESCALE and records.FLINK_RESCALE in registry.names():
+            flink = cls.of(registry, records.FLINK_RESCALE)
         return cls(
-            versions=tuple(registry.versions(records.RESCALE)),
-            others=tuple(v for v in registry if v.full_name != records.RESCALE),
+            versions=tuple(registry.versions(record)),
+            others=tuple(v for v in registry if v.full_name != record),
             dead_letter=registry.latest(records.DEAD_LETTER),
+            key_fields=("cluster", "jobId") if record == records.FLINK_RESCALE else ("jobId",),
+            flink=flink,
         )
 
     @property
@@ -107,7 +120,7 @@ def decode(raw: DataFrame, schemas: RescaleSchemas) -> DataFrame:
     parsed = raw.select("*", once.alias("_parsed"))
     parsed = parsed.withColumn(WRITER_VERSION, _writer_version(fingerprint, schemas))
     parsed = parsed.withColumn("_decode_error", _error(schemas, fingerprint))
-    key_error = _key_error()
+    key_error = _key_error(schemas.key_fields)
     return (
         parsed.withColumn(ERROR, F.coalesce(F.col("_decode_error"), key_error))
         .withColumn(
@@ -121,20 +134,21 @@ def decode(raw: DataFrame, schemas: RescaleSchemas) -> DataFrame:
     )
 
 
-def _key_error() -> Column:
-    """Why a decoded record's key is not its job id, or null."""
+def _key_error(fields: tuple[str, ...]) -> Column:
+    """Why a decoded record's key is not its job id (`fields` joined by dots), or null."""
     from pyspark.sql import functions as F
 
-    job = F.col("_parsed.jobId")
+    job = F.concat_ws(".", *[F.col(f"_parsed.{field}") for field in fields])
     expected = F.encode(job, "UTF-8")
+    named = "the job id" if fields == ("jobId",) else ".".join(f"<{f}>" for f in fields)
     # Hex, never decode(): Spark 4 raises on bytes that are not UTF-8.
     shown = F.when(F.col("key").isNull(), F.lit("no key")).otherwise(
         F.concat(F.lit("0x"), F.lower(F.hex(F.substring("key", 1, 32))))
     )
     wrong = F.col("key").isNull() | (F.col("key") != expected)
     return F.when(
-        job.isNotNull() & wrong,
-        F.concat(F.lit("the key must be the job id '"), job, F.lit("', got "), shown),
+        F.col("_parsed.jobId").isNotNull() & wrong,
+        F.concat(F.lit(f"the key must be {named} '"), job, F.lit("', got "), shown),
     )
 
 

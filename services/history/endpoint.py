@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from services.history.flink_tables import TABLES as FLINK_TABLES
 from services.history.sinklog import latest_version
 from services.history.tables import LATEST_TABLE, TABLES
 from services.history.views import Layout, build_views, table_schemas, view_names
@@ -251,7 +252,7 @@ def commit_marks(
     last = dict(known)
     return tuple(
         (table, latest_version(layout.table(table), last.get(table, -1)))
-        for table in (*TABLES, LATEST_TABLE)
+        for table in (*TABLES, LATEST_TABLE, *FLINK_TABLES)
     )
 
 

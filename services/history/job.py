@@ -1,10 +1,12 @@
-"""The history service's imperative shell: the streaming query and the planner timer.
+"""The history service's imperative shell: the streaming queries and the planner timer.
 
 One Structured Streaming query reads the rescales topic and hands each
 micro-batch to `ingest.TablesWriter` (foreachBatch), which decodes it once and
 writes every table exactly once (Delta Lake, idempotent writes), upserts
 `rescales_latest`, and produces the rejected records to the dead-letter topic
-(at-least-once: after a crash a dead letter may appear twice).
+(at-least-once: after a crash a dead letter may appear twice). A second one
+does the same for the rescales real Flink clusters recorded, from the
+flink-rescales topic (flink_ingest.py).
 
 A query that fails (the broker away longer than the Kafka source's retries,
 say) is started again from its checkpoint, with a growing pause: the service
@@ -32,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from services.contracts import Codec, SchemaRegistry, Settings
 from services.contracts.access import KafkaConnectionError
 from services.contracts.kafka import spark_kafka_options, spark_secrets
-from services.history import aggregates
+from services.history import aggregates, flink_ingest
 from services.history.commands import CommandSender, CommandSendError, read_issued
 from services.history.decode import RescaleSchemas, decode
 from services.history.endpoint import (
@@ -42,6 +44,7 @@ from services.history.endpoint import (
     publish_url,
     withdraw_url,
 )
+from services.history.flink_tables import RAW_TABLE as FLINK_RAW_TABLE
 from services.history.ingest import CHECKPOINT, TablesWriter, resume_points
 from services.history.letters import DeadLetterWriter
 from services.history.planner import PlannerConfig, plan
@@ -107,15 +110,17 @@ class HistoryJobError(RuntimeError):
     """A streaming query stopped; the message names it and Spark's reason."""
 
 
-def kafka_source(spark: SparkSession, settings: Settings, secrets: Path | None = None) -> DataFrame:
-    """The rescales topic from its beginning; offsets lost to retention are skipped.
+def kafka_source(
+    spark: SparkSession, settings: Settings, secrets: Path | None = None, topic: str | None = None
+) -> DataFrame:
+    """The rescales topic (or `topic`) from its beginning; offsets lost to retention are skipped.
 
     Asking for offsets is retried for about a minute (Spark's default: 3 times a
     second apart), so a broker restart does not fail the query at all.
     """
     options = {
         **spark_kafka_options(settings, secrets),
-        "subscribe": settings.topics.rescales,
+        "subscribe": topic or settings.topics.rescales,
         "startingOffsets": "earliest",
         "failOnDataLoss": "false",
         "fetchOffset.numRetries": "60",
@@ -156,19 +161,14 @@ def query_starters(
     upkeep: Upkeep | None = None,
 ) -> dict[str, Callable[[], StreamingQuery]]:
     """Per query name, what starts it (again, from its checkpoint). `upkeep`: what
-    compacts `rescales_latest` between batches."""
+    compacts `rescales_latest` (and `flink_rescales_latest`) between batches."""
     layout = options.layout
-    for table in [*TABLES, LATEST_TABLE]:
-        removed = remove_uncommitted(layout.table(table))
+    for path in [*(layout.table(t) for t in [*TABLES, LATEST_TABLE]), *flink_ingest.tables(layout)]:
+        removed = remove_uncommitted(path)
         if removed:
-            log.warning("removed %d uncommitted files of %s (a crashed batch)", len(removed), table)
-    writer = TablesWriter(
-        layout,
-        schemas,
-        DeadLetterWriter(settings, layout.data_dir),
-        upkeep,
-        resume_points(layout),
-    )
+            log.warning("removed %d uncommitted files of %s (a crashed batch)", len(removed), path)
+    letters = DeadLetterWriter(settings, layout.data_dir)  # one: one metrics file
+    writer = TablesWriter(layout, schemas, letters, upkeep, resume_points(layout))
     query = (
         decode(kafka_source(spark, settings, secrets), schemas)
         .writeStream.foreachBatch(writer)
@@ -176,7 +176,13 @@ def query_starters(
         .queryName(QUERY_NAME)
         .trigger(**_trigger(options))
     )
-    return {QUERY_NAME: query.start}
+    starters: dict[str, Callable[[], StreamingQuery]] = {QUERY_NAME: query.start}
+    if schemas.flink is not None:
+        source = kafka_source(spark, settings, secrets, settings.topics.flink_rescales)
+        starters[flink_ingest.QUERY_NAME] = flink_ingest.flink_query(
+            source, layout, schemas.flink, letters, upkeep=upkeep, trigger=_trigger(options)
+        )
+    return starters
 
 
 class PlannerLoop:
@@ -324,7 +330,7 @@ def _run(
             _check(list(queries.values()))
             if planner is not None:
                 planner.tick(_now_ms())
-            progress("drained the rescales topic; stopping")
+            progress("drained the rescales topics; stopping")
             return 0
         _loop(
             spark,
@@ -334,7 +340,7 @@ def _run(
             stop,
             beat=beat,
             refresh=refresh,
-            upkeep=lambda: upkeep.run_due([options.layout.table(t) for t in TABLES]),
+            upkeep=lambda: upkeep.run_due(_appended_tables(options.layout)),
         )
         progress("stopping the streaming queries")
         return 0
@@ -345,7 +351,8 @@ def _run(
             withdraw_url(options.layout.data_dir)
         if jdbc is not None:
             jdbc.close()
-        _between_batches(queries.get(QUERY_NAME))
+        for query in queries.values():
+            _between_batches(query)
         for query in queries.values():
             query.stop()
 
@@ -359,9 +366,14 @@ def _prepare_tables(
     _convert_legacy(spark, registry, layout, progress)
     if backfill_downtime(spark, layout.table(LATEST_TABLE), layout.table("rescale_states")):
         progress("added each rescale's downtime to rescales_latest (once, after an upgrade)")
-    for table in [*TABLES, LATEST_TABLE]:
-        if is_delta(layout.table(table)):
-            keep_for(spark, layout.table(table), options.upkeep.retention_hours)
+    for path in [*(layout.table(t) for t in [*TABLES, LATEST_TABLE]), *flink_ingest.tables(layout)]:
+        if is_delta(path):
+            keep_for(spark, path, options.upkeep.retention_hours)
+
+
+def _appended_tables(layout: Layout) -> list[Path]:
+    """The tables only appended to, compacted from the main loop (upsert.Upkeep)."""
+    return [*(layout.table(t) for t in TABLES), layout.table(FLINK_RAW_TABLE)]
 
 
 def _convert_legacy(

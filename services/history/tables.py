@@ -61,7 +61,7 @@ def _start_date() -> Column:
     return F.to_date(_millis_to_time(_r("startTimestampInMillis"))).alias(PARTITION_COLUMN)
 
 
-def _slot_total(field: str) -> Column:
+def slot_total(field: str) -> Column:
     """Σ `field` over the slot-sharing groups; null when no group has a value."""
     from pyspark.sql import functions as F
 
@@ -76,7 +76,7 @@ def span_length(duration: Column, enter: Column, leave: Column) -> Column:
     return F.coalesce(duration, leave - enter)
 
 
-def _downtime() -> Column:
+def downtime() -> Column:
     """A terminated rescale's downtime: the summed durations of its closed spans in a state
     other than `Executing` (0 when there are none); null while it is in progress.
 
@@ -112,7 +112,7 @@ def rescales(valid: DataFrame) -> DataFrame:
         start.alias("start_timestamp_ms"),
         end.alias("end_timestamp_ms"),
         (end - start).alias("duration_ms"),
-        _downtime().alias("downtime_ms"),
+        downtime().alias("downtime_ms"),
         _r("updatedAtMillis").alias("updated_at_ms"),
         _r("availableSlots").alias("available_slots"),
         _r("reactiveMode").alias("reactive_mode"),
@@ -122,10 +122,10 @@ def rescales(valid: DataFrame) -> DataFrame:
         .alias("cooldown_ms"),
         _r("statusMessage").alias("status_message"),
         F.size(_r("vertices")).alias("vertex_count"),
-        _slot_total("desiredSlots").alias("total_desired_slots"),
-        _slot_total("minimalRequiredSlots").alias("total_minimal_required_slots"),
-        _slot_total("preRescaleSlots").alias("total_pre_rescale_slots"),
-        _slot_total("postRescaleSlots").alias("total_post_rescale_slots"),
+        slot_total("desiredSlots").alias("total_desired_slots"),
+        slot_total("minimalRequiredSlots").alias("total_minimal_required_slots"),
+        slot_total("preRescaleSlots").alias("total_pre_rescale_slots"),
+        slot_total("postRescaleSlots").alias("total_post_rescale_slots"),
         last_span["state"].alias("current_state"),
         last_span["enterTimestampInMillis"].alias("current_state_enter_ms"),
         (last_span.isNotNull() & last_span["leaveTimestampInMillis"].isNull()).alias(

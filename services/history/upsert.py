@@ -53,9 +53,12 @@ def _quoted(path: Path) -> str:
     return "delta.`" + str(path.resolve()).replace("`", "``") + "`"
 
 
-def merge_latest(spark: SparkSession, batch: DataFrame, path: Path) -> None:
-    """Upsert the latest revision per rescale of `batch` (raw `rescales` rows) into `path`."""
-    newest = latest_revisions(batch)  # a MERGE takes at most one source row per target row
+def merge_latest(
+    spark: SparkSession, batch: DataFrame, path: Path, keys: tuple[str, ...] = ("rescale_uuid",)
+) -> None:
+    """Upsert the latest revision per rescale of `batch` (raw `rescales` rows) into `path`;
+    `keys` identify a rescale (a real Flink's: cluster, job and uuid)."""
+    newest = latest_revisions(batch, keys)  # a MERGE takes at most one source row per target row
     if not is_delta(path):
         # The first batch creates the table. A crash before the commit leaves no version,
         # so the batch run again comes here once more.
@@ -63,9 +66,9 @@ def merge_latest(spark: SparkSession, batch: DataFrame, path: Path) -> None:
         return
     view = f"_history_latest_batch_{abs(hash(str(path)))}"
     newest.createOrReplaceTempView(view)
+    same = " AND ".join(f"t.{key} = s.{key}" for key in (*keys, PARTITION_COLUMN))
     spark.sql(
-        f"MERGE INTO {_quoted(path)} t USING {view} s "
-        f"ON t.rescale_uuid = s.rescale_uuid AND t.{PARTITION_COLUMN} = s.{PARTITION_COLUMN} "
+        f"MERGE INTO {_quoted(path)} t USING {view} s ON {same} "
         f"WHEN MATCHED AND ({_LATER}) THEN UPDATE SET * "
         "WHEN NOT MATCHED THEN INSERT *"
     )

@@ -20,6 +20,11 @@ from typing import TYPE_CHECKING
 
 from services.history import aggregates
 from services.history.decode import RescaleSchemas, decode, valid
+from services.history.flink_tables import LATEST_TABLE as FLINK_LATEST
+from services.history.flink_tables import RAW_TABLE as FLINK_RAW
+from services.history.flink_tables import flink_rescales
+from services.history.flink_views import VIEWS as FLINK_VIEWS
+from services.history.flink_views import flink_views
 from services.history.sinklog import is_delta
 from services.history.tables import CHILD_TABLES, LATEST_TABLE, TABLES
 
@@ -51,9 +56,14 @@ class Layout:
 
 
 def table_schemas(spark: SparkSession, schemas: RescaleSchemas) -> dict[str, StructType]:
-    """The schema of every table, derived from the transforms (no data needed)."""
-    empty = valid(decode(spark.createDataFrame([], KAFKA_SOURCE_SCHEMA), schemas))
-    return {name: transform(empty).schema for name, transform in TABLES.items()}
+    """The schema of every table, derived from the transforms (no data needed); the Flink
+    rescales' (`flink_rescales`, that of `flink_rescales_latest` too) when known."""
+    source = spark.createDataFrame([], KAFKA_SOURCE_SCHEMA)
+    empty = valid(decode(source, schemas))
+    found = {name: transform(empty).schema for name, transform in TABLES.items()}
+    if schemas.flink is not None:
+        found[FLINK_RAW] = flink_rescales(valid(decode(source, schemas.flink))).schema
+    return found
 
 
 def read_table(spark: SparkSession, path: Path, schema: StructType) -> DataFrame:
@@ -77,8 +87,8 @@ def read_table(spark: SparkSession, path: Path, schema: StructType) -> DataFrame
     )
 
 
-def latest_revisions(rescales: DataFrame) -> DataFrame:
-    """One row per rescale_uuid: the row of its latest revision.
+def latest_revisions(rescales: DataFrame, keys: tuple[str, ...] = ("rescale_uuid",)) -> DataFrame:
+    """One row per rescale (`keys`: its rescale_uuid): the row of its latest revision.
 
     A window rather than `max_by(struct(*))`: Spark prunes the columns a query
     does not read through a window (not through a struct), and turns
@@ -87,7 +97,7 @@ def latest_revisions(rescales: DataFrame) -> DataFrame:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    order = Window.partitionBy("rescale_uuid").orderBy(*[F.col(c).desc() for c in LATEST_ORDER])
+    order = Window.partitionBy(*keys).orderBy(*[F.col(c).desc() for c in LATEST_ORDER])
     ranked = rescales.withColumn("_rank", F.row_number().over(order))
     return ranked.where(F.col("_rank") == 1).drop("_rank")
 
@@ -103,7 +113,13 @@ SUMMARIES = ("job_summary", "fleet_summary")
 
 def view_names() -> tuple[str, ...]:
     """The names `build_views` defines, known without Spark."""
-    return (*[f"raw_{name}" for name in TABLES], "rescales", *CHILD_TABLES, *SUMMARIES)
+    return (
+        *[f"raw_{name}" for name in TABLES],
+        "rescales",
+        *CHILD_TABLES,
+        *SUMMARIES,
+        *FLINK_VIEWS,
+    )
 
 
 def build_views(
@@ -112,7 +128,8 @@ def build_views(
     schemas: RescaleSchemas,
     found: dict[str, StructType] | None = None,
 ) -> dict[str, DataFrame]:
-    """Every view by name: `raw_<table>` (all revisions), the deduped tables, the summaries.
+    """Every view by name: `raw_<table>` (all revisions), the deduped tables, the summaries,
+    and the rescales real Flink clusters recorded with their comparison (flink_views.py).
 
     `found`: the tables' schemas (`table_schemas`), when known already."""
     found = found or table_schemas(spark, schemas)
@@ -125,6 +142,10 @@ def build_views(
     reasons = schemas.enum_symbols("TerminatedReason")
     views["job_summary"] = aggregates.job_summary(latest, reasons)
     views["fleet_summary"] = aggregates.fleet_summary(latest, reasons)
+    if FLINK_RAW in found:
+        flink_raw = read_table(spark, layout.table(FLINK_RAW), found[FLINK_RAW])
+        flink_latest = read_table(spark, layout.table(FLINK_LATEST), found[FLINK_RAW])
+        views |= flink_views(flink_raw, flink_latest, views)
     return views
 
 

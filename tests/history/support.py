@@ -35,12 +35,13 @@ def encoded(codec: Codec, records: Iterable[dict[str, Any]]) -> list[tuple[bytes
 def drain(spark: SparkSession, settings: Settings, schemas: RescaleSchemas, layout: Layout) -> None:
     """Run every query of the history job in-process until the topic is drained once."""
     queries = start_queries(spark, settings, schemas, RunOptions(layout, available_now=True))
+    deadline = give_up_at(180)  # the rescales' and the Flink rescales' queries side by side
     try:
         for query in queries:
-            query.awaitTermination(180)
+            query.awaitTermination(max(1, round(deadline - time.monotonic())))
         for query in queries:
             assert query.exception() is None, f"{query.name}: {query.exception()}"
-            assert not query.isActive, f"{query.name} did not finish within 180 s"
+            assert not query.isActive, f"{query.name} did not finish within {patient(180)} s"
     finally:
         for query in queries:
             query.stop()

@@ -1,0 +1,233 @@
+"""A real Flink's rescales paired with scalefold's predictions of them. Pure DataFrame transforms.
+
+The Flink bridge submits each job it observes on a real Flink to scalefold's
+scheduler under `flink_job_key(cluster, jobId)` (`<cluster>.<jobId>`), and the
+scheduler predicts its rescales in shadow mode. Both sides number a job's
+rescales in order: the n-th rescale Flink recorded for job J (by
+`start_timestamp_ms`, ties by `rescale_attempt_id`, then uuid) is paired with
+the n-th rescale scalefold recorded for `<cluster>.<J>` (the same order). A full
+outer join on (job, n): a rescale one side has and the other has not is a
+pair too (`paired` = `flink_only` or `predicted_only`), and agrees in nothing.
+
+Compared, per pair: the trigger cause, the terminal state, the terminated
+reason, the pre- and post-rescale parallelism per vertex (Flink's vertex ids
+on both sides), the post-rescale slots per slot-sharing group (by the group's
+NAME, its id where it has none: the scheduler knows a group only as the bridge
+named it), and the sequence of scheduler states. Each is a column on either
+side (`flink_<field>`, `predicted_<field>`) and `<field>_agrees`; the
+per-vertex and per-group values are arrays of `{key, value}` sorted by key.
+
+`flink_agreement` counts, per job and field and over all jobs, the *settled*
+pairs (no side still in progress: an open rescale may yet agree) and those
+that agree: `rate` = agreed / compared. The field `all_fields` is a pair that
+agrees in every field.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+CONFORMANCE = "flink_conformance"
+AGREEMENT = "flink_agreement"
+FIELDS = (
+    "trigger_cause",
+    "terminal_state",
+    "terminated_reason",
+    "pre_parallelism",
+    "post_parallelism",
+    "slots",
+    "scheduler_states",
+)
+ALL_FIELDS = "all_fields"
+ORDER = ("start_timestamp_ms", "rescale_attempt_id", "rescale_uuid")
+"""The order in which each side numbers a job's rescales."""
+JOB = ("cluster", "flink_job_id", "job_key")
+_ENTRIES = "array<struct<key:string,value:int>>"
+
+
+def _entries(array: Column, key: str, value: str) -> Column:
+    """`array`'s structs as `{key, value}` sorted by key: comparable (a map is not)."""
+    from pyspark.sql import functions as F
+
+    pairs = F.transform(array, lambda e: F.struct(e[key].alias("key"), e[value].alias("value")))
+    return F.array_sort(pairs).cast(_ENTRIES)
+
+
+def _group(e: Column) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.coalesce(e["slot_sharing_group_name"], e["slot_sharing_group_id"])
+
+
+def _flink_side(latest: DataFrame) -> DataFrame:
+    """Flink's rescales (the `flink_rescales` view), in the compared columns."""
+    from pyspark.sql import functions as F
+
+    slots = F.transform(
+        "slots", lambda s: F.struct(_group(s).alias("g"), s["post_rescale_slots"].alias("v"))
+    )
+    return latest.select(
+        "cluster",
+        F.col("job_id").alias("flink_job_id"),
+        "job_key",
+        *ORDER,
+        "in_progress",
+        "trigger_cause",
+        "terminal_state",
+        "terminated_reason",
+        _entries(F.col("vertices"), "job_vertex_id", "pre_rescale_parallelism").alias(
+            "pre_parallelism"
+        ),
+        _entries(F.col("vertices"), "job_vertex_id", "post_rescale_parallelism").alias(
+            "post_parallelism"
+        ),
+        _entries(slots, "g", "v").alias("slots"),
+        F.transform("scheduler_states", lambda s: s["state"]).alias("scheduler_states"),
+    )
+
+
+def predictions(
+    rescales: DataFrame, vertices: DataFrame, slots: DataFrame, states: DataFrame
+) -> DataFrame:
+    """scalefold's rescales (the `rescales` view and its children), in the compared columns."""
+    from pyspark.sql import functions as F
+
+    def collected(key: Column, value: str) -> Column:
+        entries = F.collect_list(F.struct(key.alias("key"), F.col(value).alias("value")))
+        return F.array_sort(entries).cast(_ENTRIES)
+
+    vertex = F.col("job_vertex_id")
+    per_vertex = vertices.groupBy("rescale_uuid").agg(
+        collected(vertex, "pre_rescale_parallelism").alias("pre_parallelism"),
+        collected(vertex, "post_rescale_parallelism").alias("post_parallelism"),
+    )
+    per_group = slots.groupBy("rescale_uuid").agg(
+        collected(
+            F.coalesce("slot_sharing_group_name", "slot_sharing_group_id"), "post_rescale_slots"
+        ).alias("slots")
+    )
+    spans = states.groupBy("rescale_uuid").agg(
+        F.transform(
+            F.array_sort(F.collect_list(F.struct("span_index", "state"))), lambda s: s["state"]
+        ).alias("scheduler_states")
+    )
+    joined = (
+        rescales.select(
+            F.col("job_id").alias("job_key"),
+            *ORDER,
+            "in_progress",
+            "trigger_cause",
+            "terminal_state",
+            "terminated_reason",
+        )
+        .join(per_vertex, "rescale_uuid", "left")
+        .join(per_group, "rescale_uuid", "left")
+        .join(spans, "rescale_uuid", "left")
+    )
+    # A rescale without children has empty arrays, as Flink's side does.
+    empty = F.array().cast(_ENTRIES)
+    for name in ("pre_parallelism", "post_parallelism", "slots"):
+        joined = joined.withColumn(name, F.coalesce(name, empty))
+    states_empty = F.array().cast("array<string>")
+    return joined.withColumn("scheduler_states", F.coalesce("scheduler_states", states_empty))
+
+
+def _numbered(side: DataFrame, prefix: str) -> DataFrame:
+    """`side` with `pair_index` (1, 2, ... per job in ORDER), its other columns prefixed."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    order = Window.partitionBy("job_key").orderBy(*ORDER)
+    numbered = side.withColumn("pair_index", F.row_number().over(order))
+    keep = ("job_key", "pair_index", "cluster", "flink_job_id")
+    return numbered.select(
+        *keep, *[F.col(c).alias(f"{prefix}{c}") for c in side.columns if c not in keep]
+    )
+
+
+def conformance(flink_latest: DataFrame, predicted: DataFrame) -> DataFrame:
+    """One row per pair (see the module doc): both sides' fields, and which agree."""
+    from pyspark.sql import functions as F
+
+    flink = _flink_side(flink_latest)
+    jobs = flink.select(*JOB).distinct()
+    ours = predicted.join(jobs, "job_key")  # only the jobs a real Flink ran
+    f = _numbered(flink, "flink_").alias("f")
+    p = _numbered(ours, "predicted_").alias("p")
+    joined = f.join(p, ["job_key", "pair_index"], "full_outer")
+    has_flink = F.col("flink_rescale_uuid").isNotNull()
+    has_ours = F.col("predicted_rescale_uuid").isNotNull()
+    agrees = {
+        name: (has_flink & has_ours & F.col(f"flink_{name}").eqNullSafe(F.col(f"predicted_{name}")))
+        for name in FIELDS
+    }
+    every = F.lit(True)
+    for column in agrees.values():
+        every = every & column
+    done = ~F.coalesce(F.col("flink_in_progress"), F.lit(False)) & ~F.coalesce(
+        F.col("predicted_in_progress"), F.lit(False)
+    )
+    return joined.select(
+        F.coalesce("f.cluster", "p.cluster").alias("cluster"),
+        F.coalesce("f.flink_job_id", "p.flink_job_id").alias("flink_job_id"),
+        "job_key",
+        "pair_index",
+        F.when(has_flink & has_ours, "both")
+        .when(has_flink, "flink_only")
+        .otherwise("predicted_only")
+        .alias("paired"),
+        done.alias("settled"),
+        "flink_rescale_uuid",
+        "predicted_rescale_uuid",
+        "flink_start_timestamp_ms",
+        "predicted_start_timestamp_ms",
+        *[
+            column
+            for name in FIELDS
+            for column in (
+                f"flink_{name}",
+                f"predicted_{name}",
+                agrees[name].alias(f"{name}_agrees"),
+            )
+        ],
+        every.alias(f"{ALL_FIELDS}_agree"),
+    )
+
+
+def agreement(paired: DataFrame) -> DataFrame:
+    """Per job and field, and over every job (`scope` = `total`): settled pairs compared,
+    those that agree, and the rate."""
+    from pyspark.sql import functions as F
+
+    names = [*FIELDS, ALL_FIELDS]
+    verdicts = [f"{name}_agrees" for name in FIELDS] + [f"{ALL_FIELDS}_agree"]
+    cells = F.explode(
+        F.array(
+            *[
+                F.struct(
+                    F.lit(i).alias("field_index"), F.lit(n).alias("field"), F.col(v).alias("ok")
+                )
+                for i, (n, v) in enumerate(zip(names, verdicts, strict=True))
+            ]
+        )
+    )
+    rows = paired.where("settled").select(*JOB, cells.alias("c")).select(*JOB, "c.*")
+    counts = [F.count("*").alias("compared"), F.sum(F.col("ok").cast("long")).alias("agreed")]
+    per_job = rows.groupBy(*JOB, "field_index", "field").agg(*counts)
+    total = rows.groupBy("field_index", "field").agg(*counts)
+    total = total.select(*[F.lit(None).cast("string").alias(c) for c in JOB], *total.columns)
+    both = per_job.withColumn("scope", F.lit("job")).unionByName(
+        total.withColumn("scope", F.lit("total"))
+    )
+    return both.select(
+        "scope",
+        *JOB,
+        "field",
+        "compared",
+        "agreed",
+        (F.col("agreed") / F.col("compared")).alias("rate"),
+        "field_index",
+    )

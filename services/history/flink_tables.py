@@ -1,0 +1,136 @@
+"""Decoded `FlinkRescale` records (a real Flink's rescales, from the bridge) into a table. Pure.
+
+One row per received revision, in the columns of the `rescales` table wherever
+they mean the same (tables.py: the same names, the same derivations: slot
+totals, downtime, the current state), plus `cluster`, `job_key` (the id under
+which scalefold predicts the job: `flink_job_key(cluster, job_id)`) and the
+columns only Flink's record has (`job_name`, `observed_at_ms`,
+`unknown_fields`). `job_id` is Flink's own job id. What Flink's REST API does
+not show (`available_slots`, `reactive_mode`, `scheduler_settings`,
+`status_message`, the transition phases) has no column.
+
+The record's arrays are kept as arrays of structs, their fields in snake_case
+(`vertices`, `slots`, `scheduler_states`): the child views (flink_views.py)
+explode them from the latest revision, and nothing has to be joined back.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from services.history.decode import RECORD, WRITER_VERSION
+from services.history.tables import PARTITION_COLUMN, downtime, slot_total
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+RAW_TABLE = "flink_rescales"
+"""Every received revision."""
+LATEST_TABLE = "flink_rescales_latest"
+"""The latest revision per (cluster, job_id, rescale_uuid), kept by MERGE (upsert.py)."""
+TABLES = (RAW_TABLE, LATEST_TABLE)
+KEYS = ("cluster", "job_id", "rescale_uuid")
+"""What identifies one rescale of a real Flink: its uuid within its job and cluster."""
+
+_VERTEX = {
+    "jobVertexId": "job_vertex_id",
+    "jobVertexName": "job_vertex_name",
+    "slotSharingGroupId": "slot_sharing_group_id",
+    "slotSharingGroupName": "slot_sharing_group_name",
+    "desiredParallelism": "desired_parallelism",
+    "sufficientParallelism": "sufficient_parallelism",
+    "preRescaleParallelism": "pre_rescale_parallelism",
+    "postRescaleParallelism": "post_rescale_parallelism",
+}
+_SLOTS = {
+    "slotSharingGroupId": "slot_sharing_group_id",
+    "slotSharingGroupName": "slot_sharing_group_name",
+    "desiredSlots": "desired_slots",
+    "minimalRequiredSlots": "minimal_required_slots",
+    "preRescaleSlots": "pre_rescale_slots",
+    "postRescaleSlots": "post_rescale_slots",
+}
+_PROFILE = {
+    "cpuCores": "cpu_cores",
+    "taskHeapMemory": "task_heap_memory_mb",
+    "taskOffHeapMemory": "task_off_heap_memory_mb",
+    "managedMemory": "managed_memory_mb",
+    "networkMemory": "network_memory_mb",
+}
+_SPAN = {
+    "state": "state",
+    "enterTimestampInMillis": "enter_timestamp_ms",
+    "leaveTimestampInMillis": "leave_timestamp_ms",
+    "durationInMillis": "duration_ms",
+    "stringifiedException": "stringified_exception",
+}
+
+
+def _r(field: str) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.col(f"{RECORD}.{field}")
+
+
+def _renamed(array: str, names: dict[str, str], extra: dict[str, str]) -> Column:
+    """`array`'s structs with their fields in snake_case; `extra`: nested profiles, flattened
+    into `<prefix>_<field>` as the `rescale_slots` table has them."""
+    from pyspark.sql import functions as F
+
+    def element(e: Column) -> Column:
+        fields = [e[avro].alias(sql) for avro, sql in names.items()]
+        for nested, prefix in extra.items():
+            fields += [e[nested][a].alias(f"{prefix}_{s}") for a, s in _PROFILE.items()]
+        return F.struct(*fields)
+
+    return F.transform(_r(array), element)
+
+
+def flink_rescales(valid: DataFrame) -> DataFrame:
+    """One row per received revision of a real Flink's rescale."""
+    from pyspark.sql import functions as F
+
+    last_span = F.try_element_at(_r("schedulerStates"), F.lit(-1))
+    start, end = _r("startTimestampInMillis"), _r("endTimestampInMillis")
+    profiles = {"requestResourceProfile": "request", "acquiredResourceProfile": "acquired"}
+    return valid.select(
+        _r("cluster").alias("cluster"),
+        _r("jobId").alias("job_id"),
+        F.concat_ws(".", _r("cluster"), _r("jobId")).alias("job_key"),
+        _r("rescaleUuid").alias("rescale_uuid"),
+        _r("revision").alias("revision"),
+        F.col("partition").alias("kafka_partition"),
+        F.col("offset").alias("kafka_offset"),
+        _r("jobName").alias("job_name"),
+        _r("resourceRequirementsUuid").alias("resource_requirements_uuid"),
+        _r("rescaleAttemptId").alias("rescale_attempt_id"),
+        _r("triggerCause").alias("trigger_cause"),
+        _r("terminalState").alias("terminal_state"),
+        _r("terminatedReason").alias("terminated_reason"),
+        _r("terminalState").isNull().alias("in_progress"),
+        start.alias("start_timestamp_ms"),
+        end.alias("end_timestamp_ms"),
+        (end - start).alias("duration_ms"),
+        downtime().alias("downtime_ms"),
+        _r("observedAtMillis").alias("observed_at_ms"),
+        F.size(_r("vertices")).alias("vertex_count"),
+        slot_total("desiredSlots").alias("total_desired_slots"),
+        slot_total("minimalRequiredSlots").alias("total_minimal_required_slots"),
+        slot_total("preRescaleSlots").alias("total_pre_rescale_slots"),
+        slot_total("postRescaleSlots").alias("total_post_rescale_slots"),
+        last_span["state"].alias("current_state"),
+        last_span["enterTimestampInMillis"].alias("current_state_enter_ms"),
+        (last_span.isNotNull() & last_span["leaveTimestampInMillis"].isNull()).alias(
+            "current_state_open"
+        ),
+        _renamed("vertices", _VERTEX, {}).alias("vertices"),
+        _renamed("slots", _SLOTS, profiles).alias("slots"),
+        _renamed("schedulerStates", _SPAN, {}).alias("scheduler_states"),
+        _r("unknownFields").alias("unknown_fields"),
+        F.timestamp_millis(start).alias("start_time"),
+        F.timestamp_millis(end).alias("end_time"),
+        F.timestamp_millis(_r("observedAtMillis")).alias("observed_at"),
+        F.col(WRITER_VERSION).alias("writer_version"),
+        F.col("timestamp").alias("kafka_timestamp"),
+        F.to_date(F.timestamp_millis(start)).alias(PARTITION_COLUMN),
+    )

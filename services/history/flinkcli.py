@@ -1,0 +1,217 @@
+"""`scalefold flink compare`: how well scalefold predicted the rescales a real Flink recorded.
+
+It reads the views `flink_agreement` and `flink_conformance` (conformance.py),
+from the running history service's SQL endpoint when there is one, else with
+a Spark session of its own on the Delta tables (as `history sql` does), and
+prints the agreement rate per field, per job and in total, then every settled
+pair that disagrees, field by field. `register(verbs)` adds the verb to the
+`scalefold flink` group (services/cli.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from services.history.conformance import AGREEMENT, ALL_FIELDS, CONFORMANCE, FIELDS
+
+if TYPE_CHECKING:
+    from services.clicontext import Context
+
+SHORT = {
+    "trigger_cause": "trigger",
+    "terminal_state": "state",
+    "terminated_reason": "reason",
+    "pre_parallelism": "pre",
+    "post_parallelism": "post",
+    "slots": "slots",
+    "scheduler_states": "states",
+    ALL_FIELDS: "all",
+}
+"""The text table's column heads."""
+
+
+def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `compare` to the `scalefold flink` group's verbs."""
+    from services.history.cli import DEFAULT_DATA_DIR
+
+    compare = verbs.add_parser(
+        "compare",
+        help="how well scalefold predicted the rescales Flink recorded: agreement per field, "
+        "per job, in total",
+        description="Pair each rescale a real Flink recorded (flink_rescales) with scalefold's "
+        "prediction for the same job (the n-th with the n-th) and print the agreement per "
+        "field (trigger, terminal state, reason, pre/post parallelism per vertex, slots per "
+        "slot-sharing group, scheduler states), per job and in total, then the pairs that "
+        "disagree. Only settled pairs count (neither side in progress). Reads the running "
+        "history service (DATA_DIR/sql.url), else the Delta tables with a Spark of its own.",
+    )
+    compare.add_argument("--job", help="one job: Flink's job id, or <cluster>.<job id>")
+    compare.add_argument(
+        "--format", choices=["text", "json"], default="text", help="text tables or one JSON object"
+    )
+    compare.add_argument(
+        "--data-dir",
+        type=Path,
+        default=DEFAULT_DATA_DIR,
+        help=f"the history's tables (default: {DEFAULT_DATA_DIR})",
+    )
+    compare.add_argument("--master", help="Spark master URL when no history service runs")
+    compare.set_defaults(handler=compare_command)
+
+
+def compare_command(args: argparse.Namespace, context: Context) -> int:
+    from pyspark.errors import PySparkException
+    from pyspark.sql import functions as F
+
+    data_dir = Path(args.data_dir)
+    try:
+        agreement, paired = _views(args, context, data_dir)
+        if args.job:
+            job = (F.col("job_key") == args.job) | (F.col("flink_job_id") == args.job)
+            agreement = agreement.where(job & (F.col("scope") == "job"))
+            paired = paired.where(job)
+        pairs = [
+            r.asDict(recursive=True) for r in paired.orderBy("job_key", "pair_index").collect()
+        ]
+        order = agreement.orderBy("scope", "job_key", "field_index")
+        rates = [row.asDict() for row in order.collect()]
+    except PySparkException as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        print(f"scalefold flink compare: {first}", file=sys.stderr)
+        return 1
+    if not pairs:
+        where = f"Flink job {args.job}" if args.job else "a real Flink"
+        print(f"scalefold flink compare: no rescales of {where} in {data_dir}", file=sys.stderr)
+        return 1
+    if args.job:
+        rates += _total(rates)
+    disagreeing = [p for p in pairs if p["settled"] and not p[f"{ALL_FIELDS}_agree"]]
+    if args.format == "json":
+        print(json.dumps(as_json(rates, pairs, disagreeing), indent=2, default=str))
+    else:
+        print(as_text(rates, pairs, disagreeing))
+    return 0
+
+
+def _views(args: argparse.Namespace, context: Context, data_dir: Path) -> tuple[Any, Any]:
+    """(`flink_agreement`, `flink_conformance`): from the history service running for
+    `data_dir` (Spark Connect), else from a Spark session of this command's own."""
+    from services.contracts import SchemaRegistry
+    from services.history.decode import RescaleSchemas
+    from services.history.endpoint import GLOBAL_TEMP, remote_session
+    from services.history.handlers import _layout, _session, say, verbose
+    from services.history.reading import served
+    from services.history.spark import one_shot_output
+    from services.history.views import build_views
+
+    names = (AGREEMENT, CONFORMANCE)
+    url = served(data_dir.resolve())
+    if url is not None:
+        verbose(args, f"querying the running history service at {url}")
+        spark = remote_session(url)
+        agreement, paired = (spark.table(f"{GLOBAL_TEMP}.{name}") for name in names)
+        return agreement, paired
+    verbose(args, f"no running history service for {data_dir}; using a local Spark")
+    show = say if getattr(args, "verbose", False) else (lambda _: None)
+    output = one_shot_output(getattr(args, "verbose", False))
+    spark = _session(args, context, jvm_output=output, show=show)
+    registry = SchemaRegistry.load(context.settings.schemas_dir)
+    views = build_views(spark, _layout(args), RescaleSchemas.of(registry))
+    return views[AGREEMENT], views[CONFORMANCE]
+
+
+def _total(rates: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The total rows of one job's rates: the same numbers under `scope` = `total`."""
+    return [
+        {**row, "scope": "total", "cluster": None, "flink_job_id": None, "job_key": None}
+        for row in rates
+    ]
+
+
+def as_json(
+    rates: list[dict[str, Any]], pairs: list[dict[str, Any]], disagreeing: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """`{"agreement": [...], "pending": N, "disagreements": [...]}`."""
+    shown = [{k: v for k, v in row.items() if k != "field_index"} for row in rates]
+    return {
+        "agreement": shown,
+        "pending": sum(1 for p in pairs if not p["settled"]),
+        "disagreements": disagreeing,
+    }
+
+
+def _percent(row: Mapping[str, Any] | None) -> str:
+    if row is None or not row["compared"]:
+        return "-"
+    return f"{round(100 * row['agreed'] / row['compared'])} %"
+
+
+def rate_table(rates: Iterable[Mapping[str, Any]]) -> list[str]:
+    """One line per job and one for the total: pairs compared, then each field's rate."""
+    by_scope: dict[str, dict[str, Mapping[str, Any]]] = {}
+    for row in rates:
+        name = row["job_key"] if row["scope"] == "job" else "total"
+        by_scope.setdefault(name, {})[row["field"]] = row
+    names = [*FIELDS, ALL_FIELDS]
+    head = ["job", "pairs", *[SHORT[n] for n in names]]
+    body = [
+        [scope, str(fields[ALL_FIELDS]["compared"]), *[_percent(fields.get(n)) for n in names]]
+        for scope, fields in sorted(by_scope.items(), key=lambda kv: (kv[0] == "total", kv[0]))
+    ]
+    widths = [max(len(line[i]) for line in [head, *body]) for i in range(len(head))]
+
+    def line(cells: list[str]) -> str:
+        return "  " + " | ".join(
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        )
+
+    rule = "  " + "-+-".join("-" * w for w in widths)
+    return [line(head), rule, *[line(cells) for cells in body]]
+
+
+def _value(value: Any) -> str:
+    """A compared value for people: `{key, value}` entries as key=value (vertex ids cut)."""
+    if value is None:
+        return "-"
+    if isinstance(value, list) and value and isinstance(value[0], dict):
+        return ", ".join(f"{str(e['key'])[:8]}={e['value']}" for e in value) or "(none)"
+    if isinstance(value, list):
+        return " > ".join(str(v) for v in value) or "(none)"
+    return str(value)
+
+
+def pair_lines(pair: Mapping[str, Any]) -> list[str]:
+    """A disagreeing pair: which rescales, then each field that differs."""
+    flink = pair["flink_rescale_uuid"] or "(none)"
+    ours = pair["predicted_rescale_uuid"] or "(none)"
+    lines = [f"  {pair['job_key']} #{pair['pair_index']}: flink {flink}, predicted {ours}"]
+    if pair["paired"] != "both":
+        side = "Flink recorded" if pair["paired"] == "flink_only" else "scalefold predicted"
+        return [*lines, f"    only {side} this rescale"]
+    for name in FIELDS:
+        if not pair[f"{name}_agrees"]:
+            lines.append(
+                f"    {name}: flink {_value(pair[f'flink_{name}'])}; "
+                f"predicted {_value(pair[f'predicted_{name}'])}"
+            )
+    return lines
+
+
+def as_text(
+    rates: list[dict[str, Any]], pairs: list[dict[str, Any]], disagreeing: list[dict[str, Any]]
+) -> str:
+    pending = sum(1 for p in pairs if not p["settled"])
+    lines = ["Agreement of scalefold's predictions with the rescales Flink recorded"]
+    lines += rate_table(rates)
+    if pending:
+        lines.append(f"  ({pending} pairs still in progress are not counted yet)")
+    lines += ["", f"Disagreeing rescales ({len(disagreeing)})"]
+    for pair in disagreeing:
+        lines += pair_lines(pair)
+    return "\n".join(lines)
