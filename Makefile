@@ -25,7 +25,8 @@ venv: $(STAMP)
 core: $(STAMP)
 	$(BIN)/python -m services.scheduler.compile_core --optional
 
-## fetch: resolve the Kafka broker's and Spark's connector jars with Maven (cached)
+## fetch: resolve the Kafka broker's and Spark's connector jars with Maven, fetch Flink 2.3.0
+## (PyPI's apache-flink-libraries wheel) and build its sample job with javac (all cached)
 fetch: $(STAMP)
 	$(BIN)/scalefold local fetch
 
