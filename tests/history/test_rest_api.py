@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Any
 
 import pytest
 
@@ -134,3 +135,40 @@ def test_in_progress_rescales_are_counted_not_measured() -> None:
     )
     assert flinkjson.history(rows, 1, 0)[0]["rescaleUuid"] == "x"
     assert flinkjson.overview(rows)["latest"] == golden.answer("overview")["latest"]
+
+
+def _fleet_table() -> Any:
+    import pyarrow as pa
+
+    hour = 3_600_000
+    rows = []
+    # job a: completed with slots 2, 4, 2, 4 in the last hour (2 reversals), and one
+    # completed 3 hours earlier at 8 slots (outside the window); one failed, one in progress
+    for i, slots in enumerate([8, 2, 4, 2, 4]):
+        start = 10 * hour + i * 60_000 - (3 * hour if i == 0 else 0)
+        rows.append(("a", f"a{i}", "COMPLETED", start, start + 1_000, slots))
+    rows.append(("a", "a-f", "FAILED", 10 * hour + 400_000, 10 * hour + 401_000, 9))
+    rows.append(("a", "a-p", None, 10 * hour + 500_000, None, None))
+    rows.append(("b", "b0", "IGNORED", hour, hour + 5, None))
+    names = [
+        "job_id",
+        "rescale_uuid",
+        "terminal_state",
+        "start_timestamp_ms",
+        "end_timestamp_ms",
+        "total_post_rescale_slots",
+    ]
+    return pa.table({n: [r[i] for r in rows] for i, n in enumerate(names)})
+
+
+def test_fleet_figures_count_outcomes_and_score_flapping_as_job_summary_does() -> None:
+    from services.history.restapi.fleet import figures, reversals
+    from services.history.restapi.store import Jobs
+
+    found = {f.job_id: f for f in figures(Jobs.of(_fleet_table()))}
+    a, b = found["a"], found["b"]
+    assert (a.total, a.completed, a.failed, a.ignored, a.in_progress) == (7, 5, 1, 0, 1)
+    assert a.flapping == 2  # 2 -> 4 -> 2 -> 4 in the hour; the 8 of 3 hours before is out
+    assert a.latest["rescale_uuid"] == "a-p"  # the newest start
+    assert (b.total, b.ignored, b.flapping) == (1, 1, 0)
+    assert reversals([1, 1, 2, 2, 1, 3]) == 2

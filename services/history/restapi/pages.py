@@ -18,10 +18,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
-from services.history import planner
-from services.history.aggregates import FLAP_WINDOW_MS
 from services.history.overview import human_ms
 from services.history.restapi import compare
+from services.history.restapi.fleet import figures
 from services.history.restapi.markup import esc, page_answer, table, utc
 from services.history.restapi.routes import (
     FLINK,
@@ -72,39 +71,20 @@ def _outcome(row: Row) -> str:
     return f'<span class="outcome {esc(state.lower())}">{esc(state)}</span> {esc(row["terminated_reason"])}'
 
 
-def flapping_score(rows: Sequence[Row]) -> int:
-    """The planner's (and `job_summary`'s) flapping score of a job's latest revisions."""
-    if not rows or "total_post_rescale_slots" not in rows[0]:
-        return 0
-    fields = planner.Rescale.__dataclass_fields__
-    view = planner.JobView.of(
-        [planner.Rescale.from_row({k: r.get(k) for k in fields}) for r in rows]
-    )
-    return planner.flapping(view, FLAP_WINDOW_MS)[0]
-
-
 def _fleet_lines(name: str, jobs: Jobs) -> list[list[str]]:
-    """The fleet table's rows of one source, computed once per version of its table."""
-    if "fleet" not in jobs.memo:
-        lines = []
-        for job_id in jobs.slices:
-            rows = jobs.rows(job_id) or []
-            states = [r["terminal_state"] for r in rows]
-            latest = rows[0]
-            lines.append(
-                [
-                    f'<a href="{_job_link(job_id, name)}">{esc(job_id)}</a>',
-                    esc(name),
-                    str(len(rows)),
-                    *(str(states.count(s)) for s in ("COMPLETED", "FAILED", "IGNORED", None)),
-                    str(flapping_score(rows)),
-                    f"{esc(latest['trigger_cause'])} &rarr; {_outcome(latest)}",
-                    utc(latest["start_timestamp_ms"]),
-                ]
-            )
-        jobs.memo["fleet"] = lines
-    found: list[list[str]] = jobs.memo["fleet"]
-    return found
+    """The fleet table's rows of one source (`fleet.figures`, once per table version)."""
+    return [
+        [
+            f'<a href="{_job_link(f.job_id, name)}">{esc(f.job_id)}</a>',
+            esc(name),
+            str(f.total),
+            *(str(n) for n in (f.completed, f.failed, f.ignored, f.in_progress)),
+            str(f.flapping),
+            f"{esc(f.latest['trigger_cause'])} &rarr; {_outcome(f.latest)}",
+            utc(f.latest["start_timestamp_ms"]),
+        ]
+        for f in figures(jobs)
+    ]
 
 
 def fleet(history: History) -> str:

@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import parse_qs, quote, unquote
 
 from services.history.restapi import flinkjson
+from services.history.restapi.fleet import figures
 from services.history.restapi.store import Jobs, Row, Source
 
 SCALEFOLD, FLINK = "scalefold", "flink"
@@ -103,22 +104,21 @@ def parse_query(text: str) -> dict[str, str]:
 
 
 def _listed(name: str, jobs: Jobs) -> list[dict[str, Any]]:
-    """One source's entries of `/jobs`, computed once per version of its table."""
-    if "listing" not in jobs.memo:
-        entries = []
-        for job_id in jobs.slices:
-            rows = jobs.rows(job_id) or []
-            entries.append(
-                {
-                    "id": job_id,
-                    "source": name,
-                    "rescalesCounts": flinkjson.counts(rows),
-                    "latestRescaleStartTimestampInMillis": rows[0]["start_timestamp_ms"],
-                }
-            )
-        jobs.memo["listing"] = entries
-    found: list[dict[str, Any]] = jobs.memo["listing"]
-    return found
+    """One source's entries of `/jobs` (`fleet.figures`, once per table version)."""
+    return [
+        {
+            "id": f.job_id,
+            "source": name,
+            "rescalesCounts": {
+                "ignored": f.ignored,
+                "inProgress": f.in_progress,
+                "completed": f.completed,
+                "failed": f.failed,
+            },
+            "latestRescaleStartTimestampInMillis": f.latest["start_timestamp_ms"],
+        }
+        for f in figures(jobs)
+    ]
 
 
 def jobs_listing(history: History) -> dict[str, Any]:
