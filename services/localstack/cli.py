@@ -28,7 +28,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     verbs = local.add_subparsers(title="verbs", metavar="VERB", required=True)
 
-    fetch = verbs.add_parser("fetch", help="resolve the broker's and Spark's connector jars")
+    fetch = verbs.add_parser(
+        "fetch", help="resolve the broker's and Spark's connector jars; fetch Flink, build its job"
+    )
     fetch.set_defaults(handler=_fetch)
 
     up = verbs.add_parser(
