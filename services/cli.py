@@ -76,16 +76,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _register_flink(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """The `flink` group: its verbs come from more than one module."""
+    from services.history.flinkcli import register as register_flink_compare
     from services.localstack.flinkcli import register as register_flink_local
 
     flink = commands.add_parser(
         "flink",
-        help="a real Flink 2.3 cluster: submit jobs, add or stop TaskManagers, set requirements",
+        help="a real Flink 2.3 cluster: submit jobs, add or stop TaskManagers, set requirements, "
+        "compare its rescales with scalefold's predictions",
         description="Work with a real Flink 2.3 cluster, by default the local stack's "
         "(`scalefold local up --flink`; docs/flink.md).",
     )
     verbs = flink.add_subparsers(title="verbs", metavar="VERB", required=True)
     register_flink_local(verbs)
+    register_flink_compare(verbs)
 
 
 def _local_bootstrap() -> str | None:
