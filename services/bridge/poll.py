@@ -75,7 +75,9 @@ class ClusterPoller:
         jobs = _job_ids(overview, self.name, result)
         listed = self._get("/taskmanagers", self.name, result)
         task_managers = self._read(tr.task_managers, listed, "/taskmanagers", self.name, result)
-        for jid in jobs:
+        if jobs is not None:  # a usable list: what it lacks is gone
+            result.observed += self._vanished(offsets, set(jobs), now)
+        for jid in jobs or ():
             key = flink_job_key(self.name, jid)
             offset = offsets.get(key) or JobOffset(self.name, jid)
             if offset.terminal is not None and not _open_rescales(offset):
@@ -87,6 +89,18 @@ class ClusterPoller:
                 result.observed.append(seen)
         result.letters = [x for x in result.letters if self._first_time(x)]
         return result
+
+    def _vanished(
+        self, offsets: Mapping[str, JobOffset], listed: set[str], now: int
+    ) -> list[step.Observed]:
+        gone = []
+        for offset in offsets.values():
+            if offset.cluster == self.name and offset.job_id not in listed:
+                seen = step.vanished(offset, now)
+                if seen is not None:
+                    log.warning("%s: job %s is no longer listed", self.name, offset.job_id)
+                    gone.append(seen)
+        return gone
 
     def _first_time(self, letter: Letter) -> bool:
         """A letter for an answer not lettered before (a lasting 5xx is lettered once)."""
@@ -218,9 +232,10 @@ def _open_rescales(offset: JobOffset) -> bool:
     return any(not r.final for r in offset.rescales)
 
 
-def _job_ids(overview: Any, cluster: str, result: ClusterPoll) -> list[str]:
+def _job_ids(overview: Any, cluster: str, result: ClusterPoll) -> list[str] | None:
+    """The listed jobs' ids; None when the answer was unusable (lettered)."""
     if overview is None:
-        return []
+        return None
     try:
         jobs = tr.field(overview, "jobs", list, "jobs/overview")
         return sorted(tr.field(j, "jid", str, "jobs/overview.jobs[]") for j in jobs)
@@ -229,4 +244,4 @@ def _job_ids(overview: Any, cluster: str, result: ClusterPoll) -> list[str]:
         result.letters.append(
             Letter(cluster, "/jobs/overview", cluster, body, "MalformedAnswer", str(error))
         )
-        return []
+        return None

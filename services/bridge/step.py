@@ -99,6 +99,18 @@ def observe(offset: JobOffset, answers: Answers, now: int) -> Observed:
     return Observed(offset, tuple(records), tuple(events), tuple(problems))
 
 
+def vanished(offset: JobOffset, now: int) -> Observed | None:
+    """A job the JobManager no longer lists (a JobManager restarted without HA loses its
+    jobs, as Flink suspends them): SUSPEND once, if the scheduler was told of it and not
+    yet of its end."""
+    if not offset.submitted or offset.terminal is not None:
+        return None
+    event = JobLifecycle(
+        offset.key, now, JobEventKind.SUSPEND, True, "the JobManager lists it no more"
+    )
+    return Observed(replace(offset, terminal="VANISHED", updated_at=now), (), (event,), ())
+
+
 def _rescales(
     offset: JobOffset, answers: Answers, now: int, problems: list[tuple[str, str]]
 ) -> tuple[JobOffset, list[dict[str, Any]]]:

@@ -146,9 +146,15 @@ def test_a_job_that_vanishes_between_polls(
             del answers[path]
         running.step(1.0)
         running.step(2.0)
+        answers["/jobs/overview"] = (200, b'{"jobs": []}')  # the JobManager forgot it
+        running.step(3.0)
+        running.step(4.0)
     assert len([m for m in caplog.messages if "no longer there" in m]) == 1
+    assert len([m for m in caplog.messages if "no longer listed" in m]) == 1
     assert rescales(kafka, codec) == [(FIRST, 1), (SECOND, 1)]
     assert read_all(kafka, kafka.topics.dead_letters, codec) == []
+    assert events(kafka, codec)[-1] == "JobLifecycle SUSPEND"
+    assert events(kafka, codec).count("JobLifecycle SUSPEND") == 1
 
 
 def test_malformed_answers_and_5xx_are_dead_lettered_once_and_the_rest_flows(

@@ -235,3 +235,14 @@ def test_checkpoints_ended_since_the_last_poll_reach_the_scheduler() -> None:
         polled.offset, answers(details={}, checkpoints={"history": history}), stamps[-1] + 5000
     )
     assert again.events == ()
+
+
+def test_a_job_the_jobmanager_no_longer_lists_is_suspended_once() -> None:
+    seen = first_poll()
+    gone = step.vanished(seen.offset, NOW + 5000)
+    assert gone is not None and gone.offset.terminal == "VANISHED"
+    assert [(e.kind, e.timestamp) for e in gone.events if isinstance(e, JobLifecycle)] == [
+        (JobEventKind.SUSPEND, NOW + 5000)
+    ]
+    assert step.vanished(gone.offset, NOW + 10000) is None
+    assert step.vanished(JobOffset("local", JID), NOW) is None  # never submitted

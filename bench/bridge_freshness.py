@@ -1,0 +1,115 @@
+"""Benchmark of the bridge's freshness (not a test): from Flink recording a rescale to the
+rescale being queryable in the history's `flink_rescales` view (issue 37: <= 15 s at the
+default poll interval).
+
+    .venv/bin/scalefold local up --flink --flink-taskmanagers 1
+    .venv/bin/scalefold flink submit
+    .venv/bin/python -m bench.bridge_freshness [--rescales 3] [--json]
+
+On the running local stack (its bridge polls the local Flink every 5 s), each round adds
+a TaskManager (`scalefold flink taskmanager add`), waits for the NEW_RESOURCE_AVAILABLE
+rescale in the JobManager's `/rescales/history` to end (its `endTimestampInMillis`:
+when Flink recorded it complete), then asks `scalefold history sql` for that rescale's
+row in `flink_rescales` until it is there. Reported per rescale: the time from Flink's
+end timestamp to the start of the first query that found the row (the row was
+committed before then... or during it: the upper bound is the query's end, also given)
+and the query's own duration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from services.contracts.flinkrest import FlinkRest
+from services.localstack.flinkstack import cluster_dir
+from services.localstack.layout import RUN_ROOT
+
+ROOT = Path(__file__).resolve().parents[1]
+CLI = [sys.executable, "-m", "services.cli"]
+
+
+def rest() -> FlinkRest:
+    url = (cluster_dir(RUN_ROOT / "local") / "rest.url").read_text().strip()
+    return FlinkRest(url, 10.0)
+
+
+def running_job(flink: FlinkRest) -> str:
+    jobs = [j["jid"] for j in flink.jobs() if j["state"] == "RUNNING"]
+    if not jobs:
+        raise SystemExit("no running Flink job: `scalefold flink submit` first")
+    return str(jobs[0])
+
+
+def queried(uuid: str) -> tuple[bool, float, float]:
+    """Whether flink_rescales has the rescale: (found, query start, query end) epoch s."""
+    started = time.time()
+    answer = subprocess.run(
+        [
+            *CLI,
+            "history",
+            "sql",
+            "--format",
+            "json",
+            f"SELECT rescaleUuid FROM flink_rescales WHERE rescaleUuid = '{uuid}'",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    return uuid in answer.stdout, started, time.time()
+
+
+def one_round(flink: FlinkRest, jid: str, deadline_s: float = 180.0) -> dict[str, Any]:
+    before = {r["rescaleUuid"] for r in flink.rescale_history(jid)}
+    subprocess.run([*CLI, "flink", "taskmanager", "add"], cwd=ROOT, check=True, capture_output=True)
+    give_up = time.monotonic() + deadline_s
+    new: dict[str, Any] | None = None
+    while new is None and time.monotonic() < give_up:
+        fresh = [r for r in flink.rescale_history(jid) if r["rescaleUuid"] not in before]
+        done = [r for r in fresh if r.get("endTimestampInMillis")]
+        new = done[0] if done else None
+        time.sleep(0.2)
+    if new is None:
+        raise SystemExit("no new rescale ended within the deadline")
+    recorded = new["endTimestampInMillis"] / 1000
+    while time.monotonic() < give_up:
+        found, started, ended = queried(new["rescaleUuid"])
+        if found:
+            return {
+                "rescaleUuid": new["rescaleUuid"],
+                "triggerCause": new["triggerCause"],
+                "to_query_start_s": round(started - recorded, 2),
+                "to_query_end_s": round(ended - recorded, 2),
+                "query_s": round(ended - started, 2),
+            }
+    raise SystemExit(f"rescale {new['rescaleUuid']} not in flink_rescales after {deadline_s} s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rescales", type=int, default=3)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    flink = rest()
+    jid = running_job(flink)
+    rounds = [one_round(flink, jid) for _ in range(args.rescales)]
+    if args.json:
+        print(json.dumps(rounds))
+        return
+    for r in rounds:
+        print(
+            f"{r['rescaleUuid']} {r['triggerCause']}: queryable {r['to_query_start_s']:.1f} s "
+            f"after Flink recorded it (query took {r['query_s']:.1f} s; "
+            f"{r['to_query_end_s']:.1f} s to its answer)"
+        )
+
+
+if __name__ == "__main__":
+    main()
