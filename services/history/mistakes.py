@@ -37,8 +37,6 @@ class SparkError(Protocol):
 
     def getMessageParameters(self) -> dict[str, str] | None: ...  # noqa: N802
 
-    def getMessage(self) -> str: ...  # noqa: N802
-
 
 def first_line(message: str) -> str:
     """The message's first non-empty line, before any plan or stack."""
@@ -65,8 +63,11 @@ def table_hint(name: str, tables_dir: Path) -> str:
 
 
 def spark_error(error: SparkError, views: Sequence[str], tables_dir: Path) -> str:
-    """One line for a query Spark refused: its message's first sentence and the position."""
-    message = error.getMessage()
+    """One line for a query Spark refused: its message's first sentence and the position.
+
+    `str(error)`, not `getMessage()`: a local session's getMessage() is the message
+    without the position, which only the JVM's own text (str) carries."""
+    message = str(error)
     where = position(message)
     condition = error.getCondition() or ""
     if condition.startswith("TABLE_OR_VIEW_NOT_FOUND"):

@@ -5,7 +5,8 @@ in-progress, completed and failed rescales plus the latest rescale per terminal
 state) and `/rescales/summary` (duration statistics per terminal state, Flink's
 `StatsSummary`: min, max, average and percentiles). Here the numbers come from
 the deduplicated `rescales` view (DataFrame functions) and are printed as text
-(pure formatting functions).
+(pure formatting functions). `history summary` computes the same numbers from
+the committed Delta table without Spark (lake.py); a test holds the two equal.
 """
 
 from __future__ import annotations
