@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from services.actuator import flinkargs
 from services.contracts.access import EXIT_UNREACHABLE
 from services.localstack.layout import RUN_ROOT
 
@@ -45,6 +46,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         metavar="SECONDS",
         help="wait between consuming a command and applying it (to test crash safety)",
     )
+    flinkargs.add_arguments(actuator)
     actuator.set_defaults(handler=_actuator)
 
     cluster = commands.add_parser(
@@ -225,6 +227,10 @@ def _actuator(args: argparse.Namespace, context: Context) -> int:
         EmbeddedCluster(timing, args.seed),
         apply_delay_ms=int(args.apply_delay * 1000),
     )
+    flink = flinkargs.router(args, context.cache_dir, actuator.control.put)
+    if flink is not None:
+        actuator.offload = flink.submit
+        log.info("Flink backends: %s (their jobs' commands go to Flink)", ", ".join(flink.names()))
     server = serve(actuator, args.web_host, args.web_port)
     log.info("control endpoint on http://%s:%d", args.web_host, server.server_address[1])
     started = int(time.time() * 1000)

@@ -110,6 +110,7 @@ class Outcome:
     status: str  # APPLIED, REJECTED, FAILED
     message: str
     details: tuple[tuple[str, str], ...] = ()
+    backend: str = "embedded"  # or flink:<cluster> (flinkbackend.py)
 
 
 Action = Emit | Outcome

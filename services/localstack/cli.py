@@ -185,10 +185,15 @@ def _up(args: argparse.Namespace, context: Context) -> int:
     if not args.broker_only:
         known = {p.name: p for p in stack.services(run_dir)}
         scheduler_port, actuator_port = ports.free_ports(2)  # distinct, both free now
+        # with --flink the actuator commands the local Flink, and the planner its jobs
+        local_flink = f"{stack.LOCAL_FLINK}={(run_dir / 'flink').resolve()}"
+        on_actuator = ("--flink-local", local_flink) if args.flink else ()
+        on_history = ("--command-flink", stack.LOCAL_FLINK) if args.flink else ()
         wanted = [
             known.get("scheduler") or stack.scheduler_process(run_dir, scheduler_port),
-            known.get("actuator") or stack.actuator_process(run_dir, actuator_port),
-            known.get("history") or stack.history_process(run_dir),
+            _kept(known.get("actuator"), on_actuator)
+            or stack.actuator_process(run_dir, actuator_port, *on_actuator),
+            _kept(known.get("history"), on_history) or stack.history_process(run_dir, *on_history),
         ]
         for process in wanted:
             pid = stack.start(process, settings, identities.get(process.name))
@@ -215,6 +220,16 @@ def _up(args: argparse.Namespace, context: Context) -> int:
         for line in secure.export_lines(identities["cli"]):
             print(line)
     return 0
+
+
+def _kept(process: ServiceProcess | None, wanted: tuple[str, ...]) -> ServiceProcess | None:
+    """A running service of the stack, kept if it has the `wanted` arguments, else stopped
+    (`up --flink` on a stack that ran without it restarts the actuator and the history)."""
+    if process is None or all(arg in process.args for arg in wanted):
+        return process
+    if process.stop():
+        _say(f"stopped {process.name}, to start it again with {' '.join(wanted)}")
+    return None
 
 
 def _start_bridge(
@@ -358,3 +373,4 @@ def _say(message: str) -> None:
 
 if TYPE_CHECKING:
     from services.localstack.broker import LocalBroker
+    from services.localstack.processes import ServiceProcess

@@ -210,10 +210,15 @@ class FlinkCluster:
         ids = [f"tm-{number}" for number in range(first, first + count)]
         counter.write_text(str(first + count))
         for resource_id in ids:
-            process = FlinkProcess(resource_id, self.directory)
-            extra = ("-D", f"taskmanager.resource-id={resource_id}")
-            process.start(self._command(process, "tm", TASKMANAGER_MAIN, *extra))
+            self.start_taskmanager(resource_id)
         return ids
+
+    def start_taskmanager(self, resource_id: str) -> int:
+        """Start one TaskManager with this resource id (the actuator names its own,
+        services/actuator/launcher.py); its pid."""
+        process = FlinkProcess(resource_id, self.directory)
+        extra = ("-D", f"taskmanager.resource-id={resource_id}")
+        return process.start(self._command(process, "tm", TASKMANAGER_MAIN, *extra))
 
     def wait_registered(self, ids: list[str], timeout: float = 90.0) -> None:
         """Until each of `ids` is in the JobManager's /taskmanagers."""

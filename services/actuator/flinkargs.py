@@ -1,0 +1,83 @@
+"""`scalefold actuator`'s Flink options: which real Flink clusters it commands, and how.
+
+`--flink-rest NAME=URL`: the cluster's REST API; its jobs (`NAME.<Flink job id>`) get
+SET_PARALLELISM through it, RAISE_COOLDOWN its refusal, and TaskManager commands a
+REJECTED outcome (nothing here can start a TaskManager there).
+`--flink-local NAME=DIR`: a local Flink cluster's directory (`local up --flink`'s
+`.run/local/flink`): the REST URL read from DIR/rest.url at each command, and
+TaskManagers started and stopped as its processes (launcher.LocalLauncher).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from services.actuator.flinkworker import Deliver, FlinkRouter
+
+_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def _named(text: str, what: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not _NAME.match(name) or not value:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not NAME={what} (a name of letters, digits, - or _: the prefix "
+            "of its jobs' ids, as the bridge names them)"
+        )
+    return name, value
+
+
+def rest_arg(text: str) -> tuple[str, str]:
+    name, url = _named(text, "URL")
+    if not url.startswith(("http://", "https://")):
+        raise argparse.ArgumentTypeError(f"{text!r}: the URL must start with http:// or https://")
+    return name, url
+
+
+def local_arg(text: str) -> tuple[str, str]:
+    return _named(text, "DIR")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    flink = parser.add_argument_group("real Flink clusters (docs/actuator.md, 'A real Flink')")
+    flink.add_argument(
+        "--flink-rest",
+        metavar="NAME=URL",
+        type=rest_arg,
+        action="append",
+        default=[],
+        help="command the jobs NAME.<jid> of this Flink cluster through its REST API",
+    )
+    flink.add_argument(
+        "--flink-local",
+        metavar="NAME=DIR",
+        type=local_arg,
+        action="append",
+        default=[],
+        help="a local Flink cluster (e.g. .run/local/flink): REST and TaskManager processes",
+    )
+
+
+def router(args: argparse.Namespace, cache: Path, deliver: Deliver) -> FlinkRouter | None:
+    """The Flink backends the options name (None: every job on the embedded cluster)."""
+    from services.actuator.flinkbackend import FlinkBackend
+    from services.actuator.flinkworker import FlinkRouter
+    from services.actuator.launcher import LocalLauncher
+
+    names = [name for name, _ in [*args.flink_rest, *args.flink_local]]
+    if len(set(names)) != len(names):
+        raise SystemExit("scalefold actuator: each Flink cluster needs a name of its own")
+    backends = [FlinkBackend(name, _fixed(url), None) for name, url in args.flink_rest]
+    for name, directory in args.flink_local:
+        launcher = LocalLauncher(Path(directory).resolve(), cache)
+        backends.append(FlinkBackend(name, launcher.rest_url, launcher))
+    return FlinkRouter(backends, deliver) if backends else None
+
+
+def _fixed(url: str) -> Callable[[], str | None]:
+    return lambda: url
