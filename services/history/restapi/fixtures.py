@@ -59,3 +59,35 @@ def write_batches(
         write_records(spark, codec, batch, layout, written)
         written += len(batch)
     return written
+
+
+def write_flink_records(
+    spark: SparkSession,
+    codec: Codec,
+    records: Sequence[dict[str, Any]],
+    layout: Layout,
+    first_offset: int = 0,
+) -> None:
+    """Append FlinkRescale records (the bridge's) to `flink_rescales` and MERGE them into
+    `flink_rescales_latest`, as the history's Flink query does (flink_ingest.py)."""
+    from services.contracts.topics import flink_job_key
+    from services.history import flink_tables
+    from services.history.upsert import append, merge_latest
+
+    rows = [
+        (
+            flink_job_key(rec["cluster"], rec["jobId"]).encode(),
+            codec.encode(r.FLINK_RESCALE, rec),
+            "flink-rescales",
+            0,
+            offset,
+            WHEN,
+            0,
+        )
+        for offset, rec in enumerate(records, start=first_offset)
+    ]
+    raw = spark.createDataFrame(rows, KAFKA_SOURCE_SCHEMA)
+    schemas = RescaleSchemas.of(codec.registry, r.FLINK_RESCALE)
+    table = flink_tables.flink_rescales(valid(decode(raw, schemas))).localCheckpoint()
+    append(table, layout.table(flink_tables.RAW_TABLE))
+    merge_latest(spark, table, layout.table(flink_tables.LATEST_TABLE), flink_tables.KEYS)

@@ -133,7 +133,7 @@ def jobs_listing(history: History) -> dict[str, Any]:
 
 def _history(history: History, job_id: str, query: Mapping[str, str]) -> Answer:
     source, _, rows = history.job(job_id, query)
-    cap = flinkjson.history_size(flinkjson.settings_of(rows[0]))
+    cap = flinkjson.history_size(_settings(history, rows))
     limit = _int(query, "limit", cap, 1, MAX_LIMIT)
     offset = _int(query, "offset", 0, 0, 1 << 31)
     headers = {"X-Total-Count": str(len(rows)), "X-Scalefold-Source": source}
@@ -161,7 +161,19 @@ def _simple(history: History, job_id: str, endpoint: str, query: Mapping[str, st
     if endpoint == "summary":
         window = _int(query, "window", 0, 1, 1 << 31) if "window" in query else None
         return json_answer(flinkjson.summary(rows, window))
-    return json_answer(flinkjson.config(flinkjson.settings_of(rows[0])))
+    return json_answer(flinkjson.config(_settings(history, rows)))
+
+
+def _settings(history: History, rows: Sequence[Row]) -> dict[str, str]:
+    """The job's adaptive-scheduler settings: its newest record's. Flink's records carry
+    none: then those of its prediction (`job_key`), which the bridge took from Flink."""
+    settings = flinkjson.settings_of(rows[0])
+    key = rows[0].get("job_key")
+    scalefold = history.sources.get(SCALEFOLD)
+    if settings or not key or scalefold is None:
+        return settings
+    predicted = scalefold.jobs().rows(key)
+    return flinkjson.settings_of(predicted[0]) if predicted else {}
 
 
 Handler = Callable[[History, Sequence[str], Mapping[str, str]], Answer]
