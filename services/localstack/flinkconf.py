@@ -153,6 +153,10 @@ def entries(config: FlinkConfig) -> dict[str, str]:
         f"{adaptive}.executing.resource-stabilization-timeout": (
             f"{waits.executing_stabilization} ms"
         ),
+        # Pekko's 10 s defaults: a TaskManager's RPC system failed to start in 10 s on two
+        # cores at load 50 (TimeoutException in Remoting.start; the process exits)
+        "pekko.startup-timeout": "60 s",
+        "pekko.ask.timeout": "30 s",
         "heartbeat.interval": str(waits.heartbeat_interval),
         "heartbeat.timeout": str(waits.heartbeat_timeout),
     }
