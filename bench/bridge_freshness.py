@@ -4,7 +4,7 @@ default poll interval).
 
     .venv/bin/scalefold local up --flink --flink-taskmanagers 1
     .venv/bin/scalefold flink submit
-    .venv/bin/python -m bench.bridge_freshness [--rescales 3] [--json]
+    .venv/bin/python -m bench.bridge_freshness [--rescales 3] [--run-dir .run/local] [--json]
 
 On the running local stack (its bridge polls the local Flink every 5 s), each round adds
 a TaskManager (`scalefold flink taskmanager add`), waits for the NEW_RESOURCE_AVAILABLE
@@ -34,8 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "services.cli"]
 
 
-def rest() -> FlinkRest:
-    url = (cluster_dir(RUN_ROOT / "local") / "rest.url").read_text().strip()
+def rest(run_dir: Path) -> FlinkRest:
+    url = (cluster_dir(run_dir) / "rest.url").read_text().strip()
     return FlinkRest(url, 10.0)
 
 
@@ -46,7 +46,7 @@ def running_job(flink: FlinkRest) -> str:
     return str(jobs[0])
 
 
-def queried(uuid: str) -> tuple[bool, float, float]:
+def queried(uuid: str, run_dir: Path) -> tuple[bool, float, float]:
     """Whether flink_rescales has the rescale: (found, query start, query end) epoch s."""
     started = time.time()
     answer = subprocess.run(
@@ -56,7 +56,7 @@ def queried(uuid: str) -> tuple[bool, float, float]:
             "sql",
             "--format",
             "json",
-            f"SELECT rescaleUuid FROM flink_rescales WHERE rescaleUuid = '{uuid}'",
+            f"SELECT rescale_uuid FROM flink_rescales WHERE rescale_uuid = '{uuid}'",
         ],
         capture_output=True,
         text=True,
@@ -66,9 +66,16 @@ def queried(uuid: str) -> tuple[bool, float, float]:
     return uuid in answer.stdout, started, time.time()
 
 
-def one_round(flink: FlinkRest, jid: str, deadline_s: float = 180.0) -> dict[str, Any]:
+def one_round(
+    flink: FlinkRest, jid: str, run_dir: Path, deadline_s: float = 180.0
+) -> dict[str, Any]:
     before = {r["rescaleUuid"] for r in flink.rescale_history(jid)}
-    subprocess.run([*CLI, "flink", "taskmanager", "add"], cwd=ROOT, check=True, capture_output=True)
+    subprocess.run(
+        [*CLI, "flink", "taskmanager", "add", "--run-dir", str(run_dir)],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    )
     give_up = time.monotonic() + deadline_s
     new: dict[str, Any] | None = None
     while new is None and time.monotonic() < give_up:
@@ -80,7 +87,7 @@ def one_round(flink: FlinkRest, jid: str, deadline_s: float = 180.0) -> dict[str
         raise SystemExit("no new rescale ended within the deadline")
     recorded = new["endTimestampInMillis"] / 1000
     while time.monotonic() < give_up:
-        found, started, ended = queried(new["rescaleUuid"])
+        found, started, ended = queried(new["rescaleUuid"], run_dir)
         if found:
             return {
                 "rescaleUuid": new["rescaleUuid"],
@@ -95,11 +102,12 @@ def one_round(flink: FlinkRest, jid: str, deadline_s: float = 180.0) -> dict[str
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rescales", type=int, default=3)
+    parser.add_argument("--run-dir", type=Path, default=RUN_ROOT / "local")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    flink = rest()
+    flink = rest(args.run_dir)
     jid = running_job(flink)
-    rounds = [one_round(flink, jid) for _ in range(args.rescales)]
+    rounds = [one_round(flink, jid, args.run_dir) for _ in range(args.rescales)]
     if args.json:
         print(json.dumps(rounds))
         return
