@@ -36,6 +36,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         default=argparse.SUPPRESS,  # not to reset `scalefold -v`
         help="show Spark's and the JVM's own log",
     )
+    demo.add_argument(
+        "--flink",
+        action="store_true",
+        help="the same story on a real Flink 2.3 (make demo-flink; services/tools/flinkdemo.py)",
+    )
     demo.set_defaults(handler=_demo)
 
     produce = commands.add_parser(
@@ -124,6 +129,11 @@ def _topics(args: argparse.Namespace, context: Context) -> int:
 def _demo(args: argparse.Namespace, context: Context) -> int:
     from services.tools.demo import run_demo
 
+    if getattr(args, "flink", False):
+        from services.tools.flinkdemo import run_flink_demo
+
+        return run_flink_demo(context, verbose=getattr(args, "verbose", False))
+
     return run_demo(context, verbose=args.verbose)
 
 
@@ -183,6 +193,16 @@ def _require_broker(args: argparse.Namespace, context: Context) -> None:
 
 
 def _tail(args: argparse.Namespace, context: Context) -> int:
+    topics = context.settings.topics
+    name = args.topic if args.topic in topics.all() else topics.prefix + args.topic
+    if name not in topics.all():
+        short = ", ".join(spec.suffix for spec in topics.all().values())
+        print(f"scalefold tail: {args.topic!r} is not a scalefold topic ({short})", file=sys.stderr)
+        return 2
+    _require_broker(
+        args, context
+    )  # before the Kafka client's import: at once, on a slow machine too
+
     import time
     import uuid
 
@@ -193,15 +213,8 @@ def _tail(args: argparse.Namespace, context: Context) -> int:
     from services.contracts.kafka import CLI_CONNECT_TIMEOUT, connect, librdkafka_config
     from services.tools.tail import STILL_S, render, still_line, waiting_line
 
-    topics = context.settings.topics
-    name = args.topic if args.topic in topics.all() else topics.prefix + args.topic
-    if name not in topics.all():
-        short = ", ".join(spec.suffix for spec in topics.all().values())
-        print(f"scalefold tail: {args.topic!r} is not a scalefold topic ({short})", file=sys.stderr)
-        return 2
     codec = Codec(SchemaRegistry.load(context.settings.schemas_dir))
     offset_reset = "earliest" if args.from_beginning else "latest"
-    _require_broker(args, context)
     connect(context.settings, CLI_CONNECT_TIMEOUT)
     consumer = Consumer(
         librdkafka_config(
