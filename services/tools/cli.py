@@ -199,9 +199,8 @@ def _tail(args: argparse.Namespace, context: Context) -> int:
         short = ", ".join(spec.suffix for spec in topics.all().values())
         print(f"scalefold tail: {args.topic!r} is not a scalefold topic ({short})", file=sys.stderr)
         return 2
-    _require_broker(
-        args, context
-    )  # before the Kafka client's import: at once, on a slow machine too
+    # before the Kafka client is imported: at once, on a slow machine too
+    _require_broker(args, context)
 
     import time
     import uuid
