@@ -145,7 +145,7 @@ def send(
     topic = settings.topics.job_events
     jobs = [record["jobId"] for _, record in records]
     observed = Observed(topic, frozenset(jobs))
-    watch = Watch(settings, codec, observed) if wait_s is not None else None
+    watch = _watch(settings, codec, observed) if wait_s is not None else None
     producer = Producer(producer_config(settings))
     sent: dict[int, Sent] = {}  # by the event's number in `records`
     failed: list[Any] = []
@@ -193,6 +193,18 @@ def send(
     finally:
         if watch is not None:
             watch.close()
+
+
+def _watch(settings: Settings, codec: Codec, observed: Observed) -> Watch | None:
+    """A Watch, or None (said in one line) when the verdicts cannot be read: the events
+    are worth sending all the same."""
+    from confluent_kafka import KafkaException
+
+    try:
+        return Watch(settings, codec, observed)
+    except KafkaException as error:
+        say(f"cannot read the scheduler's verdicts ({error.args[0].str()}); not waiting for them")
+        return None
 
 
 def _wait_until(producer: Any, watch: Watch | None, moment: float) -> None:
