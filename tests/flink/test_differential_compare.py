@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.flink.differential import agreement, compare, differences, latest
+from tests.flink.differential import agreement, compare, differences, latest, unexplained
 
 
 def rescale(uuid: str, start: int, cause: str, post: int, revision: int = 1) -> dict[str, Any]:
@@ -49,3 +49,26 @@ def test_pairs_agree_field_by_field_and_a_missing_rescale_agrees_in_nothing() ->
         "#0 parallelism: flink={'v1': (1, 1)} predicted={'v1': (1, 2)}",
         "#0 slots: flink={'default': 1} predicted={'default': 2}",
     ]
+
+
+def test_only_which_group_gets_a_spare_slot_is_an_explained_difference() -> None:
+    flink = rescale("a", 10, "NEW_RESOURCE_AVAILABLE", 2)
+    flink["slots"] = [
+        {"slotSharingGroupName": "default", "postRescaleSlots": 2},
+        {"slotSharingGroupName": "sums", "postRescaleSlots": 1},
+    ]
+    swapped = {
+        **flink,
+        "slots": [
+            {**flink["slots"][0], "postRescaleSlots": 1},
+            {**flink["slots"][1], "postRescaleSlots": 2},
+        ],
+    }
+    assert unexplained(compare([flink], [swapped])) == []
+    more = {**flink, "slots": [{**flink["slots"][0], "postRescaleSlots": 3}, flink["slots"][1]]}
+    assert unexplained(compare([flink], [more])) == [
+        "#0 slots: flink={'default': 2, 'sums': 1} predicted={'default': 3, 'sums': 1}"
+    ]
+    other_cause = {**flink, "triggerCause": "UPDATE_REQUIREMENT"}
+    assert unexplained(compare([flink], [other_cause]))[0].startswith("#0 triggerCause")
+    assert len(unexplained(compare([flink], []))) == 5  # four exact fields and the slots
