@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from services.history.conformance import AGREEMENT, ALL_FIELDS, CONFORMANCE, FIELDS
+from services.history.conformance import ALL_FIELDS, CONFORMANCE, FIELDS, agreement
 
 if TYPE_CHECKING:
     from services.clicontext import Context
@@ -70,15 +70,16 @@ def compare_command(args: argparse.Namespace, context: Context) -> int:
 
     data_dir = Path(args.data_dir)
     try:
-        agreement, paired = _views(args, context, data_dir)
+        paired = _conformance(args, context, data_dir)
         if args.job:
-            job = (F.col("job_key") == args.job) | (F.col("flink_job_id") == args.job)
-            agreement = agreement.where(job & (F.col("scope") == "job"))
-            paired = paired.where(job)
+            paired = paired.where(
+                (F.col("job_key") == args.job) | (F.col("flink_job_id") == args.job)
+            )
+        paired = paired.localCheckpoint()  # the pairing's joins once, for both reads below
         pairs = [
             r.asDict(recursive=True) for r in paired.orderBy("job_key", "pair_index").collect()
         ]
-        order = agreement.orderBy("scope", "job_key", "field_index")
+        order = agreement(paired).orderBy("scope", "job_key", "field_index")
         rates = [row.asDict() for row in order.collect()]
     except PySparkException as error:
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
@@ -88,8 +89,6 @@ def compare_command(args: argparse.Namespace, context: Context) -> int:
         where = f"Flink job {args.job}" if args.job else "a real Flink"
         print(f"scalefold flink compare: no rescales of {where} in {data_dir}", file=sys.stderr)
         return 1
-    if args.job:
-        rates += _total(rates)
     disagreeing = [p for p in pairs if p["settled"] and not p[f"{ALL_FIELDS}_agree"]]
     if args.format == "json":
         print(json.dumps(as_json(rates, pairs, disagreeing), indent=2, default=str))
@@ -98,9 +97,9 @@ def compare_command(args: argparse.Namespace, context: Context) -> int:
     return 0
 
 
-def _views(args: argparse.Namespace, context: Context, data_dir: Path) -> tuple[Any, Any]:
-    """(`flink_agreement`, `flink_conformance`): from the history service running for
-    `data_dir` (Spark Connect), else from a Spark session of this command's own."""
+def _conformance(args: argparse.Namespace, context: Context, data_dir: Path) -> Any:
+    """The view `flink_conformance`: from the history service running for `data_dir` (Spark
+    Connect), else from a Spark session of this command's own on the Delta tables."""
     from services.contracts import SchemaRegistry
     from services.history.decode import RescaleSchemas
     from services.history.endpoint import GLOBAL_TEMP, remote_session
@@ -109,28 +108,16 @@ def _views(args: argparse.Namespace, context: Context, data_dir: Path) -> tuple[
     from services.history.spark import one_shot_output
     from services.history.views import build_views
 
-    names = (AGREEMENT, CONFORMANCE)
     url = served(data_dir.resolve())
     if url is not None:
         verbose(args, f"querying the running history service at {url}")
-        spark = remote_session(url)
-        agreement, paired = (spark.table(f"{GLOBAL_TEMP}.{name}") for name in names)
-        return agreement, paired
+        return remote_session(url).table(f"{GLOBAL_TEMP}.{CONFORMANCE}")
     verbose(args, f"no running history service for {data_dir}; using a local Spark")
     show = say if getattr(args, "verbose", False) else (lambda _: None)
     output = one_shot_output(getattr(args, "verbose", False))
     spark = _session(args, context, jvm_output=output, show=show)
     registry = SchemaRegistry.load(context.settings.schemas_dir)
-    views = build_views(spark, _layout(args), RescaleSchemas.of(registry))
-    return views[AGREEMENT], views[CONFORMANCE]
-
-
-def _total(rates: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The total rows of one job's rates: the same numbers under `scope` = `total`."""
-    return [
-        {**row, "scope": "total", "cluster": None, "flink_job_id": None, "job_key": None}
-        for row in rates
-    ]
+    return build_views(spark, _layout(args), RescaleSchemas.of(registry))[CONFORMANCE]
 
 
 def as_json(
