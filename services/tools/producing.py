@@ -136,63 +136,83 @@ def send(
 ) -> int:
     """Produce the records (paced by `waits` if given), then report their verdicts
     unless `wait_s` is None; the exit status."""
-    from confluent_kafka import Producer
-
-    from services.contracts import records as r
-    from services.contracts.access import raise_refusal
-    from services.contracts.kafka import flush, producer_config
-
     topic = settings.topics.job_events
-    jobs = [record["jobId"] for _, record in records]
-    observed = Observed(topic, frozenset(jobs))
+    observed = Observed(topic, frozenset(record["jobId"] for _, record in records))
     watch = _watch(settings, codec, observed) if wait_s is not None else None
-    producer = Producer(producer_config(settings))
-    sent: dict[int, Sent] = {}  # by the event's number in `records`
-    failed: list[Any] = []
-
-    def delivered(number: int) -> Callable[[Any, Any], None]:
-        def done(error: Any, message: Any) -> None:
-            if error is not None:
-                failed.append(error)
-                raise_refusal(error, settings, f"write to {topic}")
-                return
-            name = r.short_name(records[number][0])
-            sent[number] = Sent(
-                origins[number], name, jobs[number], message.partition(), message.offset()
-            )
-
-        return done
-
-    ticker = Progress(len(records))
-    if waits and waits[-1] > PROGRESS_S:  # a paced log takes its time: say how long
-        say(f"sending {len(records)} event(s) as their times come, over {waits[-1]:.0f} s")
-    started = time.monotonic()
     try:
-        for number, (name, record) in enumerate(records):
-            if waits:  # paced: send when the event's time comes, reading answers meanwhile
-                _wait_until(producer, watch, started + waits[number])
-            producer.produce(
-                topic,
-                key=record["jobId"].encode(),
-                value=codec.encode(name, record),
-                on_delivery=delivered(number),
-            )
-            producer.poll(0)
-            if waits:
-                flush(producer, 30)
-            ticker.tick(list(sent.values()), observed if watch else None)
-        left = flush(producer, 30)
-        say(f"produced {len(records) - left - len(failed)} event(s) to {topic}")
-        if failed:
-            say(f"scalefold produce: {len(failed)} not delivered: {failed[0].str()}")
-        status = 0 if left == 0 and not failed else 1
-        if watch is None or wait_s is None or not sent:
+        sender = Sender(settings, records, origins)
+        status = sender.run(codec, waits, watch)
+        if watch is None or wait_s is None or not sender.sent:
             return status
-        in_order = [sent[number] for number in sorted(sent)]
+        in_order = [sender.sent[number] for number in sorted(sender.sent)]
         return max(status, report(await_verdicts(watch, in_order, wait_s), wait_s))
     finally:
         if watch is not None:
             watch.close()
+
+
+class Sender:
+    """The producer's side: each record sent, and where Kafka put it (`sent`)."""
+
+    def __init__(
+        self, settings: Settings, records: list[tuple[str, dict[str, Any]]], origins: list[str]
+    ) -> None:
+        from confluent_kafka import Producer
+
+        from services.contracts.kafka import producer_config
+
+        self.settings, self.records, self.origins = settings, records, origins
+        self.topic = settings.topics.job_events
+        self.producer = Producer(producer_config(settings))
+        self.sent: dict[int, Sent] = {}  # by the event's number in `records`
+        self.failed: list[Any] = []
+
+    def delivered(self, number: int) -> Callable[[Any, Any], None]:
+        from services.contracts import records as r
+        from services.contracts.access import raise_refusal
+
+        def done(error: Any, message: Any) -> None:
+            if error is not None:
+                self.failed.append(error)
+                raise_refusal(error, self.settings, f"write to {self.topic}")
+                return
+            name, record = self.records[number]
+            self.sent[number] = Sent(
+                self.origins[number],
+                r.short_name(name),
+                record["jobId"],
+                message.partition(),
+                message.offset(),
+            )
+
+        return done
+
+    def run(self, codec: Codec, waits: list[float], watch: Watch | None) -> int:
+        """Send every record, paced by `waits` if given; 1 if any was not delivered."""
+        from services.contracts.kafka import flush
+
+        ticker = Progress(len(self.records))
+        if waits and waits[-1] > PROGRESS_S:  # a paced log takes its time: say how long
+            say(f"sending {len(self.records)} event(s) as their times come, over {waits[-1]:.0f} s")
+        started = time.monotonic()
+        for number, (name, record) in enumerate(self.records):
+            if waits:  # paced: send when the event's time comes, reading answers meanwhile
+                _wait_until(self.producer, watch, started + waits[number])
+            self.producer.produce(
+                self.topic,
+                key=record["jobId"].encode(),
+                value=codec.encode(name, record),
+                on_delivery=self.delivered(number),
+            )
+            self.producer.poll(0)
+            if waits:
+                flush(self.producer, 30)
+            ticker.tick(list(self.sent.values()), watch.observed if watch else None)
+        left = flush(self.producer, 30)
+        say(f"produced {len(self.records) - left - len(self.failed)} event(s) to {self.topic}")
+        if self.failed:
+            say(f"scalefold produce: {len(self.failed)} not delivered: {self.failed[0].str()}")
+        return 0 if left == 0 and not self.failed else 1
 
 
 def _watch(settings: Settings, codec: Codec, observed: Observed) -> Watch | None:
