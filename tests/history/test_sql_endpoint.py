@@ -126,13 +126,15 @@ def test_a_running_history_serves_its_views_to_spark_connect_and_jdbc_clients(
         assert sorted(over_jdbc) == sorted([row["job_id"], row["rescale_uuid"]] for row in rows)
         assert len(over_jdbc) == len(expected)
 
-        # Without -v it says nothing but the answer.
+        # Without -v it says nothing but the answer, and which history answered.
         quiet = _history_sql(data_dir, "SELECT count(*) AS n FROM job_summary")
         assert quiet.returncode == 0, quiet.stderr
-        assert quiet.stderr == ""
+        assert quiet.stderr.splitlines() == [
+            f"[history] read from the history service running at {url} for {data_dir}"
+        ]
         assert json.loads(quiet.stdout) == {"n": 3}
 
-        # `history summary` runs its DataFrame code through the endpoint as well.
+        # `history summary` reads the committed Delta tables itself (no JVM), service or not.
         command = [sys.executable, "-m", "services.cli", "history", "summary", "-v"]
         summary = subprocess.run(
             [*command, "--data-dir", str(data_dir)],
@@ -143,7 +145,7 @@ def test_a_running_history_serves_its_views_to_spark_connect_and_jdbc_clients(
             timeout=300,
         )
         assert summary.returncode == 0, summary.stderr
-        assert "querying the running history service" in summary.stderr
+        assert f"read the committed Delta tables under {data_dir / 'tables'}" in summary.stderr
         total = [line.split() for line in summary.stdout.splitlines() if "total" in line]
         assert total[0] == ["total", str(len(expected))]
     finally:
@@ -170,7 +172,11 @@ def test_history_sql_without_a_running_service_uses_a_local_spark_quietly(
 
     assert answer.returncode == 0, answer.stderr
     assert json.loads(answer.stdout) == {"n": 0}
-    assert answer.stderr == "", "no JVM or Spark log line reaches the terminal"
+    # no JVM or Spark log line reaches the terminal; only which (empty) history was read
+    assert answer.stderr.splitlines() == [
+        f"[history] read from the files under {data_dir / 'tables'}, which hold no rescale yet "
+        f"(no history service runs for {data_dir}: a Spark session of this command's own)"
+    ]
 
     loud = _history_sql(data_dir, "SELECT count(*) AS n FROM rescales", "-v")
     assert loud.returncode == 0, loud.stderr
