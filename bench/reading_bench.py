@@ -180,9 +180,12 @@ class Probe:
         while (delta is None or sql_seen is None) and time.monotonic() < deadline:
             if delta is None and self._in_delta(rescale_uuid):
                 delta = time.monotonic() - started
-            if sql_seen is None and self.spark.sql(sql).first()["n"] > 0:  # type: ignore[index]
+            # only after the commit (the views cannot show it sooner): a query in the
+            # service competes with the very batch being timed
+            ready = delta is not None and sql_seen is None
+            if ready and self.spark.sql(sql).first()["n"] > 0:  # type: ignore[index]
                 sql_seen = time.monotonic() - started
-            time.sleep(0.05)
+            time.sleep(0.1)
         used = cpu_seconds(self.jvm) - cpu
         # not seen in time: counted as the timeout's length (the percentiles are then lower bounds)
         seen = {"acked": acked, "delta": delta or timeout, "sql": sql_seen or timeout}
