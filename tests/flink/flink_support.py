@@ -107,13 +107,14 @@ class FlinkTestCluster:
                 return None
             return job
 
-        return wait_for(f"job {jid} running at {parallelism}", settled)
+        # deploying and restoring every task took over a minute at load 50
+        return wait_for(f"job {jid} running at {parallelism}", settled, 180.0)
 
     def history(self, jid: str) -> list[dict[str, Any]]:
         """Flink's rescales of the job, oldest first."""
         return list(reversed(self.rest.rescale_history(jid)))
 
-    def wait_rescales(self, jid: str, count: int, seconds: float = 60.0) -> list[dict[str, Any]]:
+    def wait_rescales(self, jid: str, count: int, seconds: float = 120.0) -> list[dict[str, Any]]:
         """Until the job has `count` rescales, the newest one terminal; oldest first."""
 
         def enough() -> list[dict[str, Any]] | None:
