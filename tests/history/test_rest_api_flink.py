@@ -1,0 +1,130 @@
+"""Flink's own records, kept by the history, answered as the JobManager answered them.
+
+The bridge's conversion (`services.bridge.rescales.record`) turns a real Flink 2.3.0's
+captured `/details` answers into FlinkRescale records; the history's Flink transforms
+write them into `flink_rescales_latest` (Spark), beside scalefold's predictions of the
+same job under `<cluster>.<job>` (one of them predicting a different outcome). Without
+`?source`, the API answers a Flink job id from Flink's records, equal to the captured
+answers; the web page shows both side by side with the disagreement marked.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from services.bridge.rescales import record as flink_record
+from services.history.restapi.fixtures import write_flink_records, write_records
+from services.history.restapi.server import make_server, url_of
+from services.history.views import Layout
+from tests.history import rest_golden as golden
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(1800)]
+
+CLUSTER = "local"
+KEY = f"{CLUSTER}.{golden.JOB_ID}"
+
+
+def _flink_records() -> list[dict[str, Any]]:
+    return [
+        flink_record(
+            CLUSTER,
+            golden.JOB_ID,
+            "scalefold-sample",
+            golden.answer(f"details-{uuid}"),
+            revision=1,
+            observed_at=1_795_935_430_000,
+        )
+        for uuid in golden.UUIDS
+    ]
+
+
+def _predictions() -> list[dict[str, Any]]:
+    """scalefold's predictions of the job: the first as Flink, the second ignored instead."""
+    first, second = (golden.record(golden.answer(f"details-{u}"), KEY) for u in golden.UUIDS)
+    second = {
+        **second,
+        "rescaleUuid": "p-2",
+        "terminalState": "IGNORED",
+        "terminatedReason": "NO_RESOURCES_OR_PARALLELISMS_CHANGE",
+    }
+    return [{**first, "rescaleUuid": "p-1"}, second]
+
+
+@pytest.fixture(scope="module")
+def served(spark: Any, codec: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    layout = Layout(tmp_path_factory.mktemp("rest-flink"))
+    write_flink_records(spark, codec, _flink_records(), layout)
+    write_records(spark, codec, _predictions(), layout)
+    server = make_server(layout.data_dir / "tables", "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1})
+    thread.daemon = True
+    thread.start()
+    try:
+        yield url_of(server)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def get(url: str) -> tuple[int, Any, dict[str, str]]:
+    try:
+        with urllib.request.urlopen(url, timeout=30) as answer:
+            body = answer.read()
+            kind = answer.headers["Content-Type"]
+            value = json.loads(body) if kind.startswith("application/json") else body.decode()
+            return answer.status, value, dict(answer.headers)
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read()), dict(error.headers)
+
+
+JOB = f"/jobs/{golden.JOB_ID}/rescales"
+
+
+def test_a_flink_job_is_answered_from_flinks_records_as_flink_answered(served: str) -> None:
+    for name in ("overview", "history", "summary"):
+        status, body, headers = get(f"{served}{JOB}/{name}")
+        assert status == 200 and body == golden.answer(name), name
+    _, _, headers = get(f"{served}{JOB}/history")
+    assert headers["X-Scalefold-Source"] == "flink"
+    for uuid in golden.UUIDS:
+        status, body, _ = get(f"{served}{JOB}/details/{uuid}")
+        assert status == 200 and body == golden.answer(f"details-{uuid}"), uuid
+    # Flink's records carry no settings: /config is the prediction's, taken from Flink's
+    _, config, _ = get(f"{served}{JOB}/config")
+    expected = golden.answer("config")
+    differ = {field for endpoint, field in golden.UNEQUAL if endpoint == "config"}
+    assert {k for k in expected if config[k] != expected[k]} == differ
+
+
+def test_source_chooses_between_flinks_records_and_the_predictions(served: str) -> None:
+    status, body, _ = get(f"{served}{JOB}/history?source=scalefold")
+    assert status == 404 and golden.JOB_ID in body["errors"][0]
+    _, predicted, headers = get(f"{served}/jobs/{KEY}/rescales/history")
+    assert headers["X-Scalefold-Source"] == "scalefold"
+    assert [r["rescaleUuid"] for r in predicted] == ["p-2", "p-1"]
+    _, flinks, _ = get(f"{served}{JOB}/history?source=flink")
+    assert flinks == golden.answer("history")
+    _, jobs, _ = get(f"{served}/jobs")
+    assert {(j["id"], j["source"]) for j in jobs["jobs"]} == {
+        (golden.JOB_ID, "flink"),
+        (KEY, "scalefold"),
+    }
+
+
+def test_the_page_shows_flinks_records_beside_the_predictions(served: str) -> None:
+    status, page, _ = get(f"{served}/web/jobs/{golden.JOB_ID}")
+    assert status == 200
+    assert "Flink&#x27;s records beside scalefold&#x27;s predictions" in page or (
+        "Flink's records beside scalefold's predictions" in page
+    )
+    # the second pair disagrees in the terminal state and the reason, nothing else
+    assert page.count('class="disagrees"') == 2
+    assert '<span class="disagrees">COMPLETED<br>IGNORED</span>' in page
+    assert "2 disagreeing fields" in page
