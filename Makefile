@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 # must stay >= 95 % of branches, pyproject: [tool.coverage.report]), e.g. -m 'not spark'.
 PYTEST_ARGS ?=
 
-.PHONY: demo test compose-test up down status lint format fetch browser venv core bench clean
+.PHONY: demo demo-flink test compose-test up down status lint format fetch browser venv core bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,6 +33,10 @@ fetch: $(STAMP)
 ## demo: run the main job end to end on the embedded default
 demo: fetch core
 	$(BIN)/scalefold demo
+
+## demo-flink: the same story on a real Flink 2.3 (its commands act on real TaskManagers)
+demo-flink: fetch core
+	$(BIN)/scalefold demo --flink
 
 ## test: lint, then the whole suite against a real broker started (and stopped) for it,
 ## two tests at a time, while the docker-compose stack's tests are prepared; then those

@@ -36,6 +36,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         default=argparse.SUPPRESS,  # not to reset `scalefold -v`
         help="show Spark's and the JVM's own log",
     )
+    demo.add_argument(
+        "--flink",
+        action="store_true",
+        help="the same story on a real Flink 2.3 (make demo-flink; services/tools/flinkdemo.py)",
+    )
     demo.set_defaults(handler=_demo)
 
     produce = commands.add_parser(
@@ -123,6 +128,11 @@ def _topics(args: argparse.Namespace, context: Context) -> int:
 
 def _demo(args: argparse.Namespace, context: Context) -> int:
     from services.tools.demo import run_demo
+
+    if getattr(args, "flink", False):
+        from services.tools.flinkdemo import run_flink_demo
+
+        return run_flink_demo(context, verbose=getattr(args, "verbose", False))
 
     return run_demo(context, verbose=args.verbose)
 

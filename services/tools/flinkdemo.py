@@ -1,0 +1,273 @@
+"""`scalefold demo --flink` (`make demo-flink`): the demo's story on a real Flink 2.3.
+
+A fresh local stack in `.run/demo-flink`: the broker, a Flink 2.3.0 session cluster with
+one TaskManager (one slot), the bridge polling it as cluster `local`, the scheduler
+predicting its job, the history service planning commands for it (`--command-flink
+local`) and the actuator with a Flink backend for it (`--flink-local local=DIR`).
+
+1. The sample job starts on Flink wanting 4 slots (Bucket and Sum at parallelism 2, in two
+   slot-sharing groups) with only the one: it waits for resources.
+2. The history service sees the predicted rescale wait and commands TaskManagers; the
+   actuator starts them as real processes; Flink rescales onto them.
+3. One TaskManager the job uses is killed (SIGKILL): Flink restarts the job on what is
+   left (RECOVERABLE_FAILOVER); the history service provisions the missing slot, and the
+   job recovers its parallelism.
+4. Flink's own records and scalefold's predictions, side by side (and `scalefold flink
+   compare`), and a timeline picture of each.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from services.contracts import Codec, SchemaRegistry, Settings
+from services.contracts.kafka import ensure_topics
+from services.localstack.layout import PROJECT_ROOT, RUN_ROOT
+
+if TYPE_CHECKING:
+    from services.clicontext import Context
+    from services.contracts.flinkrest import FlinkRest
+    from services.localstack.flink import FlinkCluster
+    from services.localstack.processes import ServiceProcess
+    from services.tools.demo import Watcher
+
+RUN_DIR = RUN_ROOT / "demo-flink"
+CLUSTER = "local"
+PARALLELISM = 2
+STEP_LIMIT_S = 240
+"""The longest wait for one step of the story, a hang guard: on a quiet machine each takes
+well under a minute, and the whole story less than 5 minutes."""
+SETUP_LIMIT_S = 600
+"""The longest wait for the history service's Spark to start (set-up, not the story)."""
+
+
+def run_flink_demo(context: Context, *, verbose: bool = False) -> int:
+    from services.localstack import flinkstack, stack
+    from services.localstack.broker import LocalBroker
+    from services.localstack.flinkconf import Waits
+    from services.localstack.jars import kafka_jars
+    from services.tools.demo import _say
+
+    broker = LocalBroker(RUN_DIR, kafka_jars(context.cache_dir, progress=_say))
+    stack.stop_all(RUN_DIR, _say)
+    flinkstack.down(RUN_DIR, _say)
+    for old in ("history", "scheduler", "flink"):
+        shutil.rmtree(RUN_DIR / old, ignore_errors=True)
+    waits = Waits(  # a killed TaskManager noticed in seconds; rescales without long waits
+        resource_wait=300_000,
+        submission_stabilization=2_000,
+        cooldown=2_000,
+        executing_stabilization=3_000,
+        heartbeat_interval=1_000,
+        heartbeat_timeout=6_000,
+    )
+    begun = time.monotonic()
+    try:
+        bootstrap = broker.start(fresh=True, progress=_say)
+        settings = context.settings.with_overrides(bootstrap_servers=bootstrap)
+        ensure_topics(settings, settings.topics.all())
+        cluster = flinkstack.up(RUN_DIR, context.cache_dir, 1, _say, waits=waits)
+        processes = start_services(settings, cluster)
+        _say(f"set up in {time.monotonic() - begun:.0f} s; the story takes at most 5 minutes")
+        return story(context, settings, cluster, processes)
+    finally:
+        stack.stop_all(RUN_DIR, _say)
+        flinkstack.down(RUN_DIR, _say)
+        broker.stop(progress=_say)
+        _say(f"the demo took {time.monotonic() - begun:.0f} s")
+
+
+def start_services(settings: Settings, cluster: FlinkCluster) -> list[ServiceProcess]:
+    from services.localstack import ports, stack
+    from services.tools.demo import _say
+
+    rest_url = cluster.rest_url() or ""
+    scheduler_port, actuator_port = ports.free_ports(2)
+    processes = [
+        stack.scheduler_process(RUN_DIR, scheduler_port),
+        stack.actuator_process(
+            RUN_DIR, actuator_port, "--flink-local", f"{CLUSTER}={cluster.directory}"
+        ),
+        stack.history_process(
+            RUN_DIR,
+            *("--trigger-seconds", "1", "--plan-interval", "2", "--command-flink", CLUSTER),
+            *("--provision-grace", "6", "--release-grace", "60"),
+        ),
+        stack.bridge_process(RUN_DIR, rest_url, "--poll-interval", "1"),
+    ]
+    for process in processes:
+        stack.start(process, settings)
+    _say("starting the scheduler, the actuator (Flink backend), the history service, the bridge")
+    for process in processes:
+        if process.name == "history":  # Spark: minutes on a busy machine
+            stack.wait_logged(process, stack.HISTORY_READY, timeout=SETUP_LIMIT_S)
+        else:
+            stack.wait_ready(process)
+        _say(f"{process.name} ready")
+    return processes
+
+
+def story(
+    context: Context, settings: Settings, cluster: FlinkCluster, processes: list[ServiceProcess]
+) -> int:
+    from services.localstack.flinkdist import flink_home, sample_job
+    from services.tools.demo import Watcher
+
+    codec = Codec(SchemaRegistry.load(settings.schemas_dir))
+    rest = cluster.rest(timeout=30.0)
+    watcher = Watcher(settings, codec, time.monotonic())
+    watcher.start()
+    flink = FlinkWatch(rest, watcher.say)
+    jar = sample_job(context.cache_dir, flink_home(context.cache_dir))
+    watcher.say(f"> a job starts on Flink wanting {2 * PARALLELISM} slots, with 1 TaskManager")
+    arguments = ["--parallelism", str(PARALLELISM), "--max-parallelism", "4", "--rate", "10"]
+    jid = rest.run_jar(rest.upload_jar(jar.name, jar.read_bytes()), arguments)
+    flink.jid = jid
+    watcher.say(f"  Flink job {jid}: scalefold predicts it as {CLUSTER}.{jid}")
+    ok = flink.until(
+        f"Flink runs the job at parallelism {PARALLELISM}",
+        lambda: flink.parallelism() == PARALLELISM,
+    )
+    if not ok:  # no TaskManager came: the loop is broken, the rest of the story cannot follow
+        return _stopped(watcher, processes, 1)
+    victim = flink.busy()[-1]
+    watcher.say(f"> TaskManager {victim} is killed (SIGKILL)")
+    cluster.stop_taskmanager(victim, kill=True)
+    flink.until("Flink notices the loss", lambda: victim not in flink.registered())
+    ok &= flink.until(
+        f"the job recovers: parallelism {PARALLELISM} again",
+        lambda: flink.parallelism() == PARALLELISM and flink.settled(),
+    )
+    flink.until("the history holds Flink's records", lambda: _kept(flink), seconds=30)
+    # read while the history service runs: `flink compare` asks its SQL endpoint
+    status = report(context, f"{CLUSTER}.{jid}", flink.records()) if ok else 1
+    return _stopped(watcher, processes, status)
+
+
+def _stopped(watcher: Watcher, processes: list[ServiceProcess], status: int) -> int:
+    watcher.stopping.set()
+    watcher.join(5)
+    for process in processes:
+        process.stop()
+    return status
+
+
+class FlinkWatch:
+    """Flink's side of the story, read from its REST API and printed as it happens."""
+
+    def __init__(self, rest: FlinkRest, say: Callable[[str], None]) -> None:
+        self.rest, self.say = rest, say
+        self.jid = ""
+        self.shown: dict[str, str] = {}
+
+    def poll(self) -> None:
+        for entry in reversed(self.rest.rescale_history(self.jid)):
+            state = f"{entry['triggerCause']} -> {entry['terminatedReason'] or 'in progress'}"
+            if self.shown.get(entry["rescaleUuid"]) != state and entry["terminatedReason"]:
+                details = self.rest.rescale_details(self.jid, entry["rescaleUuid"])
+                post = ", ".join(
+                    f"{v['jobVertexName'].split(' ')[0]}={v['postRescaleParallelism']}"
+                    for v in details["vertices"].values()
+                )
+                self.say(f"flink   rescale {state} ({post})")
+            self.shown[entry["rescaleUuid"]] = state
+
+    def until(self, what: str, done: Callable[[], bool], seconds: float = STEP_LIMIT_S) -> bool:
+        from services.contracts.flinkrest import FlinkRestError
+
+        self.say(f"  (waiting until {what})")
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                self.poll()
+                if done():
+                    return True
+            except FlinkRestError as error:
+                self.say(f"  (Flink: {error})")
+            time.sleep(1.0)
+        self.say(f"  (not so after {seconds:.0f} s)")
+        return False
+
+    def parallelism(self) -> int | None:
+        """The lowest parallelism of the vertices that rescale (the source stays at 1)."""
+        job = self.rest.job(self.jid)
+        if job["state"] != "RUNNING":
+            return None
+        return min(int(v["parallelism"]) for v in job["vertices"] if v["maxParallelism"] > 1)
+
+    def settled(self) -> bool:
+        tasks = [v["tasks"] for v in self.rest.job(self.jid)["vertices"]]
+        return not any(n for t in tasks for state, n in t.items() if state != "RUNNING")
+
+    def registered(self) -> set[str]:
+        return {tm["id"] for tm in self.rest.taskmanagers()}
+
+    def busy(self) -> list[str]:
+        listed = self.rest.taskmanagers()
+        return sorted(tm["id"] for tm in listed if tm["freeSlots"] < tm["slotsNumber"])
+
+    def records(self) -> list[dict[str, Any]]:
+        """Flink's own rescale records of the job, oldest first, with their details."""
+        history = reversed(self.rest.rescale_history(self.jid))
+        return [self.rest.rescale_details(self.jid, e["rescaleUuid"]) for e in history]
+
+
+def _kept(flink: FlinkWatch) -> bool:
+    """Whether the history's flink_rescales table holds as many of the job's rescales as
+    Flink shows (the bridge polls every second, the history commits every second)."""
+    from services.history.flink_tables import LATEST_TABLE
+    from services.history.lake import HistoryNotFoundError, HistoryUnreadableError, Lake
+
+    try:
+        lake = Lake.at(RUN_DIR / "history")
+        if not lake.committed(LATEST_TABLE):
+            return False
+        rows = lake.rows(
+            f"SELECT rescale_uuid FROM f WHERE job_id = '{flink.jid}' AND terminal_state IS NOT NULL",
+            {"f": LATEST_TABLE},
+        )
+    except (HistoryNotFoundError, HistoryUnreadableError):
+        return False
+    return len(rows) >= len(
+        [e for e in flink.rest.rescale_history(flink.jid) if e["terminalState"]]
+    )
+
+
+def report(context: Context, job: str, flink_records: list[dict[str, Any]]) -> int:
+    """Both histories side by side, `flink compare`, and a timeline picture of each."""
+    from services.history import timeline as chart
+    from services.history.lake import Lake, timeline_spans
+    from services.history.tables import LATEST_TABLE
+    from services.tools.demo import _say
+    from services.tools.flinkreport import flink_timeline_rows, side_by_side
+
+    lake = Lake.at(RUN_DIR / "history")
+    predicted = lake.rows(
+        "SELECT trigger_cause, terminated_reason, total_post_rescale_slots, start_timestamp_ms "
+        f"FROM r WHERE job_id = '{job}' ORDER BY start_timestamp_ms, rescale_uuid",
+        {"r": LATEST_TABLE},
+    )
+    print(f"\nFlink's own rescale records of {job} and scalefold's predictions, side by side:\n")
+    print("\n".join(side_by_side(flink_records, predicted)))
+    compare = [sys.executable, "-m", "services.cli", "flink", "compare", "--job", job]
+    compare += ["--data-dir", str(RUN_DIR / "history")]
+    print(f"\n$ scalefold flink compare --job {job}\n", flush=True)
+    subprocess.run(compare, cwd=PROJECT_ROOT, check=False)
+    pictures = {
+        "flink": (flink_timeline_rows(flink_records), f"Flink's rescales of {job}"),
+        "scalefold": (
+            chart.timeline_rows(timeline_spans(lake, job, 20)),
+            f"scalefold's predicted rescales of {job}",
+        ),
+    }
+    for name, (rows, title) in pictures.items():
+        out = (RUN_DIR / f"timeline-{name}.png").resolve()
+        if rows:
+            chart.render_png(rows, out, title, relative=False)
+            _say(f"timeline picture ({name}): {out}")
+    return 0 if flink_records and predicted else 1
