@@ -74,10 +74,9 @@ def section(history: Any, name: str, job_id: str, rows: Sequence[Row]) -> str:
         return ""
     flink_rows, predicted_rows, flink_id, key = found
     paired = pairs(flink_rows, predicted_rows)[-SHOWN_PAIRS:]
-    flink_kids = history.sources["flink"].details([f for _, f, _ in paired if f is not None])
-    predicted_kids = history.sources["scalefold"].details(
-        [p for _, _, p in paired if p is not None]
-    )
+    kinds = ("vertices", "states")
+    flink_kids = history.sources["flink"].details([f for _, f, _ in paired if f], kinds)
+    predicted_kids = history.sources["scalefold"].details([p for _, _, p in paired if p], kinds)
     lines, disagreements = [], 0
     for n, f, p in paired:
         left = facts(f, flink_kids.get(f["rescale_uuid"]) if f else None)

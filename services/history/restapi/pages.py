@@ -125,7 +125,7 @@ def job_page(history: History, job_id: str, query: Mapping[str, str]) -> str:
     limit = _int(query, "limit", 100, 1, 10_000)
     offset = _int(query, "offset", 0, 0, 1 << 31)
     shown = rows[offset : offset + limit]
-    kids = history.sources[name].details(shown)
+    kids = history.sources[name].details(shown, ("vertices",))
     lines = [
         [
             f'<a href="/web/jobs/{quote(job_id, safe="")}/rescales/{quote(r["rescale_uuid"], safe="")}?source={name}">{esc(r["rescale_uuid"])}</a>',
@@ -265,7 +265,7 @@ def rescale_page(history: History, job_id: str, uuid: str, query: Mapping[str, s
 def _timeline(history: History, job_id: str, query: Mapping[str, str]) -> Answer:
     name, _, rows = history.job(job_id, query)
     shown = rows[:TIMELINE_RESCALES]
-    kids = history.sources[name].details(shown)
+    kids = history.sources[name].details(shown, ("states",))
     spans: list[dict[str, Any]] = []
     for r in shown:
         for s in kids[r["rescale_uuid"]]["states"] or [

@@ -31,6 +31,8 @@ from services.history.sinklog import latest_version
 
 Row = dict[str, Any]
 MESSAGE = ("rescale_uuid", "kafka_partition", "kafka_offset")
+KINDS = ("vertices", "slots", "states")
+"""A rescale's children: its vertices, slot-sharing groups and scheduler-state spans."""
 """The Kafka message a row came from: links a latest revision to its children."""
 
 
@@ -246,13 +248,17 @@ class Source:
                 self._jobs = (version, Jobs.of(table))
             return self._jobs[1]
 
-    def details(self, messages: Sequence[Row]) -> dict[str, dict[str, list[Row]]]:
-        """uuid -> {"vertices": rows, "slots": rows, "states": rows} of each latest revision."""
+    def details(
+        self, messages: Sequence[Row], kinds: Sequence[str] = KINDS
+    ) -> dict[str, dict[str, list[Row]]]:
+        """uuid -> {"vertices": rows, "slots": rows, "states": rows} of each latest revision;
+        only the `kinds` asked for are looked up (each is a scan of its table), the rest empty."""
         found = {
-            kind: children(reader.read()[1], messages) for kind, reader in self._children.items()
+            kind: children(reader.read()[1], messages) if kind in kinds else {}
+            for kind, reader in self._children.items()
         }
         return {
-            m["rescale_uuid"]: {kind: found[kind][m["rescale_uuid"]] for kind in found}
+            m["rescale_uuid"]: {kind: found[kind].get(m["rescale_uuid"], []) for kind in found}
             for m in messages
         }
 
@@ -277,7 +283,9 @@ class FlinkSource(Source):
         flink_has = [c for c in LATEST_COLUMNS if c not in FLINK_LACKS]
         return [*flink_has, "cluster", "job_key", *FLINK_NESTED.values()]
 
-    def details(self, messages: Sequence[Row]) -> dict[str, dict[str, list[Row]]]:
+    def details(
+        self, messages: Sequence[Row], kinds: Sequence[str] = KINDS
+    ) -> dict[str, dict[str, list[Row]]]:
         return {m["rescale_uuid"]: _nested(m) for m in messages}
 
 
