@@ -161,3 +161,20 @@ def test_requirements_lowered_and_raised(observed: Observed) -> None:
     )
     observed.flink.wait_running(jid, {BUCKET: 2, SUM: 2})
     print(observed.check("requirements-lowered-raised", jid, explained=False))
+
+
+def test_a_taskmanager_lost_with_a_restart_strategy(observed: Observed) -> None:
+    jid = start(observed, 4, "--max-parallelism", "2")
+    observed.flink.wait_running(jid, {BUCKET: 2, SUM: 2})
+    last = observed.flink.running_taskmanagers()[-1]
+    after_each(observed, jid, [lambda: observed.flink.stop_taskmanager(last, kill=True)])
+    observed.flink.wait_running(jid, {})
+    print(observed.check("taskmanager-lost-restart", jid, explained=False))
+
+
+def test_a_taskmanager_lost_without_a_restart_strategy(observed: Observed) -> None:
+    jid = start(observed, 2, "--max-parallelism", "2", "--restart", "none")
+    first = observed.flink.running_taskmanagers()[0]
+    observed.flink.stop_taskmanager(first, kill=True)
+    observed.flink.wait_state(jid, "FAILED")
+    print(observed.check("taskmanager-lost-no-restart", jid))
