@@ -153,8 +153,9 @@ def entries(config: FlinkConfig) -> dict[str, str]:
         f"{adaptive}.executing.resource-stabilization-timeout": (
             f"{waits.executing_stabilization} ms"
         ),
-        # Pekko's 10 s defaults: a TaskManager's RPC system failed to start in 10 s on two
-        # cores at load 50 (TimeoutException in Remoting.start; the process exits)
+        # Pekko's 10 s defaults, longer for a loaded machine. Remoting.start's own 10 s
+        # wait is not this key: at load 80 a TaskManager still exited with a
+        # TimeoutException there (the tests start another, tests/flink/flink_support.py)
         "pekko.startup-timeout": "60 s",
         "pekko.ask.timeout": "30 s",
         "heartbeat.interval": str(waits.heartbeat_interval),
