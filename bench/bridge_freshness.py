@@ -40,7 +40,7 @@ def rest(run_dir: Path) -> FlinkRest:
 
 
 def running_job(flink: FlinkRest) -> str:
-    jobs = [j["jid"] for j in flink.jobs() if j["state"] == "RUNNING"]
+    jobs = [j["jid"] for j in flink.jobs() if j["state"] in ("CREATED", "RUNNING")]
     if not jobs:
         raise SystemExit("no running Flink job: `scalefold flink submit` first")
     return str(jobs[0])
@@ -69,7 +69,9 @@ def queried(uuid: str, run_dir: Path) -> tuple[bool, float, float]:
 def one_round(
     flink: FlinkRest, jid: str, run_dir: Path, deadline_s: float = 180.0
 ) -> dict[str, Any]:
-    before = {r["rescaleUuid"] for r in flink.rescale_history(jid)}
+    # the rescales ended before; one in progress then (e.g. the initial schedule waiting
+    # for slots) counts when it ends
+    before = {r["rescaleUuid"] for r in flink.rescale_history(jid) if r.get("endTimestampInMillis")}
     subprocess.run(
         [*CLI, "flink", "taskmanager", "add", "--run-dir", str(run_dir)],
         cwd=ROOT,

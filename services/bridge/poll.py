@@ -29,6 +29,11 @@ from services.contracts.topics import flink_job_key
 
 log = logging.getLogger("scalefold.bridge")
 
+NOT_SCHEDULED_YET = frozenset({"INITIALIZING"})
+"""Job states before the JobMaster's scheduler exists: a real Flink 2.3.0 then answers 404
+on /rescales/history and 500 on /resource-requirements (seen on the local stack), which
+would read as "history off" and as bad answers. Such a job is polled again next time."""
+
 
 @dataclass(frozen=True)
 class Letter:
@@ -124,7 +129,7 @@ class ClusterPoller:
         except NotThereError:
             self.say_once(f"gone {jid}", f"{self.name}: job {jid} is no longer there")
             return None
-        if not isinstance(job, Mapping):
+        if not isinstance(job, Mapping) or job.get("state") in NOT_SCHEDULED_YET:
             return None
         history, enabled = self._history(jid, result)
         needed = not offset.submitted  # the job's settings matter only for its submission

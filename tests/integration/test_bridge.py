@@ -191,3 +191,26 @@ def test_the_records_are_the_registered_schemas(
     offsets = read_all(kafka, kafka.topics.flink_bridge_offsets, codec)
     assert [k for k, _ in offsets] == [KEY]
     assert codec.decode(codec.encode(r.FLINK_BRIDGE_OFFSET, offsets[0][1])).record == offsets[0][1]
+
+
+def test_a_job_still_initializing_is_read_once_it_is_scheduled(
+    kafka: Settings, codec: Codec, sinks: list[Sink], caplog: pytest.LogCaptureFixture
+) -> None:
+    """As a real Flink 2.3.0 answers before the job's scheduler exists: 404 on the history,
+    500 on the requirements. Neither is a warning nor a dead letter."""
+    answers = flink_answers()
+    ready = dict(answers)
+    job = {**captured("job.json"), "state": "INITIALIZING"}
+    answers[f"/jobs/{JID}"] = (200, json.dumps(job).encode())
+    del answers[f"/jobs/{JID}/rescales/history"]
+    answers[f"/jobs/{JID}/resource-requirements"] = (500, b'{"errors": ["Internal server error."]}')
+    caplog.set_level(logging.INFO, "scalefold.bridge")
+    with fake_flink(answers) as flink:
+        running = bridge(kafka, codec, flink.url, sinks)
+        running.step(0.0)
+        answers.update(ready)
+        running.step(1.0)
+    assert not [m for m in caplog.messages if HISTORY_SIZE in m]
+    assert read_all(kafka, kafka.topics.dead_letters, codec) == []
+    assert rescales(kafka, codec) == [(FIRST, 1), (SECOND, 1)]
+    assert events(kafka, codec)[0] == "JobSubmitted"
