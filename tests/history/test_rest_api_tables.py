@@ -25,7 +25,7 @@ from services.history.restapi.store import SCALEFOLD_TABLES, Source
 from services.history.views import Layout
 from tests.history import rest_golden as golden
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(1800)]
 
 T0 = 1_795_000_000_000
 MANY = 7
