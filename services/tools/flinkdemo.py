@@ -143,7 +143,7 @@ def story(
         f"the job recovers: parallelism {PARALLELISM} again",
         lambda: flink.parallelism() == PARALLELISM and flink.settled(),
     )
-    flink.until("the history holds Flink's records", lambda: _kept(flink), seconds=30)
+    flink.until("the history holds both sides' records", lambda: _kept(flink), seconds=120)
     # read while the history service runs: `flink compare` asks its SQL endpoint
     status = report(context, f"{CLUSTER}.{jid}", flink.records()) if ok else 1
     return _stopped(watcher, processes, status)
@@ -178,7 +178,7 @@ class FlinkWatch:
             self.shown[entry["rescaleUuid"]] = state
 
     def until(self, what: str, done: Callable[[], bool], seconds: float = STEP_LIMIT_S) -> bool:
-        from services.contracts.flinkrest import FlinkRestError
+        from services.contracts.flinkrest import FlinkNotFoundError, FlinkRestError
 
         self.say(f"  (waiting until {what})")
         deadline = time.monotonic() + seconds
@@ -187,6 +187,8 @@ class FlinkWatch:
                 self.poll()
                 if done():
                     return True
+            except FlinkNotFoundError:
+                pass  # an initializing job has no rescale history yet
             except FlinkRestError as error:
                 self.say(f"  (Flink: {error})")
             time.sleep(1.0)
@@ -218,24 +220,29 @@ class FlinkWatch:
 
 
 def _kept(flink: FlinkWatch) -> bool:
-    """Whether the history's flink_rescales table holds as many of the job's rescales as
-    Flink shows (the bridge polls every second, the history commits every second)."""
-    from services.history.flink_tables import LATEST_TABLE
+    """Whether the history's tables hold as many settled rescales of the job as Flink shows,
+    Flink's own (flink_rescales) and scalefold's predicted ones (rescales)."""
+    from services.history.flink_tables import LATEST_TABLE as FLINK_TABLE
     from services.history.lake import HistoryNotFoundError, HistoryUnreadableError, Lake
+    from services.history.tables import LATEST_TABLE
 
+    shown = len([e for e in flink.rest.rescale_history(flink.jid) if e["terminalState"]])
+    settled = "terminal_state IS NOT NULL"
     try:
         lake = Lake.at(RUN_DIR / "history")
-        if not lake.committed(LATEST_TABLE):
+        if not (lake.committed(FLINK_TABLE) and lake.committed(LATEST_TABLE)):
             return False
-        rows = lake.rows(
-            f"SELECT rescale_uuid FROM f WHERE job_id = '{flink.jid}' AND terminal_state IS NOT NULL",
-            {"f": LATEST_TABLE},
+        kept = lake.rows(
+            f"SELECT rescale_uuid FROM f WHERE job_id = '{flink.jid}' AND {settled}",
+            {"f": FLINK_TABLE},
+        )
+        predicted = lake.rows(
+            f"SELECT rescale_uuid FROM r WHERE job_id = '{CLUSTER}.{flink.jid}' AND {settled}",
+            {"r": LATEST_TABLE},
         )
     except (HistoryNotFoundError, HistoryUnreadableError):
         return False
-    return len(rows) >= len(
-        [e for e in flink.rest.rescale_history(flink.jid) if e["terminalState"]]
-    )
+    return len(kept) >= shown and len(predicted) >= shown
 
 
 def report(context: Context, job: str, flink_records: list[dict[str, Any]]) -> int:
