@@ -178,3 +178,10 @@ def test_a_taskmanager_lost_without_a_restart_strategy(observed: Observed) -> No
     observed.flink.stop_taskmanager(first, kill=True)
     observed.flink.wait_state(jid, "FAILED")
     print(observed.check("taskmanager-lost-no-restart", jid))
+
+
+def test_two_slot_sharing_groups_share_an_odd_number_of_slots(observed: Observed) -> None:
+    jid = start(observed, 3, "--max-parallelism", "4")
+    after_each(observed, jid, [lambda: observed.flink.add_taskmanagers(2)])
+    observed.flink.wait_running(jid, {})
+    print(observed.check("two-groups-odd-slots", jid))
