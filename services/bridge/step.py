@@ -6,7 +6,12 @@ argument. What REST cannot show is approximated here, and docs/bridge.md says ho
 - a TaskManager's registration instant: TaskManagers listed at the job's first
   observation are registered at the job's start, later ones when a poll first lists them;
 - a failure caused by a lost TaskManager is not sent as a task failure: the scheduler
-  derives it from `TaskManagerLost`, as Flink derives it from the lost heartbeat.
+  derives it from `TaskManagerLost`, as Flink derives it from the lost heartbeat;
+- a TaskManager's loss: at the poll that no longer lists it, or at the first exception
+  this poll finds, if earlier. Flink's graph cannot finish cancelling before its JobMaster
+  has released the lost TaskManager's slots, so the restart a failure starts ends without
+  them (docs/flink-conformance.md, "Against a real Flink 2.3.0"); the loss stamped at the
+  poll would let the scheduler restart on them first.
 """
 
 from __future__ import annotations
@@ -260,9 +265,22 @@ def _changes(
         if bounds != offset.requirements:
             events.append(RequirementsUpdated(offset.key, now, bounds))
             offset = replace(offset, requirements=bounds)
+    before = offset
     offset, failures = _failures(offset, answers, problems)
+    if offset.last_exception_ms > before.last_exception_ms:
+        lost_at = max(before.updated_at, min(now, _first_new_exception(before, answers)))
+        events = [
+            replace(e, timestamp=lost_at) if isinstance(e, TaskManagerLost) else e for e in events
+        ]
     events += failures + _checkpoints(offset, answers, now, problems)
     return _terminal(offset, answers, now, events)
+
+
+def _first_new_exception(offset: JobOffset, answers: Answers) -> int:
+    """The earliest exception entry after the offset's, also one not sent because its
+    TaskManager is gone (then it is when Flink's JobMaster released that TaskManager)."""
+    entries = answers.exceptions["exceptionHistory"]["entries"]
+    return int(min(e["timestamp"] for e in entries if e["timestamp"] > offset.last_exception_ms))
 
 
 def _failures(

@@ -246,3 +246,41 @@ def test_a_job_the_jobmanager_no_longer_lists_is_suspended_once() -> None:
     ]
     assert step.vanished(gone.offset, NOW + 10000) is None
     assert step.vanished(JobOffset("local", JID), NOW) is None  # never submitted
+
+
+def without_tm_1(seen: step.Observed, *entries: dict[str, Any]) -> step.Observed:
+    """The poll after tm-1 was killed: /taskmanagers lists it no more, the job restarts."""
+    tms = tr.task_managers(answer("taskmanagers.json"))
+    return later(
+        seen,
+        task_managers=tuple(tm for tm in tms if tm.id != "tm-1"),
+        exceptions={"exceptionHistory": {"entries": list(entries)}},
+        job={**answer("job.json"), "state": "RESTARTING"},
+    )
+
+
+def test_a_lost_task_manager_is_lost_before_the_failures_its_loss_caused() -> None:
+    # Flink's graph cannot finish cancelling before the JobMaster released the lost
+    # TaskManager's slots (docs/flink-conformance.md, "Against a real Flink 2.3.0"), so
+    # the loss goes first, at the poll's first failure, not at the poll.
+    seen = first_poll()
+    gone = without_tm_1(seen, failure(NOW + 100, "tm-2"))
+    assert [(type(e), e.timestamp) for e in gone.events] == [
+        (TaskManagerLost, NOW + 100),
+        (JobLifecycle, NOW + 100),
+    ]
+    own = without_tm_1(seen, failure(NOW + 300, "tm-1"))  # the JobMaster's, not sent
+    assert [(type(e), e.timestamp) for e in own.events] == [(TaskManagerLost, NOW + 300)]
+    quiet = without_tm_1(seen)
+    assert [(type(e), e.timestamp) for e in quiet.events] == [(TaskManagerLost, NOW + 5000)]
+
+
+def test_a_killed_task_manager_gives_one_failover_through_waiting_for_resources() -> None:
+    seen = first_poll()
+    gone = without_tm_1(seen, failure(NOW + 100, "tm-2"))
+    _, effects = replay([*seen.events, *gone.events])
+    records = {e.record["rescaleUuid"]: e.record for e in effects if isinstance(e, RescaleUpdated)}
+    failovers = [r for r in records.values() if r["triggerCause"] == "RECOVERABLE_FAILOVER"]
+    assert [[s["state"] for s in r["schedulerStates"]] for r in failovers] == [
+        ["Executing", "Restarting", "WaitingForResources", "CreatingExecutionGraph", "Executing"]
+    ]
