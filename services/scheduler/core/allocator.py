@@ -2,13 +2,16 @@
 
 Slot-sharing groups (SSGs) are sized from their vertices' bounds:
 `maxLowerBound = max(lower)`, `maxUpperBound = max(upper)`. `determine_parallelism`
-shares the slots among groups in order of ascending range; Flink leaves the order
-of groups with equal ranges to HashMap iteration, scalefold breaks the tie by
-slot-sharing-group id (ascending), so the same inputs always give the same plan.
+shares the slots among groups in order of ascending range, and the last of groups
+with equal ranges gets what is left over. Flink 2.3.0 orders those by its HashMap's
+iteration (SlotSharingSlotAllocator.determineSlotsPerSharingGroup sorts the entries of
+SlotSharingGroupMetaInfo.from's HashMap, stably): `flink_order` reproduces it for Flink's
+own group ids (32 hex digits, as the bridge submits them); other ids tie by id.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from operator import attrgetter
@@ -49,7 +52,8 @@ def determine_parallelism(info: JobInformation, slot_count: int) -> Plan | None:
         return None
     unassigned, groups_left, min_left = slot_count, len(metas), min_required
     slots_of: dict[str, int] = {}
-    for meta in sorted(metas, key=lambda m: (m.range, m.id)):
+    order = flink_order(info)
+    for meta in sorted(metas, key=lambda m: (m.range, order.get(m.id, 0), m.id)):
         share = (unassigned - min_left) // groups_left
         slots_of[meta.id] = meta.max_lower + min(meta.range, share)
         min_left -= meta.max_lower
@@ -60,6 +64,34 @@ def determine_parallelism(info: JobInformation, slot_count: int) -> Plan | None:
         for vertex, bounds in zip(info.vertices, info.bounds, strict=True)
     )
     return plan_for(info, parallelism)
+
+
+HEX_ID = re.compile(r"^[0-9a-f]{32}$")
+
+
+@lru_cache(maxsize=2048)
+def flink_order(info: JobInformation) -> dict[str, int]:
+    """Each group's place in Flink's HashMap<SlotSharingGroup, _> iteration, or {} unless
+    every group id is Flink's (an AbstractID in hex). SlotSharingGroup.hashCode is
+    Objects.hash(id) = 31 + id.hashCode(), AbstractID.hashCode the XOR of its four 32-bit
+    words; HashMap iterates by bucket ((h ^ h >>> 16) & (capacity - 1)), a bucket's keys
+    in insertion order (the vertices' order). Capacity: 16, doubled past 3/4 full."""
+    firsts = list(dict.fromkeys(vertex.ssg_id for vertex in info.vertices))
+    if not all(HEX_ID.match(i) for i in firsts):
+        return {}
+    capacity = 16
+    while len(firsts) > capacity * 3 // 4:
+        capacity *= 2
+
+    def bucket(hex_id: str) -> int:
+        words = 0
+        for start in range(0, 32, 8):
+            words ^= int(hex_id[start : start + 8], 16)
+        h = (31 + words) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & (capacity - 1)
+
+    ranked = sorted(range(len(firsts)), key=lambda n: (bucket(firsts[n]), n))
+    return {firsts[n]: place for place, n in enumerate(ranked)}
 
 
 def plan_for(info: JobInformation, parallelism: Sequence[int]) -> Plan:

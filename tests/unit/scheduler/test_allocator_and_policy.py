@@ -146,3 +146,48 @@ def test_a_policy_that_declines_keeps_the_job_running_as_it_is() -> None:
     job.tm("tm-3")
     job.at(300 * SECOND)
     assert job.parallelism == {"source": 4}
+
+
+# Flink's own group ids, as a real Flink 2.3.0 JobManager logged them for the sample job
+# (Source and Bucket in `default`, Sum in `sums`, each 1..2), with the group that Flink's
+# rescale record gave the third of 3 slots: /tmp JobManager logs of 2026-11-29, see
+# docs/flink-conformance.md "Against a real Flink 2.3.0".
+SEEN_SPARE = [
+    ("376f1d697f3990a23642bc5ad598c26a", "fbb29c1f502f6627ef5699872cb0cfe0", "default"),
+    ("9bc65f894fd1d3048583328d4b50ac20", "5a977a7001f117ac9bbd675c77aff042", "default"),
+    ("78b57a26ae77145924dec2a0c0bdc7d2", "4c8bf95090495caff05de901e6da2516", "default"),
+]
+
+
+def sample_job(default: str, sums: str) -> JobInformation:
+    return JobInformation(
+        (
+            Vertex("source", "Source: Numbers", default, "default", 128),
+            Vertex("bucket", "Bucket", default, "default", 2),
+            Vertex("sum", "Sum -> Discard: Writer", sums, "sums", 2),
+        ),
+        (Bounds(1, 1), Bounds(1, 2), Bounds(1, 2)),
+    )
+
+
+@pytest.mark.flink("SlotSharingSlotAllocator.determineSlotsPerSharingGroup")
+@pytest.mark.parametrize(("default", "sums", "spare"), SEEN_SPARE)
+def test_a_spare_slot_goes_where_flinks_hashmap_order_puts_it(
+    default: str, sums: str, spare: str
+) -> None:
+    plan = determine_parallelism(sample_job(default, sums), 3)
+    assert plan is not None
+    assert {dict(plan.group_slots)[default]: "default", dict(plan.group_slots)[sums]: "sums"}[
+        2
+    ] == spare
+    assert plan.parallelism == ((1, 2, 1) if spare == "default" else (1, 1, 2))
+
+
+@pytest.mark.flink("SlotSharingSlotAllocator.determineSlotsPerSharingGroup")
+def test_the_later_bucket_gets_the_spare_whatever_the_ids_order() -> None:
+    # The first case's ids swapped between the groups: now `sums` sits in the later
+    # bucket (6, against 5), so it gets the spare, although its id sorts first.
+    plan = determine_parallelism(
+        sample_job("fbb29c1f502f6627ef5699872cb0cfe0", "376f1d697f3990a23642bc5ad598c26a"), 3
+    )
+    assert plan is not None and plan.parallelism == (1, 1, 2)
