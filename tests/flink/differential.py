@@ -80,7 +80,7 @@ EXACT = ("triggerCause", "terminalState", "terminatedReason", "states")
 
 
 def unexplained(pairs: list[dict[str, tuple[Any, Any]]]) -> list[str]:
-    """The differences no documented deviation explains (docs/flink.md, "Against a real
+    """The differences no documented deviation explains (docs/flink-conformance.md, "Against a real
     Flink 2.3.0"): every difference in EXACT, a rescale one side lacks, and slots that
     differ in more than which group got a spare slot (the groups and their total)."""
     found = []
