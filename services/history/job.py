@@ -351,8 +351,11 @@ def _run(
             withdraw_url(options.layout.data_dir)
         if jdbc is not None:
             jdbc.close()
+        # One deadline for all the queries (two since flink-rescales): Ctrl-C stops as soon
+        # as it did with one.
+        deadline = time.monotonic() + BETWEEN_BATCHES_WAIT
         for query in queries.values():
-            _between_batches(query)
+            _between_batches(query, deadline - time.monotonic())
         for query in queries.values():
             query.stop()
 
@@ -422,7 +425,11 @@ def _heartbeat(health_file: Path | None) -> Callable[[], None]:
     return health_file.touch
 
 
-def _between_batches(query: StreamingQuery | None, timeout: float = 60.0) -> None:
+BETWEEN_BATCHES_WAIT = 60.0
+"""How long a stop waits, at most, for the running batches to end before stopping them."""
+
+
+def _between_batches(query: StreamingQuery | None, timeout: float = BETWEEN_BATCHES_WAIT) -> None:
     """Wait (a bounded time) until a foreachBatch query is between batches, so that stop()
     does not interrupt its callback (one interrupted leaves Spark's stream thread with a
     StackOverflowError and a traceback); a batch it does interrupt is run again on the

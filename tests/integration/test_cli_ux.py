@@ -221,8 +221,8 @@ def test_a_cluster_command_for_an_unknown_job_fails_in_one_line(
 
 def _interrupt(process: subprocess.Popen[bytes], log: Path) -> str:
     os.kill(process.pid, signal.SIGINT)
-    try:
-        code = process.wait(60)
+    try:  # the history waits up to 60 s for its batches to end, then Spark stops
+        code = process.wait(patient(90))
     except subprocess.TimeoutExpired:
         process.kill()
         raise AssertionError(f"still running after SIGINT:\n{log.read_text()[-3000:]}") from None
