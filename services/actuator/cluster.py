@@ -91,12 +91,18 @@ class Timing:
     """A checkpoint is skipped while the job's paced events lag this far behind."""
 
 
+REQUEST_HEADER = "scalefold-request"
+"""The Kafka header naming the `scalefold cluster` request an event answers, so the
+command can find that very event (and the scheduler's verdict on it) by its offset."""
+
+
 @dataclass(frozen=True)
 class Emit:
     """Produce `event` to job-events at `due` (wall clock ms)."""
 
     due: int
     event: Event
+    request: str | None = None  # the control request it answers: REQUEST_HEADER
 
 
 @dataclass(frozen=True)
@@ -359,7 +365,11 @@ class EmbeddedCluster:
                 due = max(action.due, self.paced_until.get(job_id, 0))
                 self.paced_until[job_id] = due + gap
                 latest[job_id] = max(latest.get(job_id, 0), due)
-                moved: Action = action if due == action.due else Emit(due, _at(action.event, due))
+                moved: Action = (
+                    action
+                    if due == action.due
+                    else replace(action, due=due, event=_at(action.event, due))
+                )
             else:
                 moved = replace(action, due=max(action.due, latest.get(action.job_id, 0)))
             paced.append(moved)

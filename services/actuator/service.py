@@ -40,7 +40,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from services.actuator.cluster import Action, EmbeddedCluster, Emit, Outcome
+from services.actuator.cluster import REQUEST_HEADER, Action, EmbeddedCluster, Emit, Outcome
 from services.contracts import Codec, DecodeError, Settings
 from services.contracts import records as r
 from services.contracts.deadletters import dead_letter, encode_dead_letter, letter_key, shown
@@ -446,10 +446,18 @@ class Actuator:
             "%s[%d]@%d dead-lettered (%s): %s", topic, partition, offset, error_class, reason
         )
 
-    def _produce(self, topic: str, key: bytes, value: bytes) -> None:
+    def _produce(
+        self,
+        topic: str,
+        key: bytes,
+        value: bytes,
+        headers: list[tuple[str, str | bytes | None]] | None = None,
+    ) -> None:
         while True:
             try:
-                self.producer.produce(topic, key=key, value=value, on_delivery=self._delivered)
+                self.producer.produce(
+                    topic, key=key, value=value, headers=headers, on_delivery=self._delivered
+                )
                 return
             except BufferError:  # the local queue is full: let librdkafka send some
                 self.producer.poll(0.1)
@@ -489,6 +497,7 @@ class Actuator:
                     self.settings.topics.job_events,
                     event.job_id.encode(),
                     self.codec.encode(*to_record(event)),
+                    [(REQUEST_HEADER, task[1].request.encode())] if task[1].request else None,
                 )
                 self.metrics.events_produced += 1
                 produced = True

@@ -14,6 +14,9 @@ VERDICT_WAIT_S = 5.0
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from services.tools.cluster import register as register_cluster
+
+    register_cluster(commands)
     topics = commands.add_parser(
         "topics",
         help="list scalefold's topics, or create the missing ones",

@@ -5,6 +5,9 @@ and dead-letters topics, so every answer to what follows is read, whatever the
 clocks say. While a paced log is sent it keeps reading (and prints a progress line
 every `PROGRESS_S` for a long file); after the last event it waits at most
 `--wait` seconds for the rest (verdicts.py matches them by partition and offset).
+
+`scalefold cluster` reuses the Watch: it also follows job-events from their ends, for
+the events the actuator tags with the request's id (a Kafka header), and judges those.
 """
 
 from __future__ import annotations
@@ -31,14 +34,19 @@ def say(line: str) -> None:
 class Watch:
     """A consumer of the scheduler's answers, from the ends the topics had at its start."""
 
-    def __init__(self, settings: Settings, codec: Codec, observed: Observed) -> None:
+    def __init__(
+        self, settings: Settings, codec: Codec, observed: Observed, request: str | None = None
+    ) -> None:
         from confluent_kafka import Consumer, TopicPartition
 
         from services.contracts.kafka import librdkafka_config
 
         topics = settings.topics
         self.codec, self.observed = codec, observed
-        self.dead_letters = topics.dead_letters
+        self.dead_letters, self.job_events = topics.dead_letters, topics.job_events
+        # `scalefold cluster`: the job events the actuator tags with the request's id
+        self.request = request.encode() if request else None
+        self.tagged: list[Sent] = []
         self.consumer = Consumer(
             librdkafka_config(
                 settings,
@@ -49,7 +57,10 @@ class Watch:
             )
         )
         self.next: dict[tuple[str, int], int] = {}  # (topic, partition) -> offset to read next
-        for name in (topics.decisions, topics.dead_letters):
+        followed = [topics.decisions, topics.dead_letters] + (
+            [topics.job_events] if request else []
+        )
+        for name in followed:
             listed = self.consumer.list_topics(name, timeout=10).topics[name].partitions
             for partition in sorted(listed):
                 self.next[(name, partition)] = self._end(name, partition)
@@ -68,6 +79,9 @@ class Watch:
             if message.error() or topic is None or partition is None or offset is None:
                 continue
             self.next[(topic, partition)] = offset + 1
+            if topic == self.job_events:
+                self._tagged(message, partition, offset)
+                continue
             try:
                 record = self.codec.decode(message.value() or b"").record
             except DecodeError:  # not ours to judge: the topic's own readers report it
@@ -76,6 +90,21 @@ class Watch:
                 self.observed.dead_letter(record)
             else:
                 self.observed.decisions(record)
+
+    def _tagged(self, message: Any, partition: int, offset: int) -> None:
+        """Keep a job event the actuator emitted for `request` (its header says so)."""
+        from services.actuator.cluster import REQUEST_HEADER
+        from services.contracts import records as r
+
+        if (REQUEST_HEADER, self.request) not in (message.headers() or []):
+            return
+        try:
+            decoded = self.codec.decode(message.value() or b"")
+        except DecodeError:
+            return
+        job = str(decoded.record.get("jobId"))
+        name = r.short_name(decoded.schema)
+        self.tagged.append(Sent("the cluster", name, job, partition, offset))
 
     def sweep(self, deadline: float) -> None:
         """Read the dead letters up to the end they have now (see verdicts.py)."""
@@ -101,6 +130,18 @@ def await_verdicts(watch: Watch, sent: list[Sent], wait_s: float) -> Judgement:
         judgement = judge(sent, watch.observed)
     watch.sweep(time.monotonic() + SWEEP_S)
     return judge(sent, watch.observed)
+
+
+def await_outcome(watch: Watch, expected: int, wait_s: float) -> Judgement:
+    """`scalefold cluster`: wait at most `wait_s` until the `expected` events the actuator
+    tagged with the request are on job-events and the scheduler has judged each."""
+    deadline = time.monotonic() + wait_s
+    judgement = judge(watch.tagged, watch.observed)
+    while (len(watch.tagged) < expected or judgement.open) and time.monotonic() < deadline:
+        watch.poll(POLL_S)
+        judgement = judge(watch.tagged, watch.observed)
+    watch.sweep(time.monotonic() + SWEEP_S)
+    return judge(watch.tagged, watch.observed)
 
 
 class Progress:
@@ -138,7 +179,7 @@ def send(
     unless `wait_s` is None; the exit status."""
     topic = settings.topics.job_events
     observed = Observed(topic, frozenset(record["jobId"] for _, record in records))
-    watch = _watch(settings, codec, observed) if wait_s is not None else None
+    watch = open_watch(settings, codec, observed) if wait_s is not None else None
     try:
         sender = Sender(settings, records, origins)
         status = sender.run(codec, waits, watch)
@@ -215,13 +256,15 @@ class Sender:
         return 0 if left == 0 and not self.failed else 1
 
 
-def _watch(settings: Settings, codec: Codec, observed: Observed) -> Watch | None:
+def open_watch(
+    settings: Settings, codec: Codec, observed: Observed, request: str | None = None
+) -> Watch | None:
     """A Watch, or None (said in one line) when the verdicts cannot be read: the events
     are worth sending all the same."""
     from confluent_kafka import KafkaException
 
     try:
-        return Watch(settings, codec, observed)
+        return Watch(settings, codec, observed, request)
     except KafkaException as error:
         say(f"cannot read the scheduler's verdicts ({error.args[0].str()}); not waiting for them")
         return None

@@ -138,3 +138,58 @@ def event_lines(text: str) -> list[int]:
         for number, line in enumerate(text.split("\n"), 1)
         if line.strip() and not line.lstrip().startswith("#")
     ]
+
+
+# -- `scalefold cluster`: what the actuator did, and the scheduler's verdict on it -------
+
+
+def did(verb: str, job: str, reply: dict[str, Any]) -> str | None:
+    """What the actuator did for a `scalefold cluster VERB` request (its control
+    endpoint's reply), in a few words; None if it found nothing to do."""
+    events = reply.get("events") or []
+    managers = [str(e.get("taskManager")) for e in events if e.get("taskManager")]
+    if verb == "add-taskmanagers" and managers:
+        return f"job {job}: {len(managers)} TaskManager(s) started ({', '.join(managers)})"
+    if verb == "kill-taskmanager" and managers:
+        return f"job {job}: TaskManager {managers[0]} killed"
+    if verb == "fail-task" and events:
+        return f"job {job}: a task failed"
+    if verb == "fail-checkpoints" and "failingCheckpoints" in reply:
+        return f"job {job}: the actuator fails its next {reply['failingCheckpoints']} checkpoint(s)"
+    return None
+
+
+def nothing_done(verb: str, job: str, tm: str | None) -> str:
+    """The line for a request the actuator found nothing to do for."""
+    if verb == "kill-taskmanager":
+        which = f"no TaskManager {tm}" if tm else "no TaskManager"
+        return (
+            f"job {job} has {which} on the cluster to kill; `scalefold cluster state --job {job}`"
+        )
+    return f"the actuator did nothing for {verb} of job {job}"
+
+
+def outcome(done: str, expected: int, judgement: Judgement, wait_s: float) -> tuple[str, int]:
+    """One line and the exit status for a request whose `expected` events were judged
+    (`judgement.open` also holds none the actuator has not produced yet: see
+    `missing`): 1 if the scheduler rejected one."""
+    if judgement.rejected:
+        first = judgement.rejected[0]
+        more = f" (and {len(judgement.rejected) - 1} more)" if len(judgement.rejected) > 1 else ""
+        return (
+            f"{done}, but the scheduler rejected its {first.sent.name} "
+            f"({first.error_class}): {first.reason}{more}",
+            1,
+        )
+    answered = len(judgement.folded)
+    if answered < expected:
+        return (
+            f"{done}; no verdict from the scheduler on {expected - answered} of {expected} "
+            f"event(s) within {wait_s:g} s: is the scheduler running? `make status` shows it",
+            0,
+        )
+    line = f"{done}; the scheduler folded {answered} of {expected} event(s)"
+    if judgement.ignored:
+        event, why = judgement.ignored[0]
+        line += f", ignoring its {event.name}: {why}"
+    return line, 0

@@ -194,18 +194,23 @@ def test_produce_with_no_scheduler_says_no_verdict_came(kafka: Settings) -> None
     assert "is the scheduler running?" in lines[-1]
 
 
-def test_a_cluster_command_for_an_unknown_job_fails_in_one_line(
+def test_a_cluster_command_reports_the_schedulers_verdict_in_one_line(
     kafka: Settings, tmp_path: Path
 ) -> None:
+    """Issue 41: an unknown job is refused at once; otherwise the command waits for the
+    scheduler's verdict on the events it caused, and a rejection exits 1."""
     scheduler = SchedulerProcess(kafka, tmp_path / "scheduler").start()
     actuator = ActuatorProcess(kafka, tmp_path / "actuator").start()
     try:
         scheduler.wait_ready()
         actuator.wait_ready()
         assert _submit(kafka, "known").returncode == 0
-        port = str(actuator.port)
-        unknown = _scalefold("cluster", "--port", port, "add-taskmanagers", "--job", "no-such-job", "--count", "1", "--slots", "1")  # fmt: skip
-        known = _scalefold("cluster", "--port", port, "add-taskmanagers", "--job", "known")
+        cluster = ("cluster", "--port", str(actuator.port))
+        unknown = _scalefold(*cluster, "add-taskmanagers", "--job", "no-such-job", "--count", "1", "--slots", "1")  # fmt: skip
+        # --wait is a hang guard here: the command returns as soon as the verdict is in
+        added = _scalefold(*cluster, "add-taskmanagers", "--job", "known", "--count", "2", "--wait", "60", settings=kafka)  # fmt: skip
+        slotless = _scalefold(*cluster, "add-taskmanagers", "--job", "known", "--slots", "0", "--wait", "60", settings=kafka)  # fmt: skip
+        nothing = _scalefold(*cluster, "kill-taskmanager", "--job", "known", "--tm", "tm-9", settings=kafka)  # fmt: skip
     finally:
         actuator.stop()
         scheduler.stop()
@@ -215,8 +220,23 @@ def test_a_cluster_command_for_an_unknown_job_fails_in_one_line(
         "scalefold cluster: no job no-such-job on the cluster (the scheduler has not "
         "accepted it); `scalefold cluster state` lists the jobs"
     ]
-    assert known.returncode == 0, known.stderr
-    assert '"accepted": "/taskmanagers"' in known.stdout
+    assert added.returncode == 0, added.stderr
+    assert added.stdout.splitlines() == [
+        "job known: 2 TaskManager(s) started (known-tm-1, known-tm-2); "
+        "the scheduler folded 2 of 2 event(s)"
+    ], added.stderr
+    assert slotless.returncode == 1, slotless.stderr
+    assert slotless.stdout == ""
+    assert slotless.stderr.splitlines()[-1] == (
+        "scalefold cluster: job known: 1 TaskManager(s) started (known-tm-3), but the "
+        "scheduler rejected its TaskManagerRegistered (InvalidEvent): "
+        "TaskManager known-tm-3 offers 0 slots"
+    ), slotless.stderr
+    assert nothing.returncode == 1, nothing.stderr
+    assert nothing.stderr.splitlines() == [
+        "scalefold cluster: job known has no TaskManager tm-9 on the cluster to kill; "
+        "`scalefold cluster state --job known`"
+    ], nothing.stderr
 
 
 def _interrupt(process: subprocess.Popen[bytes], log: Path) -> str:

@@ -9,7 +9,16 @@ from services.contracts import Codec, SchemaRegistry
 from services.contracts.eventlog import read_log
 from services.contracts.settings import Settings
 from services.tools.stackcheck import addresses, look, not_running
-from services.tools.verdicts import Observed, Sent, event_lines, judge, summary
+from services.tools.verdicts import (
+    Observed,
+    Sent,
+    did,
+    event_lines,
+    judge,
+    nothing_done,
+    outcome,
+    summary,
+)
 
 TOPIC = "scalefold.job-events"
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -103,3 +112,39 @@ def test_a_folded_event_the_scheduler_ignored_is_named_with_why() -> None:
         "it ignored 1 of the folded event(s):",
         "  log.jsonl:2: TaskManagerRegistered of job j1: event_ignored: why",
     ]
+
+
+def test_a_cluster_request_is_one_line_and_a_rejection_exits_1() -> None:
+    reply = {
+        "events": [{"type": "TaskManagerRegistered", "taskManager": f"j1-tm-{n}"} for n in (1, 2)]
+    }
+    done = did("add-taskmanagers", "j1", reply)
+    assert done == "job j1: 2 TaskManager(s) started (j1-tm-1, j1-tm-2)"
+    sent = [_sent("j1", 3, 10, 0), _sent("j1", 3, 11, 0)]
+    seen = Observed(TOPIC, frozenset({"j1"}))
+    seen.decisions(_decided("j1", 10))
+    assert outcome(done, 2, judge(sent, seen), 5) == (
+        f"{done}; no verdict from the scheduler on 1 of 2 event(s) within 5 s: "
+        "is the scheduler running? `make status` shows it",
+        0,
+    )
+    seen.dead_letter(_dead(3, 11))
+    line, status = outcome(done, 2, judge(sent, seen), 5)
+    assert status == 1
+    assert (
+        line
+        == f"{done}, but the scheduler rejected its TaskManagerRegistered (UnknownJob): no job j2 has been submitted"
+    )
+    assert outcome(done, 3, judge(sent[:1], seen), 5)[0].endswith(
+        "on 2 of 3 event(s) within 5 s: is the scheduler running? `make status` shows it"
+    )  # one not even produced
+
+
+def test_a_cluster_request_with_nothing_to_do_is_said_so() -> None:
+    assert did("kill-taskmanager", "j1", {"events": []}) is None
+    assert nothing_done("kill-taskmanager", "j1", "tm-9").startswith(
+        "job j1 has no TaskManager tm-9"
+    )
+    assert did("fail-checkpoints", "j1", {"events": [], "failingCheckpoints": 3}) == (
+        "job j1: the actuator fails its next 3 checkpoint(s)"
+    )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.actuator.cli import summary
+from services.tools.cluster import summary
 
 
 def test_a_big_cluster_is_summarized_in_a_few_lines() -> None:
