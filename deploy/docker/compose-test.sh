@@ -3,7 +3,8 @@
 #   1. as root, provision what is missing (deploy/docker/provision.sh): Debian's docker.io
 #      and debootstrap, Compose v2 (built once from its Go module, cached), dockerd (data-root
 #      in the cache, so images persist between runs), the debootstrapped base image
-#   2. build the images (SCALEFOLD_IMAGES=debian unless set: no container registry needed)
+#   2. build the images (SCALEFOLD_IMAGES=debian unless set: no container registry needed),
+#      the Flink ones (deploy/docker/flink.yml) from the jars `provision.sh flink` stages
 #   3. run tests/docker with pytest-docker
 #   4. always: `down -v` the test projects and stop dockerd if step 1 started it
 # With --prepare-only it does 1 and 2 and leaves the engine running for a later run
@@ -41,10 +42,13 @@ cleanup() {
             COMPOSE_PROFILES=three-brokers timeout 300 docker compose -p "$project" \
                 down -v --remove-orphans --timeout 10 >/dev/null 2>&1 || true
         done
-        # The secured stack's volumes are named in its override file only.
-        timeout 300 docker compose -f docker-compose.yml -f deploy/docker/secure.yml \
-            -p "$SCALEFOLD_COMPOSE_PROJECT-secure" \
-            down -v --remove-orphans --timeout 10 >/dev/null 2>&1 || true
+        # The secured and the Flink stacks' services and volumes are named in their
+        # override files only.
+        for override in secure flink; do
+            timeout 300 docker compose -f docker-compose.yml -f "deploy/docker/$override.yml" \
+                -p "$SCALEFOLD_COMPOSE_PROJECT-$override" \
+                down -v --remove-orphans --timeout 10 >/dev/null 2>&1 || true
+        done
     fi
     "$PROVISION" engine-stop || status=1
     say "done in $(($(stamp) - START)) s (exit $status)"
@@ -62,6 +66,7 @@ if [ "$(id -u)" = 0 ]; then
     if [ "$SCALEFOLD_IMAGES" = debian ]; then
         "$PROVISION" base && "$PROVISION" wheels || exit 1
     fi
+    "$PROVISION" flink || exit 1
     wait "$compose" || exit 1
 fi
 if "$PROVISION" check; then
@@ -69,9 +74,12 @@ if "$PROVISION" check; then
         "$PROVISION" base || { say "no base image; or use SCALEFOLD_IMAGES=registry"; exit 1; }
         "$PROVISION" wheels || exit 1
     fi
+    [ "$(id -u)" = 0 ] || "$PROVISION" flink || exit 1
     say "building the images (SCALEFOLD_IMAGES=$SCALEFOLD_IMAGES)"
     built=$(stamp)
-    docker compose build --quiet 2>&1 | grep -v "buildx isn't installed" >&2
+    # With the Flink stack's file: its JobManager and TaskManager image too.
+    docker compose -f docker-compose.yml -f deploy/docker/flink.yml build --quiet 2>&1 \
+        | grep -v "buildx isn't installed" >&2
     [ "${PIPESTATUS[0]}" = 0 ] || { say "docker compose build failed"; exit 1; }
     say "images built in $(($(stamp) - built)) s"
 else

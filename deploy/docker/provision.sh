@@ -8,8 +8,9 @@
 #             Debian bookworm from debootstrap with Python, a JRE and this machine's
 #             CA bundle (what pip is configured with), imported as scalefold-base:bookworm
 #   wheels    a wheelhouse of the project's Python packages for the image builds
+#   flink     the Flink image's jars, from the local stack's apache-flink-libraries wheel
 #
-# Usage: provision.sh check | packages | compose | engine-start | engine-stop | base | wheels
+# Usage: provision.sh check | packages | compose | engine-start | engine-stop | base | wheels | flink
 # `check` prints what is missing and exits 0 only when an engine and Compose v2 answer.
 # Every step is idempotent; `make compose-test` runs them in order (deploy/docker/compose-test.sh).
 set -euo pipefail
@@ -221,6 +222,34 @@ link_wheels() {
     cp -l "$WHEELHOUSE"/*.whl "$into"/ 2>/dev/null || cp "$WHEELHOUSE"/*.whl "$into"/
 }
 
+# The Flink image's parts (deploy/docker/flink.yml) from the same apache-flink-libraries
+# wheel the local stack runs: services/localstack/flinkdist.py fetches and unpacks it once
+# into the cache (329 MB from PyPI). Only flink-dist and log4j go into the build context
+# (hard links, like the wheels), and conf/, written by deploy/docker/flink-conf.py from the
+# local stack's settings (BashJavaUtils' memory flags computed here, not in the build).
+flink() {
+    local python="${PYTHON:-$ROOT/.venv/bin/python}"
+    local home into="$ROOT/deploy/docker/flink-dist"
+    home="$(cd "$ROOT" && "$python" -c 'import os, sys
+from services.localstack.flinkdist import flink_home
+from services.localstack.layout import cache_dir
+print(flink_home(cache_dir(os.environ), lambda line: print(line, file=sys.stderr)))')" || return 1
+    mkdir -p "$into/lib"
+    local jar to want=()
+    for jar in "$home"/lib/flink-dist-*.jar "$home"/lib/log4j-api-*.jar "$home"/lib/log4j-core-*.jar \
+        "$home"/lib/log4j-slf4j-impl-*.jar "$home"/lib/log4j-1.2-api-*.jar; do
+        [ -f "$jar" ] || { say "missing in $home: $jar"; return 1; }
+        to="$into/lib/$(basename "$jar")"
+        want+=("$to")
+        [ "$jar" -ef "$to" ] || { rm -f "$to"; cp -l "$jar" "$to" 2>/dev/null || cp -p "$jar" "$to"; }
+    done
+    for jar in "$into"/lib/*.jar; do  # another version's jars go
+        [[ " ${want[*]} " == *" $jar "* ]] || rm -f "$jar"
+    done
+    (cd "$ROOT" && "$python" deploy/docker/flink-conf.py "$home" "$into/conf") || return 1
+    say "Flink's jars and conf/ are staged in $into"
+}
+
 case "${1:-}" in
     check) check ;;
     packages) packages ;;
@@ -229,5 +258,6 @@ case "${1:-}" in
     engine-stop) engine_stop ;;
     base) base ;;
     wheels) wheels ;;
+    flink) flink ;;
     *) sed -n '2,17p' "$0" >&2; exit 2 ;;
 esac
