@@ -7,6 +7,7 @@ what its scenario needs; `reset` puts the cluster back afterwards.
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -88,11 +89,31 @@ class FlinkTestCluster:
     def running_taskmanagers(self) -> list[str]:
         return [tm.name for tm in self.cluster.taskmanagers() if tm.pid() is not None]
 
-    def submit(self, *arguments: str) -> str:
-        """Run the sample job with `arguments` (flink submit's program arguments); its id."""
+    def stop_jobmanager(self) -> None:
+        """SIGTERM the JobManager and wait until it exited. Without HA its jobs are gone
+        when it comes back (Flink suspends them at the stop)."""
+        log = self.cluster.jobmanager.log
+        assert self.cluster.jobmanager.stop(), "the JobManager was not running"
+        if log.exists():  # start_jobmanager writes a new log in its place
+            shutil.copyfile(log, log.with_suffix(f".{int(time.time())}.log"))
+
+    def start_jobmanager(self) -> None:
+        """Start it again with the same configuration (ports, waits) and wait for REST; the
+        uploaded jar is gone with the old one."""
+        self.cluster.start_jobmanager()
+        self.cluster.wait_rest(timeout=give_up_at(120.0) - time.monotonic())
+        self.jar_id = None
+
+    def submit(self, *arguments: str, configuration: dict[str, str] | None = None) -> str:
+        """Run the sample job with `arguments` (flink submit's program arguments) and
+        `configuration` (the job's own Flink configuration: /jars/:id/run's
+        `flinkConfiguration`, over the cluster's); its id."""
         if self.jar_id is None:
             self.jar_id = self.rest.upload_jar(self.jar.name, self.jar.read_bytes())
-        return self.rest.run_jar(self.jar_id, list(arguments))
+        if configuration is None:
+            return self.rest.run_jar(self.jar_id, list(arguments))
+        body = {"programArgsList": list(arguments), "flinkConfiguration": configuration}
+        return str(self.rest.call_json("POST", f"/jars/{self.jar_id}/run", body)["jobid"])
 
     def job(self, jid: str) -> dict[str, Any]:
         return self.rest.job(jid)
