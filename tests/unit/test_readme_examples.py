@@ -12,6 +12,12 @@ Each ```sh block of the README is preceded by a marker comment saying how it is 
 A README block without a marker fails the check, so the rule stays visible where examples are
 written. Pages in docs/ opt in: their marked blocks are checked the same way (e.g. the quick
 benchmark runs of docs/benchmarks.md, parse-checked).
+
+Every duration the README states (in its prose and its shell blocks' comments) is either a
+bound ("at most 5 s", "timeout, 5 minutes") or a figure of the table "Measured times" in
+docs/operations.md, whose every row names the command that measured it. Speed itself is
+never asserted (a test cannot own the machine's load); what is checked is that no time is
+stated without a measurement behind it.
 """
 
 from __future__ import annotations
@@ -190,3 +196,90 @@ def test_the_check_finds_a_wrong_flag_a_missing_file_and_an_unmarked_block() -> 
     assert check_statically(f"{SCALEFOLD} history summary --job clicks") == []
     text = "```sh\nmake test\n```\n<!-- example: run -->\n```sh\nmake demo\n```\n"
     assert [b.mode for b in blocks(text)] == [None, "run"]
+
+
+# -- stated durations have a measurement behind them ---------------------------------------
+
+DURATION = re.compile(
+    r"(\d+(?:\.\d+)?(?:\s*(?:-|\u2013|to)\s*\d+(?:\.\d+)?)?)\s*(ms|s|seconds?|min|minutes?|hours?)\b"
+)
+BOUND = re.compile(r"(at most|up to|within|timeout,?)\s*$")
+UNITS = {"ms": "ms", "s": "s", "second": "s", "seconds": "s", "min": "min", "minute": "min"}
+UNITS |= {"minutes": "min", "hour": "h", "hours": "h"}
+MEASURED = ROOT / "docs" / "operations.md"
+MEASURED_TITLE = "## Measured times"
+
+
+def _figure(match: re.Match[str]) -> str:
+    """A duration as compared: `164-224 s`, `164 to 224 seconds` and an en dash are one figure."""
+    number = re.sub(r"\s*(?:-|\u2013|to)\s*", "-", match.group(1))
+    return f"{number} {UNITS[match.group(2)]}"
+
+
+def _prose(text: str) -> str:
+    """The text a reader takes for statements: no code spans, no blocks but shell ones
+    (their comments state times; other blocks show a program's output or code)."""
+    kept, fence = [], None
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fence = None if fence is not None else line[3:].strip()
+        elif fence is None or fence in ("sh", "shell", "bash"):
+            kept.append(re.sub(r"`[^`]*`", "``", line))
+    return "\n".join(kept)
+
+
+def stated_durations(text: str) -> list[tuple[str, str]]:
+    """Each duration stated that is not a bound: (figure, where it stands)."""
+    prose = _prose(text)
+    return [
+        (_figure(match), " ".join(prose[max(0, match.start() - 60) : match.end()].split()))
+        for match in DURATION.finditer(prose)
+        if not BOUND.search(prose[max(0, match.start() - 20) : match.start()])
+    ]
+
+
+def measured_figures(text: str) -> tuple[set[str], list[str]]:
+    """The figures of the "Measured times" table, and its rows that name no command."""
+    section = (
+        text.split(MEASURED_TITLE, 1)[1].split("\n## ", 1)[0] if MEASURED_TITLE in text else ""
+    )
+    rows = [line for line in section.splitlines() if line.startswith("|")][2:]  # no header
+    figures: set[str] = set()
+    commandless: list[str] = []
+    for row in rows:
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        if len(cells) < 3 or not re.search(r"`[^`]+`", cells[1]):
+            commandless.append(row)
+            continue
+        figures.update(_figure(m) for cell in cells[2:] for m in DURATION.finditer(cell))
+    return figures, commandless
+
+
+def unmeasured(readme: str, measured_page: str) -> list[str]:
+    figures, commandless = measured_figures(measured_page)
+    problems = [f"{MEASURED_TITLE} row names no command: {row}" for row in commandless]
+    if not figures:
+        problems.append(f"no {MEASURED_TITLE} table with figures")
+    problems += [
+        f"{figure} is stated but not measured ({MEASURED_TITLE}): ...{where}"
+        for figure, where in stated_durations(readme)
+        if figure not in figures
+    ]
+    return problems
+
+
+def test_every_duration_the_readme_states_was_measured() -> None:
+    assert unmeasured(README.read_text("utf-8"), MEASURED.read_text("utf-8")) == []
+
+
+def test_the_duration_check_finds_a_time_nobody_measured() -> None:
+    table = (
+        f"{MEASURED_TITLE}\n\n| what | command | quiet | busy |\n|---|---|---|---|\n"
+        "| start | `time make up` | 28 s (load 2) | 164\u2013224 s (load 5-30) |\n"
+    )
+    assert unmeasured("`make up` (28 s; 164-224 s busy); waits at most 5 s", table) == []
+    assert len(unmeasured("`make up` takes about 20 s", table)) == 1
+    assert len(unmeasured("```sh\nmake up   # 20 s\n```\n", table)) == 1
+    assert unmeasured("```text\nover 38 s\n```\n", table) == []  # a program's output
+    commandless = unmeasured("28 s", table.replace("`time make up`", "by hand"))
+    assert any("names no command" in problem for problem in commandless), commandless
