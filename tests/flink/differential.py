@@ -100,3 +100,114 @@ def same_total(real: dict[str, Any] | None, guess: dict[str, Any] | None) -> boo
     if real is None or guess is None or set(real) != set(guess):
         return False
     return sum(v or 0 for v in real.values()) == sum(v or 0 for v in guess.values())
+
+
+# Flink's /rescales/details against the history's view `flink_rescales`: the columns
+# the view holds for each field of Flink's record (services/history/flink_tables.py),
+# written out here again so that a renamed or lost column fails the suite.
+VERTEX_COLUMNS = {
+    "jobVertexId": "job_vertex_id",
+    "jobVertexName": "job_vertex_name",
+    "slotSharingGroupId": "slot_sharing_group_id",
+    "slotSharingGroupName": "slot_sharing_group_name",
+    "desiredParallelism": "desired_parallelism",
+    "sufficientParallelism": "sufficient_parallelism",
+    "preRescaleParallelism": "pre_rescale_parallelism",
+    "postRescaleParallelism": "post_rescale_parallelism",
+}
+SLOT_COLUMNS = {
+    "slotSharingGroupId": "slot_sharing_group_id",
+    "slotSharingGroupName": "slot_sharing_group_name",
+    "desiredSlots": "desired_slots",
+    "minimalRequiredSlots": "minimal_required_slots",
+    "preRescaleSlots": "pre_rescale_slots",
+    "postRescaleSlots": "post_rescale_slots",
+}
+PROFILE_COLUMNS = {
+    "cpuCores": "cpu_cores",
+    "taskHeapMemory": "task_heap_memory_mb",
+    "taskOffHeapMemory": "task_off_heap_memory_mb",
+    "managedMemory": "managed_memory_mb",
+    "networkMemory": "network_memory_mb",
+}
+SPAN_COLUMNS = {
+    "state": "state",
+    "enterTimestampInMillis": "enter_timestamp_ms",
+    "leaveTimestampInMillis": "leave_timestamp_ms",
+    "durationInMillis": "duration_ms",
+    "stringifiedException": "stringified_exception",
+}
+TOP_COLUMNS = {
+    "rescaleUuid": "rescale_uuid",
+    "resourceRequirementsUuid": "resource_requirements_uuid",
+    "rescaleAttemptId": "rescale_attempt_id",
+    "triggerCause": "trigger_cause",
+    "terminalState": "terminal_state",
+    "terminatedReason": "terminated_reason",
+    "startTimestampInMillis": "start_timestamp_ms",
+    "endTimestampInMillis": "end_timestamp_ms",
+}
+ROW_COLUMNS = (
+    "cluster",
+    "job_id",
+    "job_name",
+    *TOP_COLUMNS.values(),
+    "vertices",
+    "slots",
+    "scheduler_states",
+)
+"""The columns of a `flink_rescales` row compared with Flink's record."""
+
+
+def expected_row(
+    cluster: str, job_id: str, job_name: str, details: dict[str, Any]
+) -> dict[str, Any]:
+    """The row of `flink_rescales` that holds Flink's `details` (a /rescales/details answer):
+    its fields under the view's names, vertices and slots in the order of their ids."""
+    vertices = details.get("vertices") or {}
+    slots = details.get("slots") or {}
+    return {
+        "cluster": cluster,
+        "job_id": job_id,
+        "job_name": job_name,
+        **{column: details.get(name) for name, column in TOP_COLUMNS.items()},
+        "vertices": [_columns(vertices[key], VERTEX_COLUMNS) for key in sorted(vertices)],
+        "slots": [_slot_columns(slots[key]) for key in sorted(slots)],
+        "scheduler_states": [
+            _columns(span, SPAN_COLUMNS) for span in details.get("schedulerStates") or []
+        ],
+    }
+
+
+def _columns(entry: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
+    return {column: entry.get(name) for name, column in names.items()}
+
+
+def _slot_columns(entry: dict[str, Any]) -> dict[str, Any]:
+    """A group's slots, its two resource profiles flattened (`request_cpu_cores`, ...)."""
+    row = _columns(entry, SLOT_COLUMNS)
+    for profile, prefix in (
+        ("requestResourceProfile", "request"),
+        ("acquiredResourceProfile", "acquired"),
+    ):
+        values = entry.get(profile) or {}
+        for name, column in PROFILE_COLUMNS.items():
+            value = values.get(name)
+            row[f"{prefix}_{column}"] = (
+                float(value) if name == "cpuCores" and value is not None else value
+            )
+    return row
+
+
+def row_view(row: dict[str, Any]) -> dict[str, Any]:
+    """The compared columns of a `flink_rescales` row (as lake.py reads it)."""
+    return {column: row.get(column) for column in ROW_COLUMNS}
+
+
+def duplicates(revisions: Iterable[dict[str, Any]]) -> list[tuple[str, int]]:
+    """(rescale, revision) pairs the history received more than once."""
+    seen: dict[tuple[str, int], int] = {}
+    for row in revisions:
+        key = (row["rescale_uuid"], row["revision"])
+        seen[key] = seen.get(key, 0) + 1
+    return sorted(key for key, count in seen.items() if count > 1)

@@ -104,16 +104,11 @@ class FlinkTestCluster:
         self.cluster.wait_rest(timeout=give_up_at(120.0) - time.monotonic())
         self.jar_id = None
 
-    def submit(self, *arguments: str, configuration: dict[str, str] | None = None) -> str:
-        """Run the sample job with `arguments` (flink submit's program arguments) and
-        `configuration` (the job's own Flink configuration: /jars/:id/run's
-        `flinkConfiguration`, over the cluster's); its id."""
+    def submit(self, *arguments: str) -> str:
+        """Run the sample job with `arguments` (flink submit's program arguments); its id."""
         if self.jar_id is None:
             self.jar_id = self.rest.upload_jar(self.jar.name, self.jar.read_bytes())
-        if configuration is None:
-            return self.rest.run_jar(self.jar_id, list(arguments))
-        body = {"programArgsList": list(arguments), "flinkConfiguration": configuration}
-        return str(self.rest.call_json("POST", f"/jars/{self.jar_id}/run", body)["jobid"])
+        return self.rest.run_jar(self.jar_id, list(arguments))
 
     def job(self, jid: str) -> dict[str, Any]:
         return self.rest.job(jid)
