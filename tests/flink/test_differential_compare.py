@@ -3,9 +3,19 @@ latest revisions, field by field."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from tests.flink.differential import agreement, compare, differences, latest, unexplained
+from tests.flink.differential import (
+    agreement,
+    compare,
+    differences,
+    duplicates,
+    expected_row,
+    latest,
+    row_view,
+    unexplained,
+)
 
 
 def rescale(uuid: str, start: int, cause: str, post: int, revision: int = 1) -> dict[str, Any]:
@@ -72,3 +82,28 @@ def test_only_which_group_gets_a_spare_slot_is_an_explained_difference() -> None
     other_cause = {**flink, "triggerCause": "UPDATE_REQUIREMENT"}
     assert unexplained(compare([flink], [other_cause]))[0].startswith("#0 triggerCause")
     assert len(unexplained(compare([flink], []))) == 5  # four exact fields and the slots
+
+
+def test_flinks_details_become_the_row_of_flink_rescales_under_the_views_names() -> None:
+    from pathlib import Path
+
+    answers = Path(__file__).parents[1] / "unit" / "bridge" / "answers"
+    uuid = "afc103edd691c5267ae684fefa3ae972"
+    details = json.loads((answers / f"rescales-details-{uuid}.json").read_text())
+    row = expected_row("d", "j1", "scalefold-sample", details)
+    assert (row["rescale_uuid"], row["trigger_cause"], row["job_name"]) == (
+        uuid,
+        details["triggerCause"],
+        "scalefold-sample",
+    )
+    assert [v["job_vertex_id"] for v in row["vertices"]] == sorted(details["vertices"])
+    default = next(s for s in row["slots"] if s["slot_sharing_group_name"] == "default")
+    assert (default["request_cpu_cores"], default["acquired_task_heap_memory_mb"]) == (-1.0, 316)
+    assert [s["state"] for s in row["scheduler_states"]] == [
+        s["state"] for s in details["schedulerStates"]
+    ]
+    assert row_view({**row, "kafka_offset": 7}) == row
+    assert duplicates(
+        [{"rescale_uuid": "a", "revision": 1}, {"rescale_uuid": "a", "revision": 2}]
+        + [{"rescale_uuid": "b", "revision": 1}] * 2
+    ) == [("b", 1)]
