@@ -30,8 +30,29 @@ case "$role" in
         exit 2
         ;;
 esac
-# The flag files hold one word a line, none with a space: word splitting is what is meant.
-# shellcheck disable=SC2046
-exec java $(cat "$CONF/jvm-opens") $(cat "$CONF/$kind.jvm") \
-    "-Dlog4j.configurationFile=file:$CONF/log4j-console.properties" \
-    -cp "$FLINK_HOME/lib/*" "$main" --configDir "$CONF" $(cat "$CONF/$kind.dynamic") "$@"
+# A JVM that exits while starting is started again, at most twice: on a machine at load 40
+# a JobManager exited in its first minute (Pekko's Remoting.start waits 10 s, which Flink's
+# configuration does not reach: services/localstack/flinkconf.py), and `docker compose up
+# --wait` fails at once on an exited container, even one its restart policy would restart.
+# Later exits are the restart policy's. SIGTERM (docker stop) goes to the JVM.
+STARTING_SECONDS=120
+attempt=1
+while :; do
+    begun=$(date +%s)
+    # The flag files hold one word a line, none with a space: word splitting is meant.
+    # shellcheck disable=SC2046
+    java $(cat "$CONF/jvm-opens") $(cat "$CONF/$kind.jvm") \
+        "-Dlog4j.configurationFile=file:$CONF/log4j-console.properties" \
+        -cp "$FLINK_HOME/lib/*" "$main" --configDir "$CONF" $(cat "$CONF/$kind.dynamic") "$@" &
+    child=$!
+    trap 'kill -TERM "$child" 2>/dev/null; wait "$child"; exit 143' TERM INT
+    status=0
+    wait "$child" || status=$?
+    trap - TERM INT
+    lived=$(($(date +%s) - begun))
+    if [ "$status" = 0 ] || [ "$lived" -ge "$STARTING_SECONDS" ] || [ "$attempt" -ge 3 ]; then
+        exit "$status"
+    fi
+    attempt=$((attempt + 1))
+    echo "flink-run: the $role's JVM exited ($status) after $lived s, while starting; attempt $attempt of 3" >&2
+done
