@@ -1,7 +1,7 @@
 """Benchmark of the rescale REST API and its web page (not a test): latency at 100,000 rescales.
 
     .venv/bin/python -m bench.rest_bench [--jobs 1000] [--rescales-per-job 100]
-        [--data DIR] [--requests 300] [--json]
+        [--data DIR] [--requests 300] [--json] [--url URL]
 
 1. Tables: `--jobs` x `--rescales-per-job` synthetic rescales (`synthetic.revisions`:
    the final revision of each, completed, with outcomes varied) are written once into
@@ -9,11 +9,13 @@
    transforms with a local Spark, then compacted (OPTIMIZE) as the service's upkeep
    keeps them. A DIR that holds them already is reused (delete it to rebuild).
 2. Serve: `scalefold history serve --data-dir DIR` runs as its own process on a free
-   loopback port; the first request (which loads the tables) is timed apart.
+   loopback port (or `--url` names a server already running over DIR's tables); the
+   first requests (which read the tables) are timed apart.
 3. Requests: `--requests` times each of a random job's `/jobs/<id>/rescales/history`,
-   a random rescale's `/details/<uuid>`, the job's web page `/web/jobs/<id>`, the
-   fleet page `/web/`, one at a time over HTTP (urllib, a new connection each, as a
-   browser's first visit), and reports p50/p95/max in ms.
+   a random rescale's `/details/<uuid>`, the job's web page `/web/jobs/<id>` and the
+   timeline chart in its frame, a rescale's page, the fleet page `/web/`, one at a time
+   over HTTP (urllib, a new connection each, as a browser's first visit), and reports
+   p50/p95/max in ms.
 """
 
 from __future__ import annotations
@@ -132,23 +134,47 @@ def _stats(name: str, millis: list[float]) -> dict[str, Any]:
 
 def measure(base: str, jobs: int, per_job: int, requests: int) -> list[dict[str, Any]]:
     rng = random.Random(11)
-    first, _ = _get(f"{base}/jobs/job-0000/rescales/history")
-    results = [{"request": "first (loads the tables)", "n": 1, "p50_ms": round(first, 1)}]
+    job = "job-0000"
+    firsts = {
+        "first history (reads rescales_latest)": f"/jobs/{job}/rescales/history",
+        "first details (reads the child tables)": f"/jobs/{job}/rescales/details/"
+        + synthetic.stable_uuid(job, "rescale", 0),
+    }
+    results: list[dict[str, Any]] = [
+        {"request": name, "n": 1, "p50_ms": round(_get(base + path)[0], 1)}
+        for name, path in firsts.items()
+    ]
+
+    def uuid(job: str) -> str:
+        return synthetic.stable_uuid(job, "rescale", rng.randrange(per_job))
+
     paths: dict[str, Callable[[str], str]] = {
         "history": lambda job: f"/jobs/{job}/rescales/history",
         "history?limit=100": lambda job: f"/jobs/{job}/rescales/history?limit=100",
         "summary": lambda job: f"/jobs/{job}/rescales/summary",
-        "details": lambda job: (
-            f"/jobs/{job}/rescales/details/"
-            + synthetic.stable_uuid(job, "rescale", rng.randrange(per_job))
-        ),
+        "details": lambda job: f"/jobs/{job}/rescales/details/{uuid(job)}",
         "web job page": lambda job: f"/web/jobs/{job}",
+        "web job timeline (its frame)": lambda job: f"/web/jobs/{job}/timeline",
+        "web rescale page": lambda job: f"/web/jobs/{job}/rescales/{uuid(job)}",
         "web fleet page": lambda _job: "/web/",
     }
     for name, path in paths.items():
         times = [_get(base + path(f"job-{rng.randrange(jobs):04d}"))[0] for _ in range(requests)]
         results.append(_stats(name, times))
     return results
+
+
+def _serve_and_measure(args: argparse.Namespace) -> list[dict[str, Any]]:
+    port_file = args.data / f"serve-{os.getpid()}.port"  # two runs at once do not mix
+    port_file.unlink(missing_ok=True)
+    server = _serve(args.data, port_file)
+    try:
+        base = f"http://127.0.0.1:{_wait_port(port_file, server)}"
+        return measure(base, args.jobs, args.rescales_per_job, args.requests)
+    finally:
+        server.terminate()
+        server.wait(30)
+        port_file.unlink(missing_ok=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -158,18 +184,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=ROOT / ".run" / "bench-rest")
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--json", action="store_true", help="one JSON object per row")
+    parser.add_argument(
+        "--url",
+        help="measure this running server (serving DIR's tables, e.g. an older checkout's "
+        "`history serve`) instead of starting one",
+    )
     args = parser.parse_args(argv)
     if not is_delta(Layout(args.data).table(LATEST_TABLE)):
         build(args.data, args.jobs, args.rescales_per_job)
-    port_file = args.data / "serve.port"
-    port_file.unlink(missing_ok=True)
-    server = _serve(args.data, port_file)
-    try:
-        base = f"http://127.0.0.1:{_wait_port(port_file, server)}"
-        results = measure(base, args.jobs, args.rescales_per_job, args.requests)
-    finally:
-        server.terminate()
-        server.wait(30)
+    if args.url:
+        results = measure(args.url.rstrip("/"), args.jobs, args.rescales_per_job, args.requests)
+    else:
+        results = _serve_and_measure(args)
     for row in results:
         print(json.dumps(row) if args.json else "  ".join(f"{k}={v}" for k, v in row.items()))
     return 0

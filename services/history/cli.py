@@ -116,6 +116,7 @@ def _add_serve(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         "Read-only HTTP over the committed Delta tables (no Spark, no JVM): Flink 2.3's\n"
         "/jobs/:jobid/rescales/{overview,history,summary,config,details/:uuid}, a /jobs\n"
         "listing, and the web page at /web/ (docs/rest-api.md).",
+        spark=False,
     )
     serve.add_argument("--host", default=command.DEFAULT_HOST, help="the address to listen on")
     serve.add_argument(

@@ -172,3 +172,49 @@ def test_fleet_figures_count_outcomes_and_score_flapping_as_job_summary_does() -
     assert a.latest["rescale_uuid"] == "a-p"  # the newest start
     assert (b.total, b.ignored, b.flapping) == (1, 1, 0)
     assert reversals([1, 1, 2, 2, 1, 3]) == 2
+
+
+def test_children_are_looked_up_by_uuid_in_each_file_and_only_the_latest_revisions() -> None:
+    import pyarrow as pa
+
+    from services.history.restapi.sliced import Sliced
+    from services.history.restapi.store import children
+
+    def part(rows: list[tuple[str, int, int, str]]) -> Sliced:
+        names = ["rescale_uuid", "kafka_partition", "kafka_offset", "state"]
+        table = pa.table({n: [r[i] for r in rows] for i, n in enumerate(names)})
+        return Sliced.of(table, "rescale_uuid")
+
+    # two data files; rescale a's revision at offset 1 spans both, its older one (0) too
+    first = part([("b", 0, 2, "Executing"), ("a", 0, 0, "old"), ("a", 0, 1, "Created")])
+    second = part([("a", 0, 1, "Executing"), ("c", 0, 3, "Executing")])
+    assert first.slices == {"a": (0, 2), "b": (2, 1)}
+    latest = [
+        {"rescale_uuid": "a", "kafka_partition": 0, "kafka_offset": 1},
+        {"rescale_uuid": "b", "kafka_partition": 0, "kafka_offset": 9},  # not this revision's
+        {"rescale_uuid": "d", "kafka_partition": 0, "kafka_offset": 4},  # no children at all
+    ]
+    found = children([first, second], latest)
+    assert {u: sorted(r["state"] for r in rows) for u, rows in found.items()} == {
+        "a": ["Created", "Executing"],
+        "b": [],
+        "d": [],
+    }
+    assert children([first, second], []) == {}
+    assert (
+        Sliced.of(pa.table({"rescale_uuid": pa.array([], pa.string())}), "rescale_uuid").slices
+        == {}
+    )
+
+
+def test_serve_takes_no_spark_master_and_run_still_does(capsys: pytest.CaptureFixture[str]) -> None:
+    from services.cli import parse_args
+
+    with pytest.raises(SystemExit):
+        parse_args(["history", "serve", "--help"])
+    shown = capsys.readouterr().out
+    assert "--port-file" in shown and "--master" not in shown
+    with pytest.raises(SystemExit):
+        parse_args(["history", "serve", "--master", "local[2]"])
+    assert "unrecognized arguments: --master" in capsys.readouterr().err
+    assert parse_args(["history", "run", "--master", "local[2]"]).master == "local[2]"

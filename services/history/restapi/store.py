@@ -5,6 +5,9 @@ few file-existence checks), and then only its data files not read before: Delta 
 files never change once committed (a compaction or MERGE writes new ones and the log
 removes the old), so a new version costs the files it added. Tables with deletion
 vectors (not written by the history service) are read whole by delta-rs instead.
+A child table's files are sorted by rescale uuid as they are read and sliced per
+rescale (sliced.py), so a page's look-up of its rescales' children is a few dictionary
+hits per file, not a scan of the whole table per request.
 
 `Source` is one kind of history (scalefold's predictions, or Flink's own records once
 the bridge writes them): the latest-revision table, indexed by job, and the child
@@ -18,33 +21,34 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from services.history.restapi.sliced import Sliced, rows_of, slices_of
 from services.history.sinklog import latest_version
 
 Row = dict[str, Any]
 MESSAGE = ("rescale_uuid", "kafka_partition", "kafka_offset")
+"""The Kafka message a row came from: links a latest revision to its children."""
 KINDS = ("vertices", "slots", "states")
 """A rescale's children: its vertices, slot-sharing groups and scheduler-state spans."""
-"""The Kafka message a row came from: links a latest revision to its children."""
 
 
 class TableReader:
-    """One Delta table's committed rows (the given columns) as a pyarrow Table."""
+    """One Delta table's committed rows (the given columns) as a pyarrow Table; with a
+    `key`, also each data file's rows sorted and sliced by that column (`parts`)."""
 
-    def __init__(self, path: Path, columns: Sequence[str]) -> None:
-        self.path, self.columns = path, list(columns)
+    def __init__(self, path: Path, columns: Sequence[str], key: str | None = None) -> None:
+        self.path, self.columns, self.key = path, list(columns), key
         self._lock = threading.Lock()
         self._version = -1
-        self._files: dict[str, pa.Table] = {}
+        self._files: dict[str, Sliced] = {}
         self._table = self._empty()
+        self._parts: list[Sliced] = []
 
     def _empty(self) -> pa.Table:
         return pa.table({name: pa.array([], pa.null()) for name in self.columns})
@@ -52,10 +56,19 @@ class TableReader:
     def read(self) -> tuple[int, pa.Table]:
         """The newest committed version and its rows; (-1, empty) before the first commit."""
         with self._lock:
-            version = latest_version(self.path, self._version)
-            if version != self._version:
-                self._load(version)
+            self._refresh()
             return self._version, self._table
+
+    def parts(self) -> list[Sliced]:
+        """The newest committed version's rows, sliced by `key`, one part per data file."""
+        with self._lock:
+            self._refresh()
+            return self._parts
+
+    def _refresh(self) -> None:
+        version = latest_version(self.path, self._version)
+        if version != self._version:
+            self._load(version)
 
     def _load(self, version: int) -> None:
         from deltalake import DeltaTable
@@ -64,15 +77,20 @@ class TableReader:
         if "deletionVectors" in (table.protocol().reader_features or []):
             self._files = {}
             self._table = table.to_pyarrow_table(columns=self.columns)
+            self._parts = [self._sliced(self._table)]
         else:
             present = set(table.schema().to_arrow().names)
             wanted = [c for c in self.columns if c in present]
             files = {}
             for uri in table.file_uris():
-                files[uri] = self._files.get(uri) or self._read_file(uri, wanted)
+                files[uri] = self._files.get(uri) or self._sliced(self._read_file(uri, wanted))
             self._files = files
-            self._table = _concat(list(files.values()), self._empty())
+            self._parts = list(files.values())
+            self._table = _concat([part.table for part in self._parts], self._empty())
         self._version = version
+
+    def _sliced(self, data: pa.Table) -> Sliced:
+        return Sliced.of(data, self.key) if self.key else Sliced(data, {})
 
     def _read_file(self, uri: str, columns: list[str]) -> pa.Table:
         path = unquote(urlparse(uri).path) if "://" in uri else uri
@@ -185,12 +203,7 @@ class Jobs:
         if table.num_rows == 0:
             return cls(table, {})
         ordered = table.sort_by([("job_id", "ascending"), ("start_timestamp_ms", "descending")])
-        counted = pc.value_counts(ordered.column("job_id")).to_pylist()
-        slices, at = {}, 0
-        for entry in counted:  # in order of first appearance: the sorted order
-            slices[entry["values"]] = (at, entry["counts"])
-            at += entry["counts"]
-        return cls(ordered, slices)
+        return cls(ordered, slices_of(ordered.column("job_id")))
 
     def rows(self, job_id: str) -> list[Row] | None:
         """The job's rescales (latest revisions, newest start first); None: unknown job."""
@@ -201,21 +214,12 @@ class Jobs:
             self._rows[job_id] = self.table.slice(start, length).to_pylist()
         return self._rows[job_id]
 
-    @cached_property
-    def by_uuid(self) -> dict[str, tuple[str, int]]:
-        """rescale_uuid -> (job_id, position in the table)."""
-        uuids = self.table.column("rescale_uuid").to_pylist()
-        jobs = self.table.column("job_id").to_pylist()
-        return {u: (j, i) for i, (u, j) in enumerate(zip(uuids, jobs, strict=True))}
 
-
-def children(table: pa.Table, messages: Sequence[Row]) -> dict[str, list[Row]]:
-    """The rows of `table` that came with each of `messages` (latest revisions), by uuid."""
-    if not messages or table.num_rows == 0:
-        return {m["rescale_uuid"]: [] for m in messages}
-    wanted = pa.array([m["rescale_uuid"] for m in messages], pa.string())
-    found = table.filter(pc.is_in(table.column("rescale_uuid"), value_set=wanted)).to_pylist()
+def children(parts: Sequence[Sliced], messages: Sequence[Row]) -> dict[str, list[Row]]:
+    """The rows of a child table (`parts`, sliced by uuid) that came with each of
+    `messages` (latest revisions), by uuid: the raw tables hold every revision's."""
     keys = {m["rescale_uuid"]: (m["kafka_partition"], m["kafka_offset"]) for m in messages}
+    found = rows_of(parts, list(keys)) if keys else []
     result: dict[str, list[Row]] = {uuid: [] for uuid in keys}
     for row in found:
         if keys[row["rescale_uuid"]] == (row["kafka_partition"], row["kafka_offset"]):
@@ -229,9 +233,9 @@ class Source:
     def __init__(self, tables_dir: Path, names: TableNames) -> None:
         self._latest = TableReader(tables_dir / names.latest, self.latest_columns())
         self._children = {
-            "vertices": TableReader(tables_dir / names.vertices, VERTEX_COLUMNS),
-            "slots": TableReader(tables_dir / names.slots, SLOT_COLUMNS),
-            "states": TableReader(tables_dir / names.states, STATE_COLUMNS),
+            "vertices": TableReader(tables_dir / names.vertices, VERTEX_COLUMNS, "rescale_uuid"),
+            "slots": TableReader(tables_dir / names.slots, SLOT_COLUMNS, "rescale_uuid"),
+            "states": TableReader(tables_dir / names.states, STATE_COLUMNS, "rescale_uuid"),
         }
         self._lock = threading.Lock()
         self._jobs: tuple[int, Jobs] = (-2, Jobs.of(pa.table({})))
@@ -254,7 +258,7 @@ class Source:
         """uuid -> {"vertices": rows, "slots": rows, "states": rows} of each latest revision;
         only the `kinds` asked for are looked up (each is a scan of its table), the rest empty."""
         found = {
-            kind: children(reader.read()[1], messages) if kind in kinds else {}
+            kind: children(reader.parts(), messages) if kind in kinds else {}
             for kind, reader in self._children.items()
         }
         return {
