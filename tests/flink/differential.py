@@ -9,6 +9,8 @@ ties by rescaleAttemptId), and compared field by field.
 
 from __future__ import annotations
 
+import re
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -211,3 +213,52 @@ def duplicates(revisions: Iterable[dict[str, Any]]) -> list[tuple[str, int]]:
         key = (row["rescale_uuid"], row["revision"])
         seen[key] = seen.get(key, 0) + 1
     return sorted(key for key, count in seen.items() if count > 1)
+
+
+# A TaskManager whose slots the JobMaster lost without REST showing it gone: the
+# JobMaster's heartbeat to it timed out (heartbeat.timeout, 5 s in the tests: a
+# TaskManager JVM starved at load 50 misses it) or it was found unreachable, while the
+# ResourceManager, whose view /taskmanagers serves, still listed it or listed it again
+# before the bridge's next poll. Flink's JobMaster.disconnectTaskManager logs it as
+# "Disconnect TaskExecutor X because: Heartbeat of TaskManager with id X timed out." (or
+# "... TaskManager with id X is no longer reachable."); the bridge, which reads REST
+# only, cannot see it, so the prediction keeps slots Flink no longer has.
+LOSS = re.compile(
+    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) .*Disconnect TaskExecutor (\S+) because: "
+    r"(?:Heartbeat of TaskManager with id \S+ timed out|TaskManager with id \S+ is no longer reachable)",
+    re.MULTILINE,
+)
+
+
+def unseen_losses(log: str, job_id: str, killed: Iterable[str] = ()) -> list[tuple[int, str]]:
+    """(epoch ms, TaskManager id) of each TaskManager the JobManager's `log` shows its
+    JobMaster losing after `job_id`'s submission, other than those the test `killed`
+    (the bridge sees those go). The log's times are the JVM's local time, as Python's."""
+    start = log.find(job_id)
+    if start < 0:
+        return []
+    gone = set(killed)
+    return [
+        (round(time.mktime(time.strptime(m[1], "%Y-%m-%d %H:%M:%S")) * 1000) + int(m[2]), m[3])
+        for m in LOSS.finditer(log, start)
+        if m[3] not in gone
+    ]
+
+
+def before_losses(
+    flink: list[dict[str, Any]],
+    pairs: list[dict[str, tuple[Any, Any]]],
+    losses: list[tuple[int, str]],
+) -> list[dict[str, tuple[Any, Any]]]:
+    """The pairs that must agree: all of them, or, after a loss the bridge could not see,
+    those of Flink's rescales that had ended before it (the later ones, and any rescale
+    only one side has after them, follow from slots the prediction wrongly kept)."""
+    if not losses:
+        return pairs
+    first = min(at for at, _ in losses)
+    ended = 0
+    for record in flink:
+        if record["endTimestampInMillis"] is None or record["endTimestampInMillis"] >= first:
+            break
+        ended += 1
+    return pairs[:ended]

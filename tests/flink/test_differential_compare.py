@@ -8,6 +8,7 @@ from typing import Any
 
 from tests.flink.differential import (
     agreement,
+    before_losses,
     compare,
     differences,
     duplicates,
@@ -15,6 +16,7 @@ from tests.flink.differential import (
     latest,
     row_view,
     unexplained,
+    unseen_losses,
 )
 
 
@@ -107,3 +109,27 @@ def test_flinks_details_become_the_row_of_flink_rescales_under_the_views_names()
         [{"rescale_uuid": "a", "revision": 1}, {"rescale_uuid": "a", "revision": 2}]
         + [{"rescale_uuid": "b", "revision": 1}] * 2
     ) == [("b", 1)]
+
+
+LOG = """\
+2026-11-29 11:19:30,171 INFO  org.apache.flink.runtime.dispatcher.StandaloneDispatcher [] - Received JobGraph submission 'scalefold-sample' (j1).
+2026-11-29 11:19:40,000 INFO  org.apache.flink.runtime.jobmaster.JobMaster [] - Disconnect TaskExecutor tm-3 because: Heartbeat of TaskManager with id tm-3 timed out.
+2026-11-29 11:19:41,000 INFO  org.apache.flink.runtime.jobmaster.JobMaster [] - Disconnect TaskExecutor tm-4 because: TaskManager with id tm-4 is no longer reachable.
+2026-11-29 11:19:42,000 INFO  org.apache.flink.runtime.jobmaster.JobMaster [] - Disconnect TaskExecutor tm-5 because: The TaskExecutor is shutting down.
+"""
+
+
+def test_a_taskmanager_lost_unseen_explains_what_follows_it_only() -> None:
+    import time
+
+    losses = unseen_losses(LOG, "j1", killed=["tm-4"])
+    at = round(time.mktime(time.strptime("2026-11-29 11:19:40", "%Y-%m-%d %H:%M:%S")) * 1000)
+    assert losses == [(at, "tm-3")]
+    assert unseen_losses(LOG, "other") == []
+    flink = [
+        {**rescale("a", at - 9000, "INITIAL_SCHEDULE", 1), "endTimestampInMillis": at - 8000},
+        {**rescale("b", at - 100, "UPDATE_REQUIREMENT", 2), "endTimestampInMillis": at + 900},
+    ]
+    pairs = compare(flink, [rescale("x", at - 9000, "INITIAL_SCHEDULE", 1)])
+    assert before_losses(flink, pairs, losses) == pairs[:1]
+    assert before_losses(flink, pairs, []) == pairs
