@@ -6,6 +6,8 @@ REJECTED outcome (nothing here can start a TaskManager there).
 `--flink-local NAME=DIR`: a local Flink cluster's directory (`local up --flink`'s
 `.run/local/flink`): the REST URL read from DIR/rest.url at each command, and
 TaskManagers started and stopped as its processes (launcher.LocalLauncher).
+`--flink-ca [NAME=]FILE`: the PEM CA an https cluster's certificate must verify against
+(a local cluster's own `rest-ca.pem` when none is named); else the system's CAs.
 """
 
 from __future__ import annotations
@@ -14,12 +16,15 @@ import argparse
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
+
+from services.contracts.flinkrest import ca_arg, ca_for
 
 if TYPE_CHECKING:
     from services.actuator.flinkworker import Deliver, FlinkRouter
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+T = TypeVar("T")
 
 
 def _named(text: str, what: str) -> tuple[str, str]:
@@ -61,6 +66,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         help="a local Flink cluster (e.g. .run/local/flink): REST and TaskManager processes",
     )
+    flink.add_argument(
+        "--flink-ca",
+        metavar="[NAME=]FILE",
+        type=ca_arg,
+        action="append",
+        default=[],
+        help="a PEM CA that cluster NAME's (without NAME: every cluster's) https certificate "
+        "must verify against; default: a local cluster's own, else the system's CAs",
+    )
 
 
 def router(args: argparse.Namespace, cache: Path, deliver: Deliver) -> FlinkRouter | None:
@@ -72,12 +86,17 @@ def router(args: argparse.Namespace, cache: Path, deliver: Deliver) -> FlinkRout
     names = [name for name, _ in [*args.flink_rest, *args.flink_local]]
     if len(set(names)) != len(names):
         raise SystemExit("scalefold actuator: each Flink cluster needs a name of its own")
-    backends = [FlinkBackend(name, _fixed(url), None) for name, url in args.flink_rest]
+    backends = [
+        FlinkBackend(name, _fixed(url), None, ca=_fixed(ca_for(name, args.flink_ca)))
+        for name, url in args.flink_rest
+    ]
     for name, directory in args.flink_local:
         launcher = LocalLauncher(Path(directory).resolve(), cache)
-        backends.append(FlinkBackend(name, launcher.rest_url, launcher))
+        given = ca_for(name, args.flink_ca)
+        ca = _fixed(given) if given is not None else launcher.rest_ca
+        backends.append(FlinkBackend(name, launcher.rest_url, launcher, ca=ca))
     return FlinkRouter(backends, deliver) if backends else None
 
 
-def _fixed(url: str) -> Callable[[], str | None]:
-    return lambda: url
+def _fixed(value: T) -> Callable[[], T]:
+    return lambda: value

@@ -30,6 +30,7 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from services.actuator.launcher import Launcher
@@ -38,6 +39,7 @@ from services.contracts.flinkrest import (
     FlinkNotFoundError,
     FlinkRest,
     FlinkRestError,
+    FlinkTlsError,
     FlinkUnreachableError,
     flink_errors,
 )
@@ -117,6 +119,8 @@ def holds_slots(details: Mapping[str, Any]) -> bool:
 def flink_answer(error: FlinkRestError) -> str:
     """The outcome's words for a failed call: what Flink said (each error's first line,
     the server-side exception's too), or that it did not answer."""
+    if isinstance(error, FlinkTlsError):
+        return f"Flink's REST endpoint was not trusted: {error}"
     if isinstance(error, FlinkUnreachableError):
         return f"Flink did not answer: {error}"
     said = [
@@ -139,9 +143,12 @@ class FlinkBackend:
         launcher: Launcher | None,
         timeout: float = 10.0,
         register_timeout: float = 180.0,
+        *,
+        ca: Callable[[], Path | None] = lambda: None,
     ) -> None:
         self.name, self.rest_url, self.launcher = name, rest_url, launcher
         self.timeout, self.register_timeout = timeout, register_timeout
+        self.ca = ca  # the PEM CA an https endpoint must verify against (None: the system's)
 
     @property
     def label(self) -> str:
@@ -165,7 +172,7 @@ class FlinkBackend:
         url = self.rest_url()
         if url is None:
             raise FlinkRestError(f"flink:{self.name}", "no REST URL (is its JobManager started?)")
-        return FlinkRest(url, self.timeout)
+        return FlinkRest(url, self.timeout, self.ca())
 
     def _apply(self, command: Mapping[str, Any]) -> Result:
         action, jid = command["action"], flink_job_id(self.name, command["jobId"])

@@ -62,6 +62,10 @@ class LocalLauncher:
         """Read at each call: the JobManager may start after the actuator."""
         return self._cluster.rest_url()
 
+    def rest_ca(self) -> Path | None:
+        """The CA of a TLS REST endpoint (`local up --secure --flink`), read at each call too."""
+        return self._cluster.rest_ca
+
     def start(self, resource_id: str) -> None:
         from services.localstack.flink import FlinkCluster
         from services.localstack.flinkdist import flink_home

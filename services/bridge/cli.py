@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 from typing import TYPE_CHECKING, Any
+
+from services.contracts.flinkrest import ca_arg
 
 if TYPE_CHECKING:
     from services.clicontext import Context
+    from services.contracts.flinkrest import FlinkRest
 
 DEFAULT_POLL_S = 5.0
 _NAME = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -54,6 +58,15 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         metavar="S",
         help=f"seconds between two polls of a cluster (default {DEFAULT_POLL_S:g})",
     )
+    run.add_argument(
+        "--flink-ca",
+        metavar="[NAME=]FILE",
+        type=ca_arg,
+        action="append",
+        default=[],
+        help="a PEM CA that cluster NAME's (or, without NAME, every https cluster's) "
+        "certificate must verify against; default: the system's CAs",
+    )
     run.add_argument("--rest-timeout", type=float, default=5.0, metavar="S", help="per REST call")
     run.set_defaults(handler=_run)
 
@@ -66,13 +79,18 @@ def _run(args: argparse.Namespace, context: Context) -> int:
     from services.bridge.service import Bridge
     from services.bridge.sink import SERVICE, Sink
     from services.contracts import Codec, SchemaRegistry
-    from services.contracts.flinkrest import FlinkRest
+    from services.contracts.flinkrest import FlinkRest, ca_for
     from services.contracts.preflight import prepare
 
     log = logging.getLogger("scalefold.bridge")
     names = [name for name, _ in args.flink_rest]
     if len(set(names)) != len(names):
         raise SystemExit("scalefold bridge run: each --flink-rest needs a name of its own")
+    rests = {
+        n: FlinkRest(url, args.rest_timeout, ca_for(n, args.flink_ca)) for n, url in args.flink_rest
+    }
+    for name, rest in rests.items():  # before Kafka: nothing to close on the way out
+        verified(name, rest)
     settings = context.settings
     prepare(settings, SERVICE)
     sink = Sink(
@@ -82,7 +100,7 @@ def _run(args: argparse.Namespace, context: Context) -> int:
     )
     offsets = sink.restore()
     log.info("resuming from %d jobs' offsets", len(offsets))
-    pollers = [ClusterPoller(n, FlinkRest(url, args.rest_timeout)) for n, url in args.flink_rest]
+    pollers = [ClusterPoller(name, rest) for name, rest in rests.items()]
     for name, url in args.flink_rest:
         log.info("polling %s at %s every %g s", name, url, args.poll_interval)
     bridge = Bridge(pollers, sink, args.poll_interval, offsets)
@@ -98,3 +116,21 @@ def _run(args: argparse.Namespace, context: Context) -> int:
     finally:
         sink.close()
     return 0
+
+
+def verified(name: str, rest: FlinkRest) -> None:
+    """Exit with one line if an https cluster's certificate does not verify: a wrong CA
+    is a mistake to fix, not an outage to wait out (a cluster not answering at all is
+    polled with backoff, as ever)."""
+    from services.contracts.access import EXIT_ACCESS
+    from services.contracts.flinkrest import FlinkRestError, FlinkTlsError
+
+    if not rest.base_url.startswith("https:"):
+        return
+    try:
+        rest.overview()
+    except FlinkTlsError as error:
+        print(f"scalefold bridge run: Flink cluster {name}: {error}", file=sys.stderr)
+        raise SystemExit(EXIT_ACCESS) from None
+    except FlinkRestError:
+        pass  # not up yet, or answering badly: the polls retry and say so

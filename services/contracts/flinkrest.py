@@ -5,14 +5,22 @@ later the actuator): the services may share only the contracts. Errors are typed
 what the caller does about them: an unreachable JobManager is retried, a 404 means the
 thing is gone (or the feature is off), a bad answer (5xx, a body that is not JSON) is
 recorded with what Flink said.
+
+An https URL is always verified: against `ca` (a PEM file, e.g. the secured local stack's
+CA) when given, else the system's trusted CAs. A certificate that does not verify is a
+`FlinkTlsError` saying so in one line; nothing falls back to an unverified connection.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
+import ssl
 import urllib.error
 import urllib.request
 import uuid
+from pathlib import Path
 from typing import Any
 
 ERROR_BODY_LIMIT = 2_000
@@ -29,6 +37,12 @@ class FlinkRestError(Exception):
 
 class FlinkUnreachableError(FlinkRestError):
     """No answer: connection refused, reset, or timed out."""
+
+
+class FlinkTlsError(FlinkUnreachableError):
+    """The TLS handshake failed: the certificate did not verify against the CA, or the
+    endpoint does not speak TLS. Unreachable as far as retrying goes (a bridge polling
+    many clusters keeps going), but said as what it is."""
 
 
 class FlinkNotFoundError(FlinkRestError):
@@ -60,11 +74,14 @@ def flink_errors(body: bytes) -> list[str]:
 
 
 class FlinkRest:
-    """One Flink cluster's REST endpoint, e.g. `http://127.0.0.1:8081`."""
+    """One Flink cluster's REST endpoint, e.g. `http://127.0.0.1:8081`, or an https URL
+    whose certificate is verified against `ca` (PEM), else the system's CAs."""
 
-    def __init__(self, base_url: str, timeout: float = 5.0) -> None:
+    def __init__(self, base_url: str, timeout: float = 5.0, ca: Path | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
+        self.ca = ca
+        self._context = tls_context(ca) if self.base_url.startswith("https:") else None
 
     def url(self, path: str) -> str:
         return f"{self.base_url}/{path.lstrip('/')}"
@@ -86,12 +103,17 @@ class FlinkRest:
         url = self.url(path)
         request = urllib.request.Request(url, data=data, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            with urllib.request.urlopen(
+                request, timeout=self.timeout, context=self._context
+            ) as response:
                 return int(response.status), response.read()
         except urllib.error.HTTPError as error:
             return int(error.code), error.read()
         except (TimeoutError, urllib.error.URLError, OSError) as error:
-            reason = getattr(error, "reason", error)
+            # an SSLError's own `reason` is a word (CERTIFICATE_VERIFY_FAILED): keep the error
+            reason = error if isinstance(error, ssl.SSLError) else getattr(error, "reason", error)
+            if isinstance(reason, ssl.SSLError):
+                raise FlinkTlsError(url, tls_failure(reason, self.ca)) from None
             raise FlinkUnreachableError(url, f"no answer ({reason})") from None
 
     def get_json(self, path: str) -> Any:
@@ -150,6 +172,44 @@ class FlinkRest:
         if entry_class:
             body["entryClass"] = entry_class
         return str(self.call_json("POST", f"/jars/{jar_id}/run", body)["jobid"])
+
+
+def tls_context(ca: Path | None) -> ssl.SSLContext:
+    """A client context that verifies the server's certificate and name, against `ca`."""
+    return ssl.create_default_context(cafile=str(ca) if ca is not None else None)
+
+
+def tls_failure(error: ssl.SSLError, ca: Path | None) -> str:
+    """One line: why the handshake failed, and what to check."""
+    why = getattr(error, "verify_message", None) or error.reason or str(error)
+    kind = (
+        "certificate verify failed"
+        if isinstance(error, ssl.SSLCertVerificationError)
+        else "TLS error"
+    )
+    against = f"the CA in {ca}" if ca is not None else "the system's CAs (no --flink-ca given)"
+    return f"TLS failed: {kind}: {why}; checked against {against}"
+
+
+_CLUSTER = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def ca_arg(text: str) -> tuple[str | None, Path]:
+    """`[NAME=]FILE` of `--flink-ca`: a PEM CA for cluster NAME, or for every cluster."""
+    name, sep, path = text.partition("=")
+    named = bool(sep) and bool(_CLUSTER.match(name))
+    file = Path(path if named else text)
+    if not file.is_file():
+        raise argparse.ArgumentTypeError(f"{text!r}: no CA file {file}")
+    return (name if named else None), file
+
+
+def ca_for(name: str, cas: list[tuple[str | None, Path]]) -> Path | None:
+    """Cluster `name`'s CA among `--flink-ca`'s: its own, else the one for every cluster."""
+    own = [path for cluster, path in cas if cluster == name]
+    every = [path for cluster, path in cas if cluster is None]
+    chosen = own or every
+    return chosen[-1] if chosen else None
 
 
 def requirements_body(bounds: dict[str, tuple[int, int]]) -> dict[str, Any]:

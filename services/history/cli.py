@@ -125,6 +125,7 @@ def _add_serve(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     serve.add_argument(
         "--port-file", type=Path, metavar="FILE", help="write the port it listens on here"
     )
+    command.add_tls_arguments(serve)
     serve.set_defaults(handler=command.serve)
 
 
@@ -253,6 +254,9 @@ Stop with Ctrl-C or SIGTERM; a restart resumes where the job stopped.""",
         help="also serve the rescale REST API and web page (`history serve`) on --sql-host at "
         "this port; 0 picks a free one, written to DATA_DIR/rest.url; -1: do not",
     )
+    from services.history.restapi.command import add_tls_arguments
+
+    add_tls_arguments(run)
     run.add_argument(
         "--health-file",
         type=Path,

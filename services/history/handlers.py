@@ -148,7 +148,9 @@ def _rest_api(args: argparse.Namespace, data_dir: Path) -> ThreadingHTTPServer |
     from services.history.restapi import embedded
 
     data_dir.mkdir(parents=True, exist_ok=True)
-    return embedded.start(data_dir, args.sql_host, args.rest_port, say)
+    from services.history.restapi.command import tls_files
+
+    return embedded.start(data_dir, args.sql_host, args.rest_port, say, tls_files(args))
 
 
 def _serves_sql(args: argparse.Namespace) -> bool:

@@ -156,7 +156,7 @@ def _up(args: argparse.Namespace, context: Context) -> int:
     from pathlib import Path
 
     from services.contracts.kafka import ensure_topics
-    from services.localstack import ports, secure, stack
+    from services.localstack import secure, stack
     from services.localstack.broker import BrokerError
 
     run_dir = Path(args.run_dir)
@@ -182,44 +182,91 @@ def _up(args: argparse.Namespace, context: Context) -> int:
     created = ensure_topics(creator, settings.topics.all())
     if created:
         _say(f"created topics: {', '.join(created)}")
+    https = args.flink or not args.broker_only
+    if args.secure and https and not stack.tls_current(broker.tls):
+        _say(
+            f"{broker.tls.directory} holds no certificates for the stack's HTTPS endpoints "
+            "(made by an earlier scalefold): start it again with `local up --secure --fresh`"
+        )
+        return 1
     if not args.broker_only:
-        known = {p.name: p for p in stack.services(run_dir)}
-        scheduler_port, actuator_port = ports.free_ports(2)  # distinct, both free now
-        # with --flink the actuator commands the local Flink, and the planner its jobs
-        local_flink = f"{stack.LOCAL_FLINK}={(run_dir / 'flink').resolve()}"
-        on_actuator = ("--flink-local", local_flink) if args.flink else ()
-        on_history = ("--command-flink", stack.LOCAL_FLINK) if args.flink else ()
-        wanted = [
-            known.get("scheduler") or stack.scheduler_process(run_dir, scheduler_port),
-            _kept(known.get("actuator"), on_actuator)
-            or stack.actuator_process(run_dir, actuator_port, *on_actuator),
-            _kept(known.get("history"), on_history) or stack.history_process(run_dir, *on_history),
-        ]
-        for process in wanted:
-            pid = stack.start(process, settings, identities.get(process.name))
-            _say(f"{process.name} running (pid {pid}); {_waiting(process.name)}")
-        for process in wanted:
-            stack.wait_ready(process)
-            where = (
-                f"http://127.0.0.1:{stack.web_port(process)}/health, "
-                if "--web-port" in process.args
-                else ""
-            )
-            _say(f"{process.name} ready ({where}log: {process.log})")
-        (run_dir / "actuator.port").write_text(str(stack.web_port(wanted[1])))
-    if args.flink:
-        from services.localstack import flinkstack
-
-        cluster = flinkstack.up(run_dir, context.cache_dir, args.flink_taskmanagers, _say)
-        rest_url = cluster.rest_url()
-        if rest_url and not args.broker_only:
-            _start_bridge(run_dir, settings, identities.get("bridge"), rest_url)
+        _start_services(args, run_dir, broker, settings, identities)
+    if args.flink and not _up_flink(
+        args, context, run_dir=run_dir, broker=broker, settings=settings, identities=identities
+    ):
+        return 1
     _say("the local stack is up; point clients at it with")
     print(f"export SCALEFOLD_BOOTSTRAP_SERVERS={bootstrap}")
     if args.secure:  # the CLI user's settings; its password stays in its file
         for line in secure.export_lines(identities["cli"]):
             print(line)
     return 0
+
+
+def _start_services(
+    args: argparse.Namespace,
+    run_dir: Path,
+    broker: LocalBroker,
+    settings: Settings,
+    identities: Mapping[str, Mapping[str, str]],
+) -> None:
+    """The scheduler, the actuator and the history (kept where they run as wanted)."""
+    from services.localstack import ports, stack
+
+    known = {p.name: p for p in stack.services(run_dir)}
+    scheduler_port, actuator_port = ports.free_ports(2)  # distinct, both free now
+    # with --flink the actuator commands the local Flink, and the planner its jobs
+    local_flink = f"{stack.LOCAL_FLINK}={(run_dir / 'flink').resolve()}"
+    on_actuator: tuple[str, ...] = ("--flink-local", local_flink) if args.flink else ()
+    on_history: tuple[str, ...] = ("--command-flink", stack.LOCAL_FLINK) if args.flink else ()
+    if args.secure:  # Flink's REST and the history's REST API over TLS, the stack's CA
+        on_actuator += stack.flink_ca(broker.tls) if args.flink else ()
+        on_history += stack.rest_tls(broker.tls)
+    wanted = [
+        known.get("scheduler") or stack.scheduler_process(run_dir, scheduler_port),
+        _kept(known.get("actuator"), on_actuator)
+        or stack.actuator_process(run_dir, actuator_port, *on_actuator),
+        _kept(known.get("history"), on_history) or stack.history_process(run_dir, *on_history),
+    ]
+    for process in wanted:
+        pid = stack.start(process, settings, identities.get(process.name))
+        _say(f"{process.name} running (pid {pid}); {_waiting(process.name)}")
+    for process in wanted:
+        stack.wait_ready(process)
+        where = (
+            f"http://127.0.0.1:{stack.web_port(process)}/health, "
+            if "--web-port" in process.args
+            else ""
+        )
+        _say(f"{process.name} ready ({where}log: {process.log})")
+    (run_dir / "actuator.port").write_text(str(stack.web_port(wanted[1])))
+
+
+def _up_flink(
+    args: argparse.Namespace,
+    context: Context,
+    *,
+    run_dir: Path,
+    broker: LocalBroker,
+    settings: Settings,
+    identities: Mapping[str, Mapping[str, str]],
+) -> bool:
+    """The local Flink (its REST over TLS on a secured stack) and, with the services, the
+    bridge to it; False, said, if Flink did not come up."""
+    from services.localstack import flinkstack, stack
+    from services.localstack.flink import FlinkClusterError
+
+    tls = broker.tls if args.secure else None
+    try:
+        cluster = flinkstack.up(run_dir, context.cache_dir, args.flink_taskmanagers, _say, tls=tls)
+    except FlinkClusterError as error:
+        _say(str(error))
+        return False
+    rest_url = cluster.rest_url()
+    if rest_url and not args.broker_only:
+        on_bridge = stack.flink_ca(tls) if tls is not None else ()
+        _start_bridge(run_dir, settings, identities.get("bridge"), rest_url, on_bridge)
+    return True
 
 
 def _kept(process: ServiceProcess | None, wanted: tuple[str, ...]) -> ServiceProcess | None:
@@ -233,12 +280,16 @@ def _kept(process: ServiceProcess | None, wanted: tuple[str, ...]) -> ServicePro
 
 
 def _start_bridge(
-    run_dir: Path, settings: Settings, identity: Mapping[str, str] | None, rest_url: str
+    run_dir: Path,
+    settings: Settings,
+    identity: Mapping[str, str] | None,
+    rest_url: str,
+    extra: tuple[str, ...] = (),
 ) -> None:
     """The bridge to the local Flink (a running one kept if it polls the same URL)."""
     from services.localstack import stack
 
-    bridge = stack.bridge_process(run_dir, rest_url)
+    bridge = stack.bridge_process(run_dir, rest_url, *extra)
     known = next((p for p in stack.services(run_dir) if p.name == "bridge"), None)
     if known is not None and known.args != bridge.args and known.stop():
         _say("stopped the bridge of another Flink")

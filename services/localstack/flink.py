@@ -4,7 +4,9 @@ Everything lives in one directory (`.run/local/flink` for `local up --flink`, a 
 one for the tests): `conf/` (config.yaml, log4j.properties, the memory flags
 BashJavaUtils computed), and per process `<name>.pid`, `<name>.log` (Flink's log) and
 `<name>.out` (the JVM's stdout and stderr). `rest.url` holds the JobManager's REST
-address for `local status`, `scalefold flink` and the bridge. The processes run in
+address for `local status`, `scalefold flink` and the bridge; with TLS (an https URL),
+`rest-ca.pem` the CA its certificate verifies against, and conf/ is its owner's alone
+(config.yaml holds the keystore's password). The processes run in
 their own sessions and outlive the command that started them, like the broker.
 """
 
@@ -40,6 +42,7 @@ JOBMANAGER_MAIN = "org.apache.flink.runtime.entrypoint.StandaloneSessionClusterE
 TASKMANAGER_MAIN = "org.apache.flink.runtime.taskexecutor.TaskManagerRunner"
 BASH_JAVA_UTILS = "org.apache.flink.runtime.util.bash.BashJavaUtils"
 TASKMANAGER_ID = re.compile(r"^tm-(\d+)$")
+REST_CA = "rest-ca.pem"
 
 
 class FlinkClusterError(RuntimeError):
@@ -130,16 +133,29 @@ class FlinkCluster:
             return (self.directory / "rest.url").read_text().strip() or None
         return None
 
+    @property
+    def rest_ca(self) -> Path | None:
+        """The CA the REST endpoint's certificate verifies against (None: plain HTTP)."""
+        path = self.directory / REST_CA
+        return path if path.exists() else None
+
     def rest(self, timeout: float = 5.0) -> FlinkRest:
         url = self.rest_url()
         if url is None:
             raise FlinkClusterError(f"no Flink JobManager was started in {self.directory}")
-        return FlinkRest(url, timeout)
+        return FlinkRest(url, timeout, ca=self.rest_ca)
 
     def configure(self, config: FlinkConfig) -> None:
         """Write conf/ and let BashJavaUtils compute both processes' memory flags once."""
         self.conf_dir.mkdir(parents=True, exist_ok=True)
-        (self.conf_dir / "config.yaml").write_text(render(config))
+        (self.directory / REST_CA).unlink(missing_ok=True)
+        if config.rest_tls is not None:
+            self.conf_dir.chmod(0o700)
+            shutil.copyfile(config.rest_tls.ca, self.directory / REST_CA)
+        config_file = self.conf_dir / "config.yaml"
+        config_file.touch(mode=0o600, exist_ok=True)
+        config_file.chmod(0o600)
+        config_file.write_text(render(config))
         (self.conf_dir / "log4j.properties").write_text(LOG4J)
         kinds = ("jm", "tm")
         with ThreadPoolExecutor(len(kinds)) as pool:  # two JVMs at once: ~5 s each

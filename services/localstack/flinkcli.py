@@ -68,6 +68,13 @@ def _verb(verbs: Verbs, name: str, help_text: str) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = verbs.add_parser(name, help=help_text, description=help_text)
     parser.add_argument("--run-dir", default=str(RUN_ROOT / "local"), help="the local stack")
     parser.add_argument("--rest", metavar="URL", help="a Flink REST URL (default: the local one)")
+    parser.add_argument(
+        "--ca",
+        metavar="FILE",
+        type=Path,
+        help="the PEM CA an https --rest URL's certificate must verify against (default: the "
+        "system's CAs; the local Flink's own with --secure)",
+    )
     return parser
 
 
@@ -128,8 +135,11 @@ def _rest(args: argparse.Namespace) -> FlinkRest:
     from services.localstack.flinkstack import cluster_dir
 
     if args.rest:
-        return FlinkRest(args.rest, timeout=30.0)
-    return FlinkCluster(cluster_dir(Path(args.run_dir)), Path()).rest(timeout=30.0)
+        return FlinkRest(args.rest, timeout=30.0, ca=args.ca)
+    local = FlinkCluster(cluster_dir(Path(args.run_dir)), Path())
+    if args.ca is not None:
+        return FlinkRest(local.rest(timeout=30.0).base_url, timeout=30.0, ca=args.ca)
+    return local.rest(timeout=30.0)
 
 
 def _guarded(handler: Handler) -> Handler:

@@ -4,12 +4,18 @@ The settings of `scalefold local up --flink` and of the tests' cluster (tests/fl
 adaptive scheduler with its rescale history on, everything on loopback, the ports chosen
 by the caller (free ones, services/localstack/ports.py), a JobManager of 1 GB and
 TaskManagers of 700 MB (the issue's sizes for 24 GiB machines), and the adaptive
-scheduler's waits, which the tests set short so a scenario takes seconds.
+scheduler's waits, which the tests set short so a scenario takes seconds. With `rest_tls`
+(`local up --secure --flink`) the REST endpoint and web UI serve TLS with the secured
+stack's CA (Flink's `security.ssl.rest.*`); Flink's internal RPC stays on loopback, plain.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from services.contracts.settings import Secret
 
 FLINK_VERSION = "2.3.0"
 HISTORY_SIZE_KEY = "web.adaptive-scheduler.rescale-history.size"
@@ -105,6 +111,18 @@ LOCAL_WAITS = Waits(
 
 
 @dataclass(frozen=True)
+class RestTls:
+    """Flink's REST endpoint over TLS: its PKCS#12 keystore (key, certificate, CA), a
+    truststore with the CA (for Flink's own CLI, a REST client), the one password both
+    open with, and the CA's PEM certificate (what our Python clients verify against)."""
+
+    keystore: Path
+    truststore: Path
+    password: Secret
+    ca: Path
+
+
+@dataclass(frozen=True)
 class FlinkConfig:
     """What differs between local clusters: ports, slots, history, waits."""
 
@@ -114,13 +132,15 @@ class FlinkConfig:
     history_size: int = 100
     waits: Waits = field(default_factory=Waits)
     jobmanager_memory: str = "1000m"
+    rest_tls: RestTls | None = None
 
     def with_waits(self, waits: Waits) -> FlinkConfig:
         return replace(self, waits=waits)
 
     @property
     def rest_url(self) -> str:
-        return f"http://127.0.0.1:{self.rest_port}"
+        scheme = "https" if self.rest_tls is not None else "http"
+        return f"{scheme}://127.0.0.1:{self.rest_port}"
 
 
 def entries(config: FlinkConfig) -> dict[str, str]:
@@ -160,13 +180,45 @@ def entries(config: FlinkConfig) -> dict[str, str]:
         "pekko.ask.timeout": "30 s",
         "heartbeat.interval": str(waits.heartbeat_interval),
         "heartbeat.timeout": str(waits.heartbeat_timeout),
+        **tls_entries(config.rest_tls),
+    }
+
+
+TLS_SUITES = (
+    "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+)
+
+
+def tls_entries(tls: RestTls | None) -> dict[str, str]:
+    """`security.ssl.rest.*`: TLS on the REST endpoint, not mutual (any client that trusts
+    the CA may call; the endpoint binds loopback only). Flink logs its configuration at
+    start with the values of keys holding "password" masked (GlobalConfiguration.isSensitive)."""
+    if tls is None:
+        return {}
+    rest = "security.ssl.rest"
+    password = tls.password.reveal()
+    return {
+        # Flink's default suite (TLS_RSA_WITH_AES_128_CBC_SHA) needs an RSA key and a SHA-1
+        # MAC, which Python's default client context refuses; our keys are EC (P-256).
+        "security.ssl.protocol": "TLSv1.2",
+        "security.ssl.algorithms": ",".join(TLS_SUITES),
+        f"{rest}.enabled": "true",
+        f"{rest}.keystore": str(tls.keystore),
+        f"{rest}.keystore-password": password,
+        f"{rest}.key-password": password,
+        f"{rest}.truststore": str(tls.truststore),
+        f"{rest}.truststore-password": password,
     }
 
 
 def render(config: FlinkConfig) -> str:
-    """config.yaml's text: one `key: value` a line, values quoted where YAML would
-    read them otherwise (`1000 ms` is fine bare; nothing here needs quoting today)."""
-    return "".join(f"{key}: {value}\n" for key, value in entries(config).items())
+    """config.yaml's text: one `key: value` a line, passwords double-quoted (a JSON string
+    is a YAML one) so that no character of theirs is read as YAML; `1000 ms` is fine bare."""
+    return "".join(
+        f"{key}: {json.dumps(value) if key.endswith('password') else value}\n"
+        for key, value in entries(config).items()
+    )
 
 
 RESULT_PREFIX = "BASH_JAVA_UTILS_EXEC_RESULT:"

@@ -12,10 +12,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from services.localstack.flink import FlinkCluster
-from services.localstack.flinkconf import LOCAL_WAITS, FlinkConfig, Waits
+from services.contracts.settings import Secret
+from services.localstack.flink import FlinkCluster, FlinkClusterError
+from services.localstack.flinkconf import LOCAL_WAITS, FlinkConfig, RestTls, Waits
 from services.localstack.flinkdist import flink_home, sample_job
 from services.localstack.ports import free_ports
+from services.localstack.tls import FLINK_REST, BrokerTls, make_truststore
 
 Progress = Callable[[str], None]
 
@@ -35,16 +37,20 @@ def up(
     taskmanagers: int,
     progress: Progress = print,
     waits: Waits = LOCAL_WAITS,
+    *,
+    tls: BrokerTls | None = None,
 ) -> FlinkCluster:
     """Start (or keep) the JobManager and bring the running TaskManagers up to
-    `taskmanagers`; the sample job is built too, so `scalefold flink submit` just runs."""
+    `taskmanagers`; the sample job is built too, so `scalefold flink submit` just runs.
+    With `tls` (the secured broker's material) the REST endpoint serves TLS with its CA."""
     started = time.monotonic()
     cluster = local_cluster(run_dir, cache, progress)
     sample_job(cache, cluster.home, progress)
     if cluster.jobmanager.pid() is None:
         cluster.directory.mkdir(parents=True, exist_ok=True)
         rest_port, rpc_port = free_ports(2)
-        cluster.configure(FlinkConfig(rest_port, rpc_port, waits=waits))
+        secured = rest_tls(tls) if tls is not None else None
+        cluster.configure(FlinkConfig(rest_port, rpc_port, waits=waits, rest_tls=secured))
         pid = cluster.start_jobmanager()
         progress(f"Flink JobManager running (pid {pid})")
     # The TaskManagers start beside the JobManager (each JVM takes seconds to come up)
@@ -61,6 +67,21 @@ def up(
         f"(web UI and REST; logs in {cluster.directory})"
     )
     return cluster
+
+
+def rest_tls(tls: BrokerTls) -> RestTls:
+    """Flink's REST TLS from the secured stack's material: the certificate signed for it
+    when the CA was made, and a truststore of the CA (made here: it needs no CA key)."""
+    server = tls.server(FLINK_REST)
+    if not server.exists():
+        raise FlinkClusterError(
+            f"{tls.directory} has no certificate for Flink's REST endpoint (made by an "
+            "earlier scalefold): start the stack again with `local up --secure --flink --fresh`"
+        )
+    truststore = tls.directory / f"{FLINK_REST}-truststore.p12"
+    if not truststore.exists():
+        make_truststore(tls.ca, truststore, server.password_file)
+    return RestTls(server.keystore, truststore, Secret(server.password()), tls.ca)
 
 
 def down(run_dir: Path, progress: Progress = print) -> list[str]:

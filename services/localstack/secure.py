@@ -3,7 +3,7 @@
 One SCRAM-SHA-512 user per service and one for the CLI (`ACCESS` in
 services/contracts/topics.py says who reads and writes which topic). Each may
 read and write only its own topics and use only consumer groups named
-`<prefix><user>...`; the scheduler may also create and use the topics of its
+`<prefix><user>...`; the bridge its transactional ids `<prefix>bridge...`; the scheduler may also create and use the topics of its
 Faust app (`<prefix>scheduler-...`, its table changelogs). Kafka implies
 DESCRIBE from READ and WRITE, so no grant names it.
 
@@ -43,7 +43,7 @@ class Grant:
     """One ALLOW ACL: `principal` may do `operation` on the resource(s) `name` names."""
 
     principal: str
-    resource: str  # TOPIC | GROUP
+    resource: str  # TOPIC | GROUP | TRANSACTIONAL_ID
     pattern: str  # LITERAL | PREFIXED
     name: str
     operation: str  # READ | WRITE | CREATE
@@ -61,6 +61,12 @@ def grants(topics: Topics) -> list[Grant]:
         result.append(Grant(principal, "GROUP", "PREFIXED", topics.own(user), "READ"))
     # `scalefold topics --create`: the operator may create the topics (nothing else may).
     result.extend(Grant("User:cli", "TOPIC", "LITERAL", name, "CREATE") for name in topics.all())
+    # The bridge's transactional producer (services/bridge/sink.py): its transactional ids
+    # are `<prefix>bridge.<clusters>`. WRITE implies DESCRIBE; with WRITE on a topic, Kafka
+    # needs no IDEMPOTENT_WRITE on the cluster for its producer id (KIP-679).
+    result.append(
+        Grant("User:bridge", "TRANSACTIONAL_ID", "PREFIXED", topics.own("bridge"), "WRITE")
+    )
     # Faust's own topics: `<app id>-<table>-changelog` and `<app id>-__assignor-__leader`.
     faust_topics = topics.own("scheduler") + "-"
     result.extend(

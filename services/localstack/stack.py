@@ -12,6 +12,7 @@ from pathlib import Path
 from services.contracts.settings import Settings
 from services.localstack.processes import ServiceProcess
 from services.localstack.secure import PLAINTEXT_ENV
+from services.localstack.tls import HISTORY_REST, HTTPS_SERVERS, BrokerTls
 
 Progress = Callable[[str], None]
 
@@ -45,6 +46,24 @@ def bridge_process(run_dir: Path, rest_url: str, *extra: str) -> ServiceProcess:
     """The Flink bridge, polling the local stack's Flink (services/bridge, docs/bridge.md)."""
     args = ("bridge", "run", "--flink-rest", f"{LOCAL_FLINK}={rest_url}", *extra)
     return ServiceProcess("bridge", args, run_dir)
+
+
+def flink_ca(tls: BrokerTls) -> tuple[str, str]:
+    """The actuator's and the bridge's argument: the local Flink's certificate verifies
+    against the secured stack's CA."""
+    return ("--flink-ca", f"{LOCAL_FLINK}={tls.ca}")
+
+
+def tls_current(tls: BrokerTls) -> bool:
+    """Whether the secured stack's material has every HTTPS server's certificate (material
+    made before they existed has not, and its CA key is gone: no new one can be signed)."""
+    return all(tls.server(name).exists() for name in HTTPS_SERVERS)
+
+
+def rest_tls(tls: BrokerTls) -> tuple[str, ...]:
+    """The history's arguments: its REST API and web page serve TLS with the stack's CA."""
+    server = tls.server(HISTORY_REST)
+    return ("--rest-cert", str(server.certificate), "--rest-key", str(server.key))
 
 
 def web_port(process: ServiceProcess) -> int:

@@ -17,9 +17,16 @@ from services.history.restapi.server import make_server, url_of
 URL_FILE = "rest.url"
 
 
-def start(data_dir: Path, host: str, port: int, say: Callable[[str], None]) -> ThreadingHTTPServer:
-    """Serve the API on (host, port) in a daemon thread; its URL written to DATA_DIR/rest.url."""
-    server = make_server(data_dir / "tables", host, port)
+def start(
+    data_dir: Path,
+    host: str,
+    port: int,
+    say: Callable[[str], None],
+    tls: tuple[Path, Path] | None = None,
+) -> ThreadingHTTPServer:
+    """Serve the API on (host, port) in a daemon thread (HTTPS with `tls`, the PEM
+    certificate and key); its URL written to DATA_DIR/rest.url."""
+    server = make_server(data_dir / "tables", host, port, tls=tls)
     threading.Thread(
         target=server.serve_forever, kwargs={"poll_interval": 0.5}, name="rest-api", daemon=True
     ).start()

@@ -6,6 +6,7 @@ stores' locks, so concurrent requests share one in-memory copy of each version.
 
 from __future__ import annotations
 
+import ssl
 import sys
 import time
 from collections.abc import Callable
@@ -81,22 +82,44 @@ def handler_class(
     return Handler
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        """A client that leaves, or fails the TLS handshake (it does not trust our CA),
+        is its own business: no traceback in the log for it."""
+        if isinstance(sys.exc_info()[1], ssl.SSLError | ConnectionError):
+            return
+        super().handle_error(request, client_address)  # type: ignore[arg-type]
+
+
 def make_server(
     tables_dir: Path,
     host: str,
     port: int,
     log: Callable[[str], None] | None = None,
+    *,
+    tls: tuple[Path, Path] | None = None,
 ) -> ThreadingHTTPServer:
-    """A server bound to (host, port) (port 0: a free one); call `serve_forever` on it."""
-    server = ThreadingHTTPServer((host, port), handler_class(history_of(tables_dir), log))
-    server.daemon_threads = True
+    """A server bound to (host, port) (port 0: a free one); call `serve_forever` on it.
+    With `tls` (PEM certificate chain, key) it speaks HTTPS only."""
+    server = _Server((host, port), handler_class(history_of(tables_dir), log))
+    if tls is not None:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(*tls)
+        # The handshake happens in the connection's own thread (on its first read), so a
+        # client that never finishes it holds no other request up.
+        server.socket = context.wrap_socket(
+            server.socket, server_side=True, do_handshake_on_connect=False
+        )
     return server
 
 
 def url_of(server: ThreadingHTTPServer) -> str:
     host = server.server_address[0]
     text = host.decode() if isinstance(host, bytes) else str(host)
-    return f"http://{text}:{server.server_address[1]}"
+    scheme = "https" if isinstance(server.socket, ssl.SSLSocket) else "http"
+    return f"{scheme}://{text}:{server.server_address[1]}"
 
 
 def stderr_log(line: str) -> None:
