@@ -37,6 +37,13 @@ CONTAINER = {
     # fixed: on the compose network only, never published
     "blob.server.port": "6124",
 }
+REMOTING_STARTUP = "-Dpekko.remote.classic.startup-timeout=60s"
+"""Pekko's classic Remoting.start waits `pekko.remote.classic.startup-timeout` (10 s in the
+reference.conf of Flink 2.3.0's flink-rpc-akka.jar); Flink's `pekko.startup-timeout` sets
+`pekko.remote.startup-timeout`, which classic remoting does not read. At load 50-78 a
+TaskManager exited there three times in a row ("Futures timed out after [10000
+milliseconds]" in Remoting.start). Pekko's reference configuration takes system
+properties over reference.conf, so the JVM flag reaches it."""
 LOG4J_CONSOLE = """\
 rootLogger.level = INFO
 rootLogger.appenderRef.console.ref = ConsoleAppender
@@ -76,7 +83,7 @@ def main(home: Path, conf: Path) -> None:
     (conf / "jvm-opens").write_text("\n".join(flinkconf.JVM_OPENS) + "\n")
     for kind in ("jm", "tm"):
         jvm, dynamic = resource_params(home, conf, kind)
-        dynamic = without(dynamic, SLOTS)
+        jvm, dynamic = [*jvm, REMOTING_STARTUP], without(dynamic, SLOTS)
         (conf / f"{kind}.jvm").write_text("\n".join(jvm) + "\n")
         (conf / f"{kind}.dynamic").write_text("\n".join(dynamic) + "\n")
 
