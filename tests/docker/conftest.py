@@ -62,6 +62,7 @@ def stack_env(**extra: str) -> dict[str, str]:
         "SCHEDULER_PORTS": "",
         "ACTUATOR_PORT": "",
         "SPARK_UI_PORT": "",
+        "HISTORY_API_PORT": "",
         "HISTORY_PROVISION_GRACE": "3",
         "ACTUATOR_PROVISIONING_DELAY": "1",
         **extra,

@@ -166,6 +166,7 @@ def test_every_service_is_healthy_and_only_on_loopback(stack: Stack) -> None:
         "spark-master",
         "spark-worker",
         "history",
+        "history-api",
     }
     assert len(by_service["scheduler"]) == 2
     for service, containers in by_service.items():
@@ -177,6 +178,8 @@ def test_every_service_is_healthy_and_only_on_loopback(stack: Stack) -> None:
             for publisher in container.get("Publishers") or []:
                 if publisher.get("PublishedPort"):
                     assert publisher["URL"] == "127.0.0.1", f"{service} publishes {publisher}"
+    # The rescale REST API over the history's tables, on 127.0.0.1 (docs/rest-api.md).
+    assert "jobs" in stack.http_json("history-api", 8082, "/jobs")
     topics = stack.scalefold("topics")
     for name in ("job-events", "rescales", "commands", "command-outcomes", "dead-letters"):
         assert f"scalefold.{name} " in topics
