@@ -190,7 +190,11 @@ def _up(args: argparse.Namespace, context: Context) -> int:
         )
         return 1
     if not args.broker_only:
-        _start_services(args, run_dir, broker, settings, identities)
+        try:
+            _start_services(args, run_dir, broker, settings, identities)
+        except RuntimeError as slow_or_gone:  # one line, not a stack trace (issue 41)
+            _say(f"{slow_or_gone}; `local up` again waits for what still starts")
+            return 1
     if args.flink and not _up_flink(
         args, context, run_dir=run_dir, broker=broker, settings=settings, identities=identities
     ):
