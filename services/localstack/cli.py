@@ -9,7 +9,7 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING
 
-from services.localstack.layout import RUN_ROOT
+from services.localstack.layout import RUN_ROOT, absolute_dir
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -60,11 +60,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     up.add_argument(
         "--flink-taskmanagers", type=int, default=1, metavar="N", help="with --flink (1)"
     )
-    up.add_argument("--run-dir", default=str(RUN_ROOT / "local"))
+    up.add_argument("--run-dir", type=absolute_dir, default=str(RUN_ROOT / "local"))
     up.set_defaults(handler=_up)
 
     down = verbs.add_parser("down", help="stop everything `up` started")
-    down.add_argument("--run-dir", default=str(RUN_ROOT / "local"))
+    down.add_argument("--run-dir", type=absolute_dir, default=str(RUN_ROOT / "local"))
     down.set_defaults(handler=_down)
 
     restart = verbs.add_parser(
@@ -76,11 +76,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "(and, for history, its checkpoints).",
     )
     restart.add_argument("service", choices=["scheduler", "actuator", "history"])
-    restart.add_argument("--run-dir", default=str(RUN_ROOT / "local"))
+    restart.add_argument("--run-dir", type=absolute_dir, default=str(RUN_ROOT / "local"))
     restart.set_defaults(handler=_restart)
 
     status = verbs.add_parser("status", help="print what is running")
-    status.add_argument("--run-dir", default=str(RUN_ROOT / "local"))
+    status.add_argument("--run-dir", type=absolute_dir, default=str(RUN_ROOT / "local"))
     status.set_defaults(handler=_status)
 
     material = verbs.add_parser(
@@ -121,7 +121,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "SCALEFOLD_BOOTSTRAP_SERVERS set, and stop the broker whatever COMMAND did. "
         "Exits with COMMAND's exit code.",
     )
-    run.add_argument("--run-dir", default=str(RUN_ROOT / "test"))
+    run.add_argument("--run-dir", type=absolute_dir, default=str(RUN_ROOT / "test"))
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     run.set_defaults(handler=_run)
 

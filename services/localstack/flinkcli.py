@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from services.localstack.layout import RUN_ROOT
+from services.localstack.layout import RUN_ROOT, absolute_dir
 
 if TYPE_CHECKING:
     from services.clicontext import Context, Handler
@@ -66,7 +66,9 @@ def register(verbs: Verbs) -> None:
 
 def _verb(verbs: Verbs, name: str, help_text: str) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = verbs.add_parser(name, help=help_text, description=help_text)
-    parser.add_argument("--run-dir", default=str(RUN_ROOT / "local"), help="the local stack")
+    parser.add_argument(
+        "--run-dir", type=absolute_dir, default=str(RUN_ROOT / "local"), help="the local stack"
+    )
     parser.add_argument("--rest", metavar="URL", help="a Flink REST URL (default: the local one)")
     parser.add_argument(
         "--ca",

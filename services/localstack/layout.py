@@ -17,3 +17,9 @@ def cache_dir(env: Mapping[str, str]) -> Path:
         return Path(env["SCALEFOLD_CACHE_DIR"])
     base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "scalefold"
+
+
+def absolute_dir(value: str) -> str:
+    """`--run-dir` as an absolute path: the stack's processes (Flink's among them) run
+    in directories of their own, where a relative one would name another place."""
+    return str(Path(value).resolve())
