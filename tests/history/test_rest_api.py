@@ -188,7 +188,8 @@ def test_children_are_looked_up_by_uuid_in_each_file_and_only_the_latest_revisio
     # two data files; rescale a's revision at offset 1 spans both, its older one (0) too
     first = part([("b", 0, 2, "Executing"), ("a", 0, 0, "old"), ("a", 0, 1, "Created")])
     second = part([("a", 0, 1, "Executing"), ("c", 0, 3, "Executing")])
-    assert first.slices == {"a": (0, 2), "b": (2, 1)}
+    assert first.slices == {"b": (0, 1), "a": (1, 2)}  # grouped, in order of first appearance
+    assert [r["state"] for r in first.table.slice(1, 2).to_pylist()] == ["old", "Created"]
     latest = [
         {"rescale_uuid": "a", "kafka_partition": 0, "kafka_offset": 1},
         {"rescale_uuid": "b", "kafka_partition": 0, "kafka_offset": 9},  # not this revision's
@@ -201,6 +202,8 @@ def test_children_are_looked_up_by_uuid_in_each_file_and_only_the_latest_revisio
         "d": [],
     }
     assert children([first, second], []) == {}
+    keyless = Sliced.of(pa.table({"rescale_uuid": ["x", None, "x"]}), "rescale_uuid")
+    assert keyless.slices == {"x": (0, 2)}
     assert (
         Sliced.of(pa.table({"rescale_uuid": pa.array([], pa.string())}), "rescale_uuid").slices
         == {}
