@@ -7,7 +7,8 @@ default poll interval).
     .venv/bin/python -m bench.bridge_freshness [--rescales 3] [--run-dir .run/local] [--json]
 
 On the running local stack (its bridge polls the local Flink every 5 s), each round adds
-a TaskManager (`scalefold flink taskmanager add`), waits for the NEW_RESOURCE_AVAILABLE
+a TaskManager (`scalefold flink taskmanager add`; with `--bounds A B`, sets the job's
+requirements to A, B, A, ... instead: `scalefold flink requirements`), waits for the new
 rescale in the JobManager's `/rescales/history` to end (its `endTimestampInMillis`:
 when Flink recorded it complete), then asks `scalefold history sql` for that rescale's
 row in `flink_rescales` until it is there. Reported per rescale: the time from Flink's
@@ -67,13 +68,13 @@ def queried(uuid: str, run_dir: Path) -> tuple[bool, float, float]:
 
 
 def one_round(
-    flink: FlinkRest, jid: str, run_dir: Path, deadline_s: float = 180.0
+    flink: FlinkRest, jid: str, run_dir: Path, action: list[str], deadline_s: float = 180.0
 ) -> dict[str, Any]:
     # the rescales ended before; one in progress then (e.g. the initial schedule waiting
     # for slots) counts when it ends
     before = {r["rescaleUuid"] for r in flink.rescale_history(jid) if r.get("endTimestampInMillis")}
     subprocess.run(
-        [*CLI, "flink", "taskmanager", "add", "--run-dir", str(run_dir)],
+        [*CLI, "flink", *action, "--run-dir", str(run_dir)],
         cwd=ROOT,
         check=True,
         capture_output=True,
@@ -105,11 +106,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rescales", type=int, default=3)
     parser.add_argument("--run-dir", type=Path, default=RUN_ROOT / "local")
+    parser.add_argument(
+        "--bounds",
+        nargs=2,
+        metavar="VERTEX=LOWER:UPPER",
+        help="instead of adding a TaskManager, set these requirements in turn (e.g. "
+        "Bucket=1:4 Bucket=1:8): a job already at its upper bound, as the local stack's "
+        "history provisions it, rescales only so",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     flink = rest(args.run_dir)
     jid = running_job(flink)
-    rounds = [one_round(flink, jid, args.run_dir) for _ in range(args.rescales)]
+    actions = [
+        ["requirements", "--job", jid, args.bounds[i % 2]]
+        if args.bounds
+        else ["taskmanager", "add"]
+        for i in range(args.rescales)
+    ]
+    rounds = [one_round(flink, jid, args.run_dir, action) for action in actions]
     if args.json:
         print(json.dumps(rounds))
         return
