@@ -55,6 +55,8 @@ def queried(uuid: str, run_dir: Path) -> tuple[bool, float, float]:
             *CLI,
             "history",
             "sql",
+            "--data-dir",
+            str(run_dir / "history"),  # the stack's own history, not the default stack's
             "--format",
             "json",
             f"SELECT rescale_uuid FROM flink_rescales WHERE rescale_uuid = '{uuid}'",
