@@ -83,12 +83,9 @@ class TablesWriter:
         # driver's Delta commit (log, listing, one small file), so on two cores the
         # batch ends seconds sooner and the next rescale waits less for its turn
         # (bench/reading_bench.py). Each append stays idempotent by its own txnAppId.
-        self._append(accepted, "rescales", batch_id)
-        transform = TABLES["rescales"]
+        rows = self._append(accepted, "rescales", batch_id)
         if self._resume.get(LATEST_TABLE) != self._resume.get("rescales"):
-            rows = transform(self._unseen(accepted, LATEST_TABLE))
-        else:
-            rows = transform(self._unseen(accepted, "rescales"))
+            rows = TABLES["rescales"](self._unseen(accepted, LATEST_TABLE))
         merge_latest(batch.sparkSession, rows, self._layout.table(LATEST_TABLE))
         letters = dead_letters(self._unseen(batch, DEAD_LETTERS), self._schemas)
         others = [t for t in TABLES if t != "rescales"]
@@ -104,9 +101,11 @@ class TablesWriter:
         if self._upkeep is not None:  # MERGE and OPTIMIZE of one table, one after the other
             self._upkeep.run_due([self._layout.table(LATEST_TABLE)])
 
-    def _append(self, accepted: DataFrame, table: str, batch_id: int) -> None:
+    def _append(self, accepted: DataFrame, table: str, batch_id: int) -> DataFrame:
+        """Append the batch's rows of `table` once; returns those rows."""
         rows = TABLES[table](self._unseen(accepted, table))
         append(rows, self._layout.table(table), f"history-{table}-{self._query_id}", batch_id)
+        return rows
 
     def _unseen(self, frame: DataFrame, sink: str) -> DataFrame:
         """`frame` without the records `sink` held before this query (see the module doc)."""
