@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from services.clicontext import Context
     from services.contracts.flinkrest import FlinkRest
 
-DEFAULT_POLL_S = 5.0
+DEFAULT_POLL_S = 2.0
 _NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 
 

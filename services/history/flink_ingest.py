@@ -21,6 +21,7 @@ one topic never holds up the other.
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,10 +60,25 @@ class FlinkTablesWriter:
             self._query_id = query_id(self._layout.checkpoint(CHECKPOINT))
         batch = batch.localCheckpoint()  # decoded once, for every write below
         rows = flink_rescales(valid(batch))
-        app_id = f"history-{RAW_TABLE}-{self._query_id}"
-        append(rows, self._layout.table(RAW_TABLE), app_id, batch_id)
+        # The MERGE first: `flink_rescales` reads `flink_rescales_latest`, so a rescale is
+        # queryable as soon as it commits (issue 37's freshness); the raw append and the
+        # dead letters after it, side by side. Either order is safe on a batch run again:
+        # the MERGE replaces only with a strictly later revision, the append is once per
+        # (txnAppId, batch id), dead letters are at-least-once.
         merge_latest(batch.sparkSession, rows, self._layout.table(LATEST_TABLE), KEYS)
-        self._letters(dead_letters(batch, self._schemas), batch_id)
+        app_id = f"history-{RAW_TABLE}-{self._query_id}"
+        # inheritable: the writes keep the batch's job group, so stopping the query
+        # cancels them as it cancels the batch's own jobs.
+        from pyspark.util import inheritable_thread_target
+
+        inherit = inheritable_thread_target(batch.sparkSession)
+        with ThreadPoolExecutor(2, thread_name_prefix="history-flink-write") as pool:
+            writes = [
+                pool.submit(inherit(append), rows, self._layout.table(RAW_TABLE), app_id, batch_id),
+                pool.submit(inherit(self._letters), dead_letters(batch, self._schemas), batch_id),
+            ]
+            for write in writes:
+                write.result()  # the first failure fails the batch: Spark runs it again
         if self._upkeep is not None:  # MERGE and OPTIMIZE of one table, one after the other
             self._upkeep.run_due([self._layout.table(LATEST_TABLE)])
 

@@ -91,8 +91,9 @@ class TablesWriter:
         others = [t for t in TABLES if t != "rescales"]
         # inheritable: the writes keep the batch's job group, so stopping the query
         # cancels them as it cancels the batch's own jobs.
-        from pyspark.util import inheritable_thread_target as inherit
+        from pyspark.util import inheritable_thread_target
 
+        inherit = inheritable_thread_target(batch.sparkSession)
         with ThreadPoolExecutor(len(others) + 1, thread_name_prefix="history-write") as pool:
             writes = [pool.submit(inherit(self._append), accepted, t, batch_id) for t in others]
             writes.append(pool.submit(inherit(self._letters), letters, batch_id))
