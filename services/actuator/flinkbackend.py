@@ -7,7 +7,8 @@ The embedded cluster stays every other job's backend.
 
 - PROVISION_TASK_MANAGERS starts TaskManagers through the launcher (launcher.py), named
   `tm-<commandId>-<n>`, and waits until Flink lists them; redone after a crash, it starts
-  only those never started.
+  only those never started. A launcher's cap (quota.py) holds back what would make more
+  TaskManagers run than it allows: REJECTED when none fits.
 - RELEASE_TASK_MANAGERS stops TaskManagers the launcher runs that hold no slot:
   `/taskmanagers` picks the idle candidates, and each is checked again on
   `/taskmanagers/:id` (`allocatedSlots`) just before its stop, so a TaskManager a job
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from services.actuator import quota
 from services.actuator.launcher import Launcher
 from services.contracts.flinkrest import (
     ERROR_BODY_LIMIT,
@@ -229,22 +231,29 @@ class FlinkBackend:
                 f"a command starts 1 to {MAX_TASKMANAGERS_PER_COMMAND}",
             )
         ids = [f"tm-{command['commandId']}-{n}" for n in range(count)]
-        fresh = [tm for tm in ids if not launcher.started_before(tm)]
+        before = [tm for tm in ids if launcher.started_before(tm)]
+        up, cap = launcher.running(), launcher.max_taskmanagers
+        running, others = len(up), len([tm for tm in up if tm not in ids])
+        fresh = [tm for tm in ids if tm not in before]
+        fresh = fresh[: quota.capped_count(len(fresh), running, cap)]
+        if not before and not fresh:
+            assert cap is not None, "only a cap leaves no room"
+            return Result("REJECTED", quota.no_room(self.name, count, running, cap))
         for tm in fresh:
             launcher.start(tm)
-        waited = self._await_registered(rest, launcher, ids)
-        details = (("taskManagers", ",".join(ids)), ("flink", self.name))
+        ours = [tm for tm in ids if tm in before or tm in fresh]
+        waited = self._await_registered(rest, launcher, ours)
+        capped = (("maxTaskManagers", str(cap)),) if cap is not None else ()
+        details = (("taskManagers", ",".join(ours)), ("flink", self.name), *capped)
         if waited is None:
             return Result(
                 "FAILED",
-                f"started {', '.join(ids)}, but Flink had not listed them all in "
+                f"started {', '.join(ours)}, but Flink had not listed them all in "
                 f"{self.register_timeout:.0f} s",
                 details,
             )
-        again = (
-            f"; {len(ids) - len(fresh)} started before a restart" if len(fresh) < len(ids) else ""
-        )
-        message = f"{count} TaskManager(s) with {per} slot(s) each, registered in {waited:.0f} s"
+        again = f"; {len(before)} started before a restart" if before else ""
+        message = quota.applied(count, len(ours), per=per, waited=waited, running=others, cap=cap)
         return Result("APPLIED", message + again, details)
 
     def _await_registered(

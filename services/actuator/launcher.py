@@ -5,7 +5,9 @@ ones to stop; a launcher does it, and remembers what a release chose, so that a 
 redone after a crash stops the same TaskManagers and no others. The local launcher runs
 them as processes of a local Flink cluster's directory (`.run/local/flink` of
 `scalefold local up --flink`, or the tests' cluster), with services/localstack's start
-code: they show up in `scalefold local status`, and `local down` stops them.
+code: they show up in `scalefold local status`, and `local down` stops them. Its
+`max_taskmanagers` caps how many of the directory's TaskManagers may run when the backend
+starts more (quota.py; those started by hand count too).
 """
 
 from __future__ import annotations
@@ -23,6 +25,11 @@ class Launcher(Protocol):
 
     @property
     def slots_per_taskmanager(self) -> int: ...
+
+    @property
+    def max_taskmanagers(self) -> int | None:
+        """The cap on running TaskManagers a provision fills up to (quota.py); None: none."""
+        ...
 
     def rest_url(self) -> str | None: ...
 
@@ -42,10 +49,11 @@ class Launcher(Protocol):
 class LocalLauncher:
     """TaskManagers as processes of the local Flink cluster in `directory`."""
 
-    def __init__(self, directory: Path, cache: Path) -> None:
+    def __init__(self, directory: Path, cache: Path, max_taskmanagers: int | None = None) -> None:
         from services.localstack.flink import FlinkCluster
 
         self.directory, self.cache = directory, cache
+        self.max_taskmanagers = max_taskmanagers  # every running TaskManager of it counts
         self._releases = directory / "releases"
         self._cluster = FlinkCluster(directory, Path())
 

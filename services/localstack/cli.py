@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import signal
 import subprocess
@@ -10,6 +11,10 @@ import sys
 from typing import TYPE_CHECKING
 
 from services.localstack.layout import RUN_ROOT, absolute_dir
+
+FLINK_MAX_TASKMANAGERS = 4
+"""`up --flink-max-taskmanagers`'s default, the actuator's too (services/actuator/quota.py:
+the local stack cannot import it, the actuator imports the local stack)."""
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -58,7 +63,21 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="also a real Flink 2.3 session cluster (adaptive scheduler; docs/flink.md)",
     )
     up.add_argument(
-        "--flink-taskmanagers", type=int, default=1, metavar="N", help="with --flink (1)"
+        "--flink-taskmanagers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="with --flink (1); started whatever --flink-max-taskmanagers says",
+    )
+    up.add_argument(
+        "--flink-max-taskmanagers",
+        type=_count,
+        default=FLINK_MAX_TASKMANAGERS,
+        metavar="N",
+        help="with --flink: the history's PROVISION commands start TaskManagers only while "
+        f"fewer than N run, and are REJECTED when none fits (default {FLINK_MAX_TASKMANAGERS}: "
+        "each is a 700 MB JVM on this machine). Those you start (--flink-taskmanagers, `flink "
+        "taskmanager add`) count, but are never refused",
     )
     up.add_argument("--run-dir", type=absolute_dir, default=str(RUN_ROOT / "local"))
     up.set_defaults(handler=_up)
@@ -221,7 +240,8 @@ def _start_services(
     scheduler_port, actuator_port = ports.free_ports(2)  # distinct, both free now
     # with --flink the actuator commands the local Flink, and the planner its jobs
     local_flink = f"{stack.LOCAL_FLINK}={(run_dir / 'flink').resolve()}"
-    on_actuator: tuple[str, ...] = ("--flink-local", local_flink) if args.flink else ()
+    cap = ("--flink-max-taskmanagers", f"{stack.LOCAL_FLINK}={args.flink_max_taskmanagers}")
+    on_actuator: tuple[str, ...] = ("--flink-local", local_flink, *cap) if args.flink else ()
     on_history: tuple[str, ...] = ("--command-flink", stack.LOCAL_FLINK) if args.flink else ()
     if args.secure:  # Flink's REST and the history's REST API over TLS, the stack's CA
         on_actuator += stack.flink_ca(broker.tls) if args.flink else ()
@@ -362,7 +382,28 @@ def _status(args: argparse.Namespace, context: Context) -> int:
             print(f"{'':<10}   {kind:<8} {url}")
     for line in flink:
         print(line)
+    if flink and (cap := _flink_cap(processes)):
+        print(f"{'':<10}   {'cap':<8} {cap}")
     return 0
+
+
+def _flink_cap(processes: list[ServiceProcess]) -> str | None:
+    """What `local status` says of the actuator's cap on the local Flink's TaskManagers."""
+    actuator = next((p for p in processes if p.name == "actuator"), None)
+    if actuator is None or "--flink-local" not in actuator.args:
+        return None
+    given = [v for k, v in itertools.pairwise(actuator.args) if k == "--flink-max-taskmanagers"]
+    cap = given[-1].rpartition("=")[2] if given else str(FLINK_MAX_TASKMANAGERS)
+    return (
+        f"the actuator starts TaskManagers while fewer than {cap} run "
+        "(local up --flink-max-taskmanagers N)"
+    )
+
+
+def _count(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 0")
+    return int(text)
 
 
 def _material(args: argparse.Namespace, context: Context) -> int:
