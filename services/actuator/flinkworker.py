@@ -19,7 +19,8 @@ from dataclasses import replace
 from typing import Any
 
 from services.actuator.cluster import Action, Outcome
-from services.actuator.flinkbackend import FlinkBackend
+from services.actuator.flinkbackend import FlinkBackend, flink_answer
+from services.contracts.flinkrest import FlinkRest, FlinkRestError
 
 log = logging.getLogger("scalefold.actuator.flink")
 
@@ -35,6 +36,11 @@ class FlinkWorker(threading.Thread):
         self.commands: queue.Queue[Mapping[str, Any]] = queue.Queue()
 
     def run(self) -> None:
+        answers, line = check(self.backend)
+        if answers:
+            log.info("%s", line)
+        else:
+            log.warning("%s; its commands fail until it answers and is trusted", line)
         while True:
             command = self.commands.get()
             result = self.backend.apply(command)
@@ -56,6 +62,27 @@ class FlinkWorker(threading.Thread):
                 backend=self.backend.label,
             )
             self.deliver(_published(outcome))
+
+
+def check(backend: FlinkBackend) -> tuple[bool, str]:
+    """Whether the cluster's REST endpoint answers (over https: with a certificate that
+    verifies against its CA), in one line. The worker says it when it starts, so that an
+    untrusted certificate shows before the first command's FAILED outcome does."""
+    url = backend.rest_url()
+    if url is None:
+        return False, f"Flink cluster {backend.name}: no REST URL yet (its JobManager not started)"
+    try:
+        ca = backend.ca()
+        # Any HTTP status: the endpoint answered, so the handshake verified.
+        FlinkRest(url, backend.timeout, ca).get_raw("/overview")
+    except FlinkRestError as error:
+        return False, f"Flink cluster {backend.name}: {flink_answer(error)}"
+    except Exception as error:  # a CA file that is missing or not PEM: said, not raised
+        return False, f"Flink cluster {backend.name}: {type(error).__name__}: {error}"
+    how = "plain HTTP"
+    if url.startswith("https:"):
+        how = f"TLS, certificate verified against {ca or 'the system CAs'}"
+    return True, f"Flink cluster {backend.name} answers at {url.rstrip('/')} ({how})"
 
 
 def _published(outcome: Outcome) -> Callable[[int], list[Action]]:

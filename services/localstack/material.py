@@ -8,7 +8,17 @@ holder, so that each container mounts only what it needs.
                       user's password: what `accounts` connects and provisions with
       broker/         ca.pem, broker.p12, broker.properties (the keystore's password, which
                       the broker reads through Kafka's FileConfigProvider)
-      <user>/         ca.pem and <user>.password, for scheduler, history, actuator and cli
+      <user>/         ca.pem and <user>.password, for scheduler, history, actuator, bridge
+                      and cli
+      flink/          ca.pem, flink-rest.p12 and its password, flink-rest-truststore.p12 (the
+                      CA, same password): the JobManager's REST endpoint over TLS
+                      (security.ssl.rest.*, deploy/docker/flink-run.sh)
+      history-api/    ca.pem, history-rest.pem and .key: the history's REST API over TLS
+                      (`history serve --rest-cert --rest-key`)
+      ca/             ca.pem alone, for what only verifies (the TaskManagers' health check)
+
+The HTTPS servers' certificates hold the same names as the broker's (`--hostname`), so
+the compose names (jobmanager, history-api) go there too.
 
 `make` runs before the broker starts and `accounts` once it answers; both are
 idempotent (a restarted stack keeps its certificates and passwords).
@@ -25,11 +35,23 @@ from typing import Any
 
 from services.contracts.topics import Topics
 from services.localstack.secure import ensure_passwords, password_file, provision
-from services.localstack.tls import BrokerTls, make_broker_tls, private_directory, write_secret
+from services.localstack.tls import (
+    FLINK_REST,
+    HISTORY_REST,
+    BrokerTls,
+    make_broker_tls,
+    make_truststore,
+    private_directory,
+    write_secret,
+)
 
 AUTHORITY = "authority"
 BROKER = "broker"
 BROKER_PROPERTIES = "broker.properties"
+FLINK = "flink"
+HISTORY_API = "history-api"
+CA_ONLY = "ca"
+FLINK_TRUSTSTORE = f"{FLINK_REST}-truststore.p12"
 KEYSTORE_PASSWORD_KEY = "ssl.keystore.password"
 
 
@@ -59,10 +81,31 @@ def make(root: Path, hostnames: Sequence[str], owner: tuple[int, int] | None = N
         _copy(tls.ca, directory)
         _copy(password_file(tls.directory, user), directory)
         written.append(user)
+    written += _https_servers(root, tls)
     if owner is not None:
         for name in written:
             _chown_tree(root / name, owner)
     return written
+
+
+def _https_servers(root: Path, tls: BrokerTls) -> list[str]:
+    """The JobManager's and the history API's directories: each server's own key only.
+    Material made before the servers had certificates has none (and no CA key to sign
+    one): those directories are left out, and the stack must start with fresh volumes."""
+    flink, history = tls.server(FLINK_REST), tls.server(HISTORY_REST)
+    if not (flink.exists() and history.exists()):
+        return []
+    directory = private_directory(root / FLINK)
+    for source in (tls.ca, flink.keystore, flink.password_file):
+        _copy(source, directory)
+    if not (directory / FLINK_TRUSTSTORE).exists():
+        # Flink's REST client side (its CLI, inside the container) trusts the CA.
+        make_truststore(tls.ca, directory / FLINK_TRUSTSTORE, flink.password_file)
+    directory = private_directory(root / HISTORY_API)
+    for source in (tls.ca, history.certificate, history.key):
+        _copy(source, directory)
+    _copy(tls.ca, private_directory(root / CA_ONLY))
+    return [FLINK, HISTORY_API, CA_ONLY]
 
 
 def admin_config(root: Path, bootstrap: str) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from services.actuator.flinkbackend import FlinkBackend
+from services.actuator.flinkworker import check
 from services.contracts.flinkrest import FlinkRest, FlinkTlsError, ca_arg, ca_for
 from services.contracts.settings import Secret
 from services.contracts.topics import Topics
@@ -154,6 +155,24 @@ def test_the_actuator_fails_a_command_on_an_untrusted_flink_with_the_reason(
     result = FlinkBackend("x", lambda: https, None, ca=lambda: other_ca).apply(command)
     assert result.status == "FAILED"
     assert "not trusted" in result.message and "certificate verify failed" in result.message
+
+
+def test_the_actuator_says_at_start_whether_flink_is_trusted(
+    https: str, material: BrokerTls, other_ca: Path, tmp_path: Path
+) -> None:
+    """Before any command: one line, the same reason a command's outcome would carry."""
+    trusted = check(FlinkBackend("x", lambda: https, None, ca=lambda: material.ca))
+    assert trusted == (
+        True,
+        f"Flink cluster x answers at {https} (TLS, certificate verified against {material.ca})",
+    )
+    answers, line = check(FlinkBackend("x", lambda: https, None, ca=lambda: other_ca))
+    assert not answers and "\n" not in line
+    assert line.startswith("Flink cluster x: Flink's REST endpoint was not trusted: ")
+    assert "certificate verify failed" in line
+    missing = tmp_path / "no-such-ca.pem"
+    answers, line = check(FlinkBackend("x", lambda: https, None, ca=lambda: missing))
+    assert not answers and line.startswith("Flink cluster x: FileNotFoundError")
 
 
 def test_the_bridge_exits_77_in_one_line_on_an_untrusted_flink(https: str, other_ca: Path) -> None:
