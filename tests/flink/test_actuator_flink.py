@@ -4,8 +4,9 @@ Commands for `t.<Flink job id>` go to the Flink cluster `t` (`--flink-local t=DI
 release on a job whose TaskManagers are all busy stops none; a provision starts real
 TaskManager processes that register; SET_PARALLELISM PUTs the requirements the
 Kubernetes Operator's way; RAISE_COOLDOWN is refused with the reason; each command gets
-exactly one outcome, also across a kill -9 of the actuator. Flink refusing, not answering
-in time or unreachable gives one FAILED outcome with what Flink said.
+exactly one outcome, also across a kill -9 of the actuator; a provision starts no more
+TaskManagers than the cap lets run. Flink refusing, not answering in time or unreachable
+gives one FAILED outcome with what Flink said.
 """
 
 from __future__ import annotations
@@ -201,11 +202,12 @@ def test_flink_refusing_not_answering_or_unreachable_is_one_failed_outcome_each(
     assert no_url.status == "FAILED"
 
 
-def test_a_provision_redone_after_a_crash_starts_only_what_it_had_not(
+def test_a_provision_redone_after_a_crash_starts_only_what_it_had_not_and_none_over_the_cap(
     flink: FlinkTestCluster,
 ) -> None:
-    """The TaskManagers a command started before a crash are not started twice."""
-    launcher = LocalLauncher(flink.cluster.directory, cache_dir({}))
+    """The TaskManagers a command started before a crash are not started twice; with a
+    cap of 3 running, a provision of 3 more starts 1, and the next one is REJECTED."""
+    launcher = LocalLauncher(flink.cluster.directory, cache_dir({}), max_taskmanagers=3)
     launcher.start("tm-provision-9-0")  # as if the actuator died after starting the first
     jid = flink.submit("--parallelism", "1")
     backend = FlinkBackend("t", lambda: flink.url, launcher)
@@ -213,3 +215,15 @@ def test_a_provision_redone_after_a_crash_starts_only_what_it_had_not(
     assert result.status == "APPLIED", result
     assert "1 started before a restart" in result.message
     assert sorted(flink.running_taskmanagers()) == ["tm-provision-9-0", "tm-provision-9-1"]
+
+    capped = backend.apply(command("provision-10", f"t.{jid}", "PROVISION_TASK_MANAGERS", 3))
+    assert capped.status == "APPLIED", capped
+    assert capped.message.startswith("started 1 of 3 TaskManager(s) asked"), capped
+    assert "cap 3 (--flink-max-taskmanagers), 2 ran before" in capped.message
+    assert dict(capped.details)["taskManagers"] == "tm-provision-10-0"
+    assert "tm-provision-10-0" in flink.registered()
+    full = backend.apply(command("provision-11", f"t.{jid}", "PROVISION_TASK_MANAGERS", 1))
+    assert full.status == "REJECTED", full
+    assert "3 run on Flink cluster t, its cap is 3" in full.message
+    assert "--flink-max-taskmanagers t=3" in full.message
+    assert len(flink.running_taskmanagers()) == 3
