@@ -43,10 +43,12 @@ cleanup() {
                 down -v --remove-orphans --timeout 10 >/dev/null 2>&1 || true
         done
         # The secured and the Flink stacks' services and volumes are named in their
-        # override files only.
-        for override in secure flink; do
-            timeout 300 docker compose -f docker-compose.yml -f "deploy/docker/$override.yml" \
-                -p "$SCALEFOLD_COMPOSE_PROJECT-$override" \
+        # override files only (the secured stack's test runs the secured Flink too).
+        for override in secure:flink:secure-flink flink; do
+            files=()
+            for file in ${override//:/ }; do files+=(-f "deploy/docker/$file.yml"); done
+            timeout 300 docker compose -f docker-compose.yml "${files[@]}" \
+                -p "$SCALEFOLD_COMPOSE_PROJECT-${override%%:*}" \
                 down -v --remove-orphans --timeout 10 >/dev/null 2>&1 || true
         done
     fi

@@ -4,9 +4,39 @@
 # (deploy/docker/flink-conf.py). Flink logs to the console: `docker compose logs jobmanager`.
 #   flink-run.sh jobmanager|taskmanager [-D key=value ...]
 # FLINK_TASK_SLOTS sets a TaskManager's slots (the configuration's default: 1).
+# FLINK_REST_TLS_DIR (the secured stack, deploy/docker/secure-flink.yml): a directory of
+# `scalefold local material` (flink-rest.p12, its password, flink-rest-truststore.p12);
+# the JobManager's REST endpoint then serves TLS (security.ssl.rest.*). The password goes
+# into a private copy of conf/ (mode 0600), never onto a command line: Flink logs its
+# configuration with the values of keys holding "password" masked, and its arguments
+# whole.
 set -eu
 FLINK_HOME=/opt/flink
 CONF="$FLINK_HOME/conf"
+# As services/localstack/flinkconf.py's tls_entries: TLS 1.2 with ECDHE-ECDSA-AES-GCM
+# suites (the keys are EC P-256; Flink's default suite needs RSA and SHA-1).
+rest_tls_conf() {
+    tls="$1"
+    password="$(cat "$tls/flink-rest.password")"
+    private="$(mktemp -d)"
+    cp "$CONF"/* "$private"/
+    chmod 600 "$private/config.yaml"
+    rest=security.ssl.rest
+    {
+        echo "security.ssl.protocol: TLSv1.2"
+        echo "security.ssl.algorithms: TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"
+        echo "$rest.enabled: true"
+        echo "$rest.keystore: $tls/flink-rest.p12"
+        echo "$rest.keystore-password: \"$password\""
+        echo "$rest.key-password: \"$password\""
+        echo "$rest.truststore: $tls/flink-rest-truststore.p12"
+        echo "$rest.truststore-password: \"$password\""
+    } >>"$private/config.yaml"
+    CONF="$private"
+}
+if [ -n "${FLINK_REST_TLS_DIR:-}" ]; then
+    rest_tls_conf "$FLINK_REST_TLS_DIR"
+fi
 role="${1:-}"
 [ $# -gt 0 ] && shift
 case "$role" in

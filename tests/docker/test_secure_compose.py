@@ -1,9 +1,14 @@
 """The stack on a secured broker (deploy/docker/secure.yml): SASL_SSL, a SCRAM user per
-service and one for the CLI, ACLs with allow.everyone.if.no.acl.found=false.
+service and one for the CLI, ACLs with allow.everyone.if.no.acl.found=false; with the real
+Flink cluster secured too (deploy/docker/flink.yml and secure-flink.yml): the JobManager's
+REST endpoint and the history's REST API serve TLS with the stack's own CA.
 
-One stack for the module; the CLI runs where a user of the compose stack runs it,
-`docker compose exec history scalefold ...` (as the `cli` user). The closed loop runs end
-to end, and then no password is in any container's log, environment or written file.
+One stack for the module (Flink rides on it rather than a stack of its own: CI time); the
+CLI runs where a user of the compose stack runs it, `docker compose exec history scalefold
+...` (as the `cli` user). The embedded closed loop runs end to end, then the loop on the
+real Flink over TLS (the bridge and the actuator verifying the JobManager's certificate),
+and then no password and no private key is in any container's log, environment or
+written file.
 """
 
 from __future__ import annotations
@@ -17,10 +22,27 @@ from typing import Any
 
 import pytest
 
+from services.contracts import Codec, Settings
+from services.contracts import records as r
+from services.contracts.flinkrest import FlinkNotFoundError, FlinkRest
 from tests.docker.conftest import project_name, stack_env, started
-from tests.docker.stack import COMPOSE_FILE, SCALEFOLD, SECURE, Stack, first_provision, poll
+from tests.docker.stack import (
+    COMPOSE_FILE,
+    ROOT,
+    SCALEFOLD,
+    SECURE,
+    Stack,
+    first_provision,
+    poll,
+)
+from tests.kafka_support import produce
 
-USERS = ("scheduler", "history", "actuator", "cli")
+FLINK_FILE = ROOT / "deploy" / "docker" / "flink.yml"
+SECURE_FLINK = ROOT / "deploy" / "docker" / "secure-flink.yml"
+USERS = ("scheduler", "history", "actuator", "bridge", "cli")
+KEYS = ("flink-rest", "history-rest")
+"""The HTTPS servers' private keys (PEM, in the authority's volume), never to be logged."""
+NO_HEALTH_CHECK = {"bridge"}
 ONE_SHOTS = {"secure-material", "secure-accounts", "topics"}
 # Where the containers write: the broker's data, Faust's data (none while its tables are in
 # memory), the tables, checkpoints and Spark's own files, the executors' logs.
@@ -35,10 +57,13 @@ MUST_HAVE_WRITTEN = ("kafka:/var/lib/kafka/data", "history:/data", "spark-worker
 
 @pytest.fixture(scope="module")
 def secure() -> Iterator[Stack]:
+    # One TaskManager of 4 slots: the sample job at parallelism 2 runs at 2 at once, so a
+    # command lowering it to 1 is a rescale Flink records (no --scale step needed).
+    env = stack_env(FLINK_REST_PORT="", FLINK_TASK_SLOTS="4", BRIDGE_POLL_INTERVAL="1")
     stack = Stack(
         project_name("-secure"),
-        stack_env(),
-        files=(COMPOSE_FILE, SECURE),
+        env,
+        files=(COMPOSE_FILE, SECURE, FLINK_FILE, SECURE_FLINK),
         cli_service="history",
     )
     with started(stack) as running:
@@ -47,12 +72,17 @@ def secure() -> Iterator[Stack]:
 
 @pytest.fixture(scope="module")
 def passwords(secure: Stack, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """Every password of the stack (the users' and the broker keystore's), from the
-    material's own volume (copied out of the exited one-shot container)."""
+    """Every secret of the stack, from the material's own volume (copied out of the exited
+    one-shot container): the users' passwords, the broker's and Flink's keystore passwords,
+    and the HTTPS servers' private keys (their longest line of base64)."""
     into = tmp_path_factory.mktemp("authority")
     secure.run("cp", "secure-material:/run/scalefold/authority/.", str(into))
     found = {user: (into / f"{user}.password").read_text().strip() for user in USERS}
     found["broker keystore"] = (into / "broker.password").read_text().strip()
+    found["Flink's keystore"] = (into / "flink-rest.password").read_text().strip()
+    for server in KEYS:
+        body = (into / f"{server}.key").read_text().splitlines()[1:-1]
+        found[f"{server}'s private key"] = max(body, key=len)
     assert all(len(value) >= 20 for value in found.values())
     return found
 
@@ -79,10 +109,17 @@ def test_every_service_is_healthy_secured_and_only_on_loopback(
         "spark-master",
         "spark-worker",
         "history",
+        "history-api",
+        "jobmanager",
+        "taskmanager",
+        "bridge",
     }
     for row in rows:
         if row["Service"] in ONE_SHOTS:
             assert (row["State"], row["ExitCode"]) == ("exited", 0), row["Name"]
+            continue
+        if row["Service"] in NO_HEALTH_CHECK:
+            assert row["State"] == "running", f"{row['Name']}: {row['Status']}"
             continue
         assert row["Health"] == "healthy", f"{row['Name']}: {row['Status']}"
         for publisher in row.get("Publishers") or []:
@@ -144,7 +181,9 @@ def test_closed_loop_on_sasl_ssl_with_acls(secure: Stack) -> None:
             if r["terminalState"] == "COMPLETED" and r["vertices"][0]["postRescaleParallelism"] == 4
         ]
 
-    rescaled = scaled_up(poll(lambda: secure.records("rescales", job), scaled_up, timeout=300))
+    rescaled = scaled_up(
+        poll(lambda: secure.records("rescales", job), lambda rs: bool(scaled_up(rs)), timeout=300)
+    )
     assert rescaled, "the job never rescaled to its desired parallelism"
     outcomes = poll(
         lambda: [
@@ -166,6 +205,145 @@ def test_closed_loop_on_sasl_ssl_with_acls(secure: Stack) -> None:
     )
     rows = poll(lambda: secure.sql(query), bool, timeout=600, pause=5)
     assert [r["rescale_uuid"] for r in rows] == [uuid]
+
+
+def curl(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["curl", "--silent", "--show-error", "--fail", "--max-time", "10", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_flink_rest_and_the_history_api_serve_tls_of_the_stack_ca(
+    secure: Stack, tmp_path: Path
+) -> None:
+    """From the host, on the published loopback ports: each answers with the stack's CA,
+    and neither a client without it nor plain HTTP gets an answer."""
+    ca = tmp_path / "ca.pem"
+    secure.run("cp", "history:/run/scalefold/cli/ca.pem", str(ca))
+    for service, port, path, key in (
+        ("jobmanager", 8081, "/overview", "taskmanagers"),
+        ("history-api", 8082, "/jobs", "jobs"),
+    ):
+        address = f"127.0.0.1:{secure.port(service, port)}{path}"
+        verified = curl("--cacert", str(ca), f"https://{address}")
+        assert verified.returncode == 0, f"{service}: {verified.stderr}"
+        assert key in json.loads(verified.stdout)
+        untrusted = curl(f"https://{address}")  # the system's CAs only
+        assert untrusted.returncode == 60, f"{service}: {untrusted.returncode} {untrusted.stderr}"
+        # Plain HTTP: the history API hangs up; Flink's REST endpoint answers only with a
+        # redirect to https (its RedirectingSslHandler), never with the answer.
+        plain = curl("--write-out", "\n%{http_code} %{redirect_url}", f"http://{address}")
+        assert key not in plain.stdout, f"{service} answers plain HTTP: {plain.stdout}"
+        if service == "history-api":
+            assert plain.returncode != 0, plain.stdout
+        else:
+            code, _, location = plain.stdout.strip().rpartition("\n")[2].partition(" ")
+            assert code.startswith("3") and location.startswith("https://"), plain.stdout
+    # The actuator checked the JobManager's certificate when it started, before any command.
+    said = secure.run("logs", "--no-color", "actuator")
+    assert (
+        "Flink cluster flink answers at https://jobmanager:8081 (TLS, certificate verified "
+        "against /run/scalefold/actuator/ca.pem)"
+    ) in said
+
+
+def test_closed_loop_on_the_secured_flink(
+    secure: Stack, passwords: dict[str, str], codec: Codec, tmp_path: Path
+) -> None:
+    """The sample job submitted over TLS; a SET_PARALLELISM command (as the history user,
+    the one who may write commands) applied by the actuator through the JobManager's TLS
+    endpoint; the rescale read by the bridge over TLS into flink_rescales, served by the
+    history's REST API over TLS with the JobManager's JSON."""
+    ca = tmp_path / "ca.pem"
+    secure.run("cp", "history:/run/scalefold/cli/ca.pem", str(ca))
+    flink = FlinkRest(f"https://127.0.0.1:{secure.port('jobmanager', 8081)}", 10.0, ca)
+    api = FlinkRest(f"https://127.0.0.1:{secure.port('history-api', 8082)}", 10.0, ca)
+    sample = ("--parallelism", "2", "--max-parallelism", "4", "--name", "secure-loop")
+    submitted = subprocess.run(
+        [SCALEFOLD, "flink", "submit", "--rest", flink.base_url, "--ca", str(ca), *sample],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert submitted.returncode == 0, submitted.stderr
+    jid = submitted.stdout.split()[-1]
+    assert running_at(flink, jid) == {"Source": 1, "Bucket": 2, "Sum": 2}
+
+    command: dict[str, Any] = {
+        "commandId": f"secure-parallelism-{jid[:8]}",
+        "jobId": f"flink.{jid}",
+        "action": "SET_PARALLELISM",
+        "amount": 1,
+        "reason": "tests/docker/test_secure_compose.py",
+        "evidence": [],
+        "issuedAtMillis": 1,
+    }
+    (tmp_path / "history.password").write_text(passwords["history"])
+    settings = Settings.from_env(
+        {
+            "SCALEFOLD_BOOTSTRAP_SERVERS": secure.bootstrap,
+            "SCALEFOLD_SECURITY_PROTOCOL": "SASL_SSL",
+            "SCALEFOLD_SASL_MECHANISM": "SCRAM-SHA-512",
+            "SCALEFOLD_SASL_USERNAME": "history",
+            "SCALEFOLD_SASL_PASSWORD_FILE": str(tmp_path / "history.password"),
+            "SCALEFOLD_SSL_CA_LOCATION": str(ca),
+        }
+    )
+    encoded = codec.encode(r.SCALING_COMMAND, command)
+    produce(settings, settings.topics.commands, [(f"flink.{jid}".encode(), encoded)])
+    outcomes = poll(
+        lambda: [
+            o
+            for o in secure.records("command-outcomes", "flink.")
+            if o["commandId"] == command["commandId"]
+        ],
+        bool,
+        timeout=300,
+    )
+    assert [(o["status"], o["backend"]) for o in outcomes] == [("APPLIED", "flink:flink")]
+    requirements = flink.requirements(jid)
+    assert {v["parallelism"]["upperBound"] for v in requirements.values()} == {1}
+    assert running_at(flink, jid, until=1) == {"Source": 1, "Bucket": 1, "Sum": 1}
+
+    def lowered() -> dict[str, Any] | None:
+        try:
+            rows = api.get_json(f"/jobs/{jid}/rescales/history?limit=1000")
+        except FlinkNotFoundError:
+            return None  # not in the tables yet
+        for row in rows:
+            if (row["triggerCause"], row["terminalState"]) == ("UPDATE_REQUIREMENT", "COMPLETED"):
+                return dict(api.get_json(f"/jobs/{jid}/rescales/details/{row['rescaleUuid']}"))
+        return None
+
+    found = poll(lowered, bool, timeout=600, pause=3)
+    assert found, f"no COMPLETED UPDATE_REQUIREMENT rescale of {jid} in flink_rescales"
+    recorded = flink.rescale_details(jid, found["rescaleUuid"])
+    assert (recorded["triggerCause"], recorded["terminalState"]) == (
+        "UPDATE_REQUIREMENT",
+        "COMPLETED",
+    )
+    after = {v["jobVertexName"].split(" ")[0].rstrip(":"): v["postRescaleParallelism"]
+             for v in found["vertices"].values()}  # fmt: skip
+    assert after == {"Source": 1, "Bucket": 1, "Sum": 1}
+
+
+def running_at(flink: FlinkRest, jid: str, until: int = 2) -> dict[str, int]:
+    """Each vertex's parallelism (by its name's first word) once Bucket shows `until`
+    and every subtask runs."""
+
+    def look() -> dict[str, int]:
+        job = flink.job(jid)
+        counts = job.get("status-counts") or {}
+        if job["state"] != "RUNNING" or counts.get("RUNNING", 0) != sum(counts.values()):
+            return {}
+        return {v["name"].split(" ")[0].rstrip(":"): v["parallelism"] for v in job["vertices"]}
+
+    return poll(look, lambda shown: shown.get("Bucket") == until, timeout=300)
 
 
 def test_no_password_in_any_log_environment_or_written_file(
@@ -193,7 +371,7 @@ def test_no_password_in_any_log_environment_or_written_file(
                 places[f"{service}:{path}/{file.relative_to(into)}"] = file.read_bytes()
     assert len(places) > 20
     leaks = [
-        f"{owner}'s password in {where}"
+        f"{owner} (password or key) in {where}"
         for owner, password in passwords.items()
         for where, content in places.items()
         if password.encode() in content
