@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from services.localstack.layout import RUN_ROOT, absolute_dir
 
-FLINK_MAX_TASKMANAGERS = 4
+FLINK_MAX_TASKMANAGERS = 5
 """`up --flink-max-taskmanagers`'s default, the actuator's too (services/actuator/quota.py:
 the local stack cannot import it, the actuator imports the local stack)."""
 

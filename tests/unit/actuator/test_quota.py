@@ -55,4 +55,4 @@ def test_the_cap_is_per_cluster_then_for_every_cluster_then_the_default() -> Non
 
 def test_local_up_and_the_actuator_share_one_default() -> None:
     """The local stack cannot import the actuator's constant (the actuator imports it)."""
-    assert localcli.FLINK_MAX_TASKMANAGERS == quota.DEFAULT_LOCAL_MAX == 4
+    assert localcli.FLINK_MAX_TASKMANAGERS == quota.DEFAULT_LOCAL_MAX == 5
