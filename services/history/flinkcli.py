@@ -54,11 +54,17 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     compare.add_argument(
         "--format", choices=["text", "json"], default="text", help="text tables or one JSON object"
     )
-    compare.add_argument(
+    where = compare.add_mutually_exclusive_group()
+    where.add_argument(
         "--data-dir",
         type=Path,
         default=DEFAULT_DATA_DIR,
         help=f"the history's tables (default: {DEFAULT_DATA_DIR})",
+    )
+    where.add_argument(
+        "--run-dir",
+        type=Path,
+        help="a local stack (as the other `flink` verbs take it): its RUN_DIR/history",
     )
     compare.add_argument("--master", help="Spark master URL when no history service runs")
     compare.set_defaults(handler=compare_command)
@@ -68,6 +74,8 @@ def compare_command(args: argparse.Namespace, context: Context) -> int:
     from pyspark.errors import PySparkException
     from pyspark.sql import functions as F
 
+    if args.run_dir:  # the local stack's history, for every reader below
+        args.data_dir = Path(args.run_dir) / "history"
     data_dir = Path(args.data_dir)
     try:
         paired = _conformance(args, context, data_dir)

@@ -104,11 +104,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
     material = verbs.add_parser(
         "material",
-        help="the secured broker's CA, certificate and users' passwords for containers",
+        help="the secured stack's CA, certificates and users' passwords for containers",
         description="Write what `up --secure` makes (a CA, the broker's certificate, one "
         "SCRAM password per service and the CLI) into ROOT, one directory per holder "
-        "(authority, broker, scheduler, history, actuator, cli), for docker compose's "
-        "secured stack (deploy/docker/secure.yml, docs/security.md). Keeps what exists.",
+        "(authority, broker, one per user), and the HTTPS servers' material: flink (the "
+        "JobManager's REST keystore and a truststore of the CA), history-api (the rescale "
+        "REST API's PEM certificate and key) and ca (the CA alone, for clients), for docker "
+        "compose's secured stack (deploy/docker/secure.yml, secure-flink.yml; "
+        "docs/security.md). Keeps what exists.",
     )
     material.add_argument("root", metavar="ROOT")
     material.add_argument(

@@ -39,7 +39,11 @@ def register(verbs: Verbs) -> None:
 
     taskmanager = verbs.add_parser("taskmanager", help="add or stop local TaskManagers")
     actions = taskmanager.add_subparsers(title="actions", metavar="ACTION", required=True)
-    add = _verb(actions, "add", "start TaskManagers and wait until they registered")
+    add = _verb(
+        actions,
+        "add",
+        "start TaskManagers and wait until they registered (never refused: the cap of `local up --flink-max-taskmanagers` limits only what the actuator starts, though these count toward it)",
+    )
     add.add_argument("--count", type=int, default=1)
     add.set_defaults(handler=_add_taskmanagers)
     stop = _verb(actions, "stop", "stop a TaskManager (the newest running one by default)")
