@@ -7,7 +7,7 @@ REJECTED outcome (nothing here can start a TaskManager there).
 `.run/local/flink`): the REST URL read from DIR/rest.url at each command, and
 TaskManagers started and stopped as its processes (launcher.LocalLauncher).
 `--flink-max-taskmanagers [NAME=]N`: a PROVISION on local cluster NAME (without NAME:
-every local one) starts TaskManagers only while fewer than N run (quota.py; default 4).
+every local one) starts TaskManagers only while fewer than N run (quota.py; default 5).
 `--flink-ca [NAME=]FILE`: the PEM CA an https cluster's certificate must verify against
 (a local cluster's own `rest-ca.pem` when none is named); else the system's CAs.
 """
