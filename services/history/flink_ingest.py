@@ -21,14 +21,14 @@ one topic never holds up the other.
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from services.history.decode import RescaleSchemas, dead_letters, decode, valid
 from services.history.flink_tables import KEYS, LATEST_TABLE, RAW_TABLE, flink_rescales
 from services.history.letters import DeadLetterWriter
-from services.history.upsert import Upkeep, append, merge_latest, query_id
+from services.history.upsert import Upkeep, append, merge_latest, query_id, side_by_side
 from services.history.views import Layout
 
 if TYPE_CHECKING:
@@ -67,18 +67,11 @@ class FlinkTablesWriter:
         # (txnAppId, batch id), dead letters are at-least-once.
         merge_latest(batch.sparkSession, rows, self._layout.table(LATEST_TABLE), KEYS)
         app_id = f"history-{RAW_TABLE}-{self._query_id}"
-        # inheritable: the writes keep the batch's job group, so stopping the query
-        # cancels them as it cancels the batch's own jobs.
-        from pyspark.util import inheritable_thread_target
-
-        inherit = inheritable_thread_target(batch.sparkSession)
-        with ThreadPoolExecutor(2, thread_name_prefix="history-flink-write") as pool:
-            writes = [
-                pool.submit(inherit(append), rows, self._layout.table(RAW_TABLE), app_id, batch_id),
-                pool.submit(inherit(self._letters), dead_letters(batch, self._schemas), batch_id),
-            ]
-            for write in writes:
-                write.result()  # the first failure fails the batch: Spark runs it again
+        writes: list[Callable[[], object]] = [
+            partial(append, rows, self._layout.table(RAW_TABLE), app_id, batch_id),
+            partial(self._letters, dead_letters(batch, self._schemas), batch_id),
+        ]
+        side_by_side(batch.sparkSession, writes, "history-flink-write")
         if self._upkeep is not None:  # MERGE and OPTIMIZE of one table, one after the other
             self._upkeep.run_due([self._layout.table(LATEST_TABLE)])
 

@@ -32,7 +32,7 @@ import json
 import logging
 import os
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -40,7 +40,7 @@ from services.history.decode import RescaleSchemas, dead_letters, valid
 from services.history.letters import DeadLetterWriter
 from services.history.sinklog import is_delta
 from services.history.tables import LATEST_TABLE, TABLES
-from services.history.upsert import Upkeep, append, merge_latest, query_id
+from services.history.upsert import Upkeep, append, merge_latest, query_id, side_by_side
 from services.history.views import Layout
 
 if TYPE_CHECKING:
@@ -79,9 +79,8 @@ class TablesWriter:
         batch = batch.localCheckpoint()  # decoded once, for every write below
         accepted = valid(batch)
         # `rescales` and `rescales_latest` first: what summary, timeline and the REST API
-        # read. The other tables after them, side by side: each write is mostly the
-        # driver's Delta commit (log, listing, one small file), so on two cores the
-        # batch ends seconds sooner and the next rescale waits less for its turn
+        # read. The other tables after them, side by side (upsert.side_by_side), so the
+        # batch ends sooner and the next rescale waits less for its turn
         # (bench/reading_bench.py). Each append stays idempotent by its own txnAppId.
         rows = self._append(accepted, "rescales", batch_id)
         if self._resume.get(LATEST_TABLE) != self._resume.get("rescales"):
@@ -89,16 +88,11 @@ class TablesWriter:
         merge_latest(batch.sparkSession, rows, self._layout.table(LATEST_TABLE))
         letters = dead_letters(self._unseen(batch, DEAD_LETTERS), self._schemas)
         others = [t for t in TABLES if t != "rescales"]
-        # inheritable: the writes keep the batch's job group, so stopping the query
-        # cancels them as it cancels the batch's own jobs.
-        from pyspark.util import inheritable_thread_target
-
-        inherit = inheritable_thread_target(batch.sparkSession)
-        with ThreadPoolExecutor(len(others) + 1, thread_name_prefix="history-write") as pool:
-            writes = [pool.submit(inherit(self._append), accepted, t, batch_id) for t in others]
-            writes.append(pool.submit(inherit(self._letters), letters, batch_id))
-            for write in writes:
-                write.result()  # the first failure fails the batch: Spark runs it again
+        writes: list[Callable[[], object]] = [
+            partial(self._append, accepted, table, batch_id) for table in others
+        ]
+        writes.append(partial(self._letters, letters, batch_id))
+        side_by_side(batch.sparkSession, writes, "history-write")
         if self._upkeep is not None:  # MERGE and OPTIMIZE of one table, one after the other
             self._upkeep.run_due([self._layout.table(LATEST_TABLE)])
 
