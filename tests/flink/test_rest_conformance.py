@@ -146,7 +146,11 @@ def test_every_endpoint_answers_as_the_jobmanager_does(
         mine, theirs = normalised(path.split("/")[0], answer, flinks)
         assert mine == theirs, path
         if path.startswith("details/"):  # a rescale with something to compare
-            assert theirs["vertices"] and theirs["slots"] and theirs["schedulerStates"], path
+            assert theirs["vertices"] and theirs["slots"], path
+            # Flink ends a rescale that found no change (Idling entered in Executing) before
+            # it adds the Executing span: that record alone has no span (core/history.py)
+            unchanged = theirs["terminatedReason"] == "NO_RESOURCES_OR_PARALLELISMS_CHANGE"
+            assert bool(theirs["schedulerStates"]) != unchanged, path
     # without ?source, a Flink job id is answered from Flink's records (docs/rest-api.md)
     assert get(f"{rest}{ours}/history") == (200, shown)
     # nothing rescaled meanwhile: the answers compared are of the same history
