@@ -272,3 +272,68 @@ def first_provision(stack: Stack, job: str, desired: int) -> dict[str, Any]:
     assert read, command
     assert command["amount"] in {desired - r["availableSlots"] for r in read}, (command, read)
     return command
+
+
+QUICK_WAITS = {
+    "jobmanager.adaptive-scheduler.submission.resource-stabilization-timeout": "1 s",
+    "jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling": "3 s",
+    "jobmanager.adaptive-scheduler.executing.resource-stabilization-timeout": "2 s",
+}
+"""A closed-loop test job's adaptive-scheduler waits (Flink's keys), short enough for a test."""
+
+
+def submit_short_job(stack: Stack, job: str, parallelism: int) -> None:
+    """`scalefold produce job-submitted`: one vertex at `parallelism`, with `QUICK_WAITS`."""
+    vertices = [
+        {
+            "id": "source",
+            "name": "Source",
+            "slotSharingGroupId": "default",
+            "parallelism": parallelism,
+        }
+    ]
+    stack.scalefold(
+        "produce",
+        "job-submitted",
+        *("--job-id", job, "--job-name", job),
+        *("--vertices", json.dumps(vertices), "--configuration", json.dumps(QUICK_WAITS)),
+    )
+
+
+def outcomes_of(
+    stack: Stack, command_id: str, job_prefix: str = "", timeout: float = 120
+) -> list[dict[str, Any]]:
+    """The outcomes on command-outcomes of the command, once there is one."""
+    return poll(
+        lambda: [
+            o for o in stack.records("command-outcomes", job_prefix) if o["commandId"] == command_id
+        ],
+        bool,
+        timeout=timeout,
+    )
+
+
+def set_parallelism(command_id: str, job_id: str, amount: int, reason: str) -> dict[str, Any]:
+    """A SET_PARALLELISM command of `amount` for the job, with no evidence."""
+    return {
+        "commandId": command_id,
+        "jobId": job_id,
+        "action": "SET_PARALLELISM",
+        "amount": amount,
+        "reason": reason,
+        "evidence": [],
+        "issuedAtMillis": 1,
+    }
+
+
+def flink_submit(rest: str, *args: str) -> str:
+    """`scalefold flink submit --rest REST ARGS...` from the host: the sample job's id."""
+    submitted = subprocess.run(
+        [SCALEFOLD, "flink", "submit", "--rest", rest, *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert submitted.returncode == 0, submitted.stderr
+    return submitted.stdout.split()[-1]

@@ -20,10 +20,12 @@ from tests.docker.stack import (
     Stack,
     engine_volumes,
     first_provision,
+    outcomes_of,
     poll,
     replayed,
     revisions,
     split,
+    submit_short_job,
     workload,
 )
 
@@ -229,26 +231,7 @@ def test_history_sql_is_computed_on_the_spark_cluster(stack: Stack, tmp_path: Pa
 
 def test_closed_loop_provisions_a_job_below_its_desired_parallelism(stack: Stack) -> None:
     job = "loop-1"
-    quick = {
-        "jobmanager.adaptive-scheduler.submission.resource-stabilization-timeout": "1 s",
-        "jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling": "3 s",
-        "jobmanager.adaptive-scheduler.executing.resource-stabilization-timeout": "2 s",
-    }
-    vertices = [
-        {"id": "source", "name": "Source", "slotSharingGroupId": "default", "parallelism": 4}
-    ]
-    stack.scalefold(
-        "produce",
-        "job-submitted",
-        "--job-id",
-        job,
-        "--job-name",
-        job,
-        "--vertices",
-        json.dumps(vertices),
-        "--configuration",
-        json.dumps(quick),
-    )
+    submit_short_job(stack, job, parallelism=4)
     port = str(stack.port("actuator", 6067))
     stack.scalefold("cluster", "--port", port, "add-taskmanagers", "--job", job, "--count", "1")
     command = first_provision(stack, job, desired=4)
@@ -260,16 +243,7 @@ def test_closed_loop_provisions_a_job_below_its_desired_parallelism(stack: Stack
         )
 
     assert scaled_up(poll(lambda: stack.records("rescales", job), scaled_up, timeout=300))
-    outcomes = poll(
-        lambda: [
-            o
-            for o in stack.records("command-outcomes", "")
-            if o["commandId"] == command["commandId"]
-        ],
-        bool,
-        timeout=120,
-    )
-    assert [o["status"] for o in outcomes] == ["APPLIED"]
+    assert [o["status"] for o in outcomes_of(stack, command["commandId"])] == ["APPLIED"]
 
 
 def test_sigkill_of_scheduler_history_or_worker_mid_stream_loses_and_repeats_nothing(

@@ -15,7 +15,6 @@ which serves that table with the JobManager's JSON), and the command's outcome i
 from __future__ import annotations
 
 import json
-import subprocess
 import urllib.error
 from collections.abc import Iterator
 from typing import Any
@@ -25,7 +24,15 @@ import pytest
 from services.contracts import Codec, Settings
 from services.contracts import records as r
 from tests.docker.conftest import project_name, stack_env, started
-from tests.docker.stack import COMPOSE_FILE, ROOT, SCALEFOLD, Stack, poll
+from tests.docker.stack import (
+    COMPOSE_FILE,
+    ROOT,
+    Stack,
+    flink_submit,
+    outcomes_of,
+    poll,
+    set_parallelism,
+)
 from tests.kafka_support import produce
 
 FLINK_FILE = ROOT / "deploy" / "docker" / "flink.yml"
@@ -128,15 +135,7 @@ def test_closed_loop_on_the_real_flink_cluster(flink_stack: Stack, codec: Codec)
     stack = flink_stack
     rest = f"http://127.0.0.1:{stack.port('jobmanager', 8081)}"
     sample = ("--parallelism", "2", "--max-parallelism", "4", "--name", "compose-loop")
-    submitted = subprocess.run(
-        [SCALEFOLD, "flink", "submit", "--rest", rest, *sample],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert submitted.returncode == 0, submitted.stderr
-    jid = submitted.stdout.split()[-1]
+    jid = flink_submit(rest, *sample)
     # One TaskManager of 2 slots: Bucket and Sum (two slot-sharing groups) get one each.
     running_at(stack, jid, 1)
     flink_rescales(stack, jid, "INITIAL_SCHEDULE")
@@ -149,27 +148,16 @@ def test_closed_loop_on_the_real_flink_cluster(flink_stack: Stack, codec: Codec)
     assert post_parallelism(scaled) == {"Source": 1, "Bucket": 2, "Sum": 2}
 
     # A command: every vertex to parallelism 1, through the actuator's Flink backend.
-    command: dict[str, Any] = {
-        "commandId": f"compose-parallelism-{jid[:8]}",
-        "jobId": f"{CLUSTER}.{jid}",
-        "action": "SET_PARALLELISM",
-        "amount": 1,
-        "reason": "tests/docker/test_flink_compose.py",
-        "evidence": [],
-        "issuedAtMillis": 1,
-    }
+    command = set_parallelism(
+        f"compose-parallelism-{jid[:8]}",
+        f"{CLUSTER}.{jid}",
+        1,
+        "tests/docker/test_flink_compose.py",
+    )
     settings = Settings.from_env({"SCALEFOLD_BOOTSTRAP_SERVERS": stack.bootstrap})
     encoded = codec.encode(r.SCALING_COMMAND, command)
     produce(settings, settings.topics.commands, [(f"{CLUSTER}.{jid}".encode(), encoded)])
-    outcomes = poll(
-        lambda: [
-            o
-            for o in stack.records("command-outcomes", f"{CLUSTER}.")
-            if o["commandId"] == command["commandId"]
-        ],
-        bool,
-        timeout=300,
-    )
+    outcomes = outcomes_of(stack, command["commandId"], f"{CLUSTER}.", timeout=300)
     assert [(o["status"], o["backend"]) for o in outcomes] == [("APPLIED", f"flink:{CLUSTER}")]
     requirements = flink(stack, f"/jobs/{jid}/resource-requirements")
     assert {v["parallelism"]["upperBound"] for v in requirements.values()} == {1}

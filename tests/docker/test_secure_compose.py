@@ -33,7 +33,11 @@ from tests.docker.stack import (
     SECURE,
     Stack,
     first_provision,
+    flink_submit,
+    outcomes_of,
     poll,
+    set_parallelism,
+    submit_short_job,
 )
 from tests.kafka_support import produce
 
@@ -154,20 +158,7 @@ def test_every_service_is_healthy_secured_and_only_on_loopback(
 
 def test_closed_loop_on_sasl_ssl_with_acls(secure: Stack) -> None:
     job = "secure-loop-1"
-    quick = {
-        "jobmanager.adaptive-scheduler.submission.resource-stabilization-timeout": "1 s",
-        "jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling": "3 s",
-        "jobmanager.adaptive-scheduler.executing.resource-stabilization-timeout": "2 s",
-    }
-    vertices = [
-        {"id": "source", "name": "Source", "slotSharingGroupId": "default", "parallelism": 4}
-    ]
-    secure.scalefold(
-        "produce",
-        "job-submitted",
-        *("--job-id", job, "--job-name", job),
-        *("--vertices", json.dumps(vertices), "--configuration", json.dumps(quick)),
-    )
+    submit_short_job(secure, job, parallelism=4)
     secure.scalefold(
         "cluster", "--host", "actuator", "--port", "6067",
         "add-taskmanagers", "--job", job, "--count", "1",
@@ -185,16 +176,7 @@ def test_closed_loop_on_sasl_ssl_with_acls(secure: Stack) -> None:
         poll(lambda: secure.records("rescales", job), lambda rs: bool(scaled_up(rs)), timeout=300)
     )
     assert rescaled, "the job never rescaled to its desired parallelism"
-    outcomes = poll(
-        lambda: [
-            o
-            for o in secure.records("command-outcomes", "")
-            if o["commandId"] == command["commandId"]
-        ],
-        bool,
-        timeout=120,
-    )
-    assert [o["status"] for o in outcomes] == ["APPLIED"]
+    assert [o["status"] for o in outcomes_of(secure, command["commandId"])] == ["APPLIED"]
     # The rescale is in the history: Parquet written by Spark's executors on the worker,
     # which read the topic as the `history` user; the query goes through the service's
     # SQL endpoint.
@@ -263,26 +245,12 @@ def test_closed_loop_on_the_secured_flink(
     flink = FlinkRest(f"https://127.0.0.1:{secure.port('jobmanager', 8081)}", 10.0, ca)
     api = FlinkRest(f"https://127.0.0.1:{secure.port('history-api', 8082)}", 10.0, ca)
     sample = ("--parallelism", "2", "--max-parallelism", "4", "--name", "secure-loop")
-    submitted = subprocess.run(
-        [SCALEFOLD, "flink", "submit", "--rest", flink.base_url, "--ca", str(ca), *sample],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert submitted.returncode == 0, submitted.stderr
-    jid = submitted.stdout.split()[-1]
+    jid = flink_submit(flink.base_url, "--ca", str(ca), *sample)
     assert running_at(flink, jid) == {"Source": 1, "Bucket": 2, "Sum": 2}
 
-    command: dict[str, Any] = {
-        "commandId": f"secure-parallelism-{jid[:8]}",
-        "jobId": f"flink.{jid}",
-        "action": "SET_PARALLELISM",
-        "amount": 1,
-        "reason": "tests/docker/test_secure_compose.py",
-        "evidence": [],
-        "issuedAtMillis": 1,
-    }
+    command = set_parallelism(
+        f"secure-parallelism-{jid[:8]}", f"flink.{jid}", 1, "tests/docker/test_secure_compose.py"
+    )
     (tmp_path / "history.password").write_text(passwords["history"])
     settings = Settings.from_env(
         {
@@ -296,15 +264,7 @@ def test_closed_loop_on_the_secured_flink(
     )
     encoded = codec.encode(r.SCALING_COMMAND, command)
     produce(settings, settings.topics.commands, [(f"flink.{jid}".encode(), encoded)])
-    outcomes = poll(
-        lambda: [
-            o
-            for o in secure.records("command-outcomes", "flink.")
-            if o["commandId"] == command["commandId"]
-        ],
-        bool,
-        timeout=300,
-    )
+    outcomes = outcomes_of(secure, command["commandId"], "flink.", timeout=300)
     assert [(o["status"], o["backend"]) for o in outcomes] == [("APPLIED", "flink:flink")]
     requirements = flink.requirements(jid)
     assert {v["parallelism"]["upperBound"] for v in requirements.values()} == {1}
