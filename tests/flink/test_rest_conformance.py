@@ -150,7 +150,8 @@ def test_every_endpoint_answers_as_the_jobmanager_does(
             # Flink ends a rescale that found no change (Idling entered in Executing) before
             # it adds the Executing span: that record alone has no span (core/history.py)
             unchanged = theirs["terminatedReason"] == "NO_RESOURCES_OR_PARALLELISMS_CHANGE"
-            assert bool(theirs["schedulerStates"]) != unchanged, path
+            why = (theirs["triggerCause"], theirs["terminatedReason"])
+            assert bool(theirs["schedulerStates"]) != unchanged, (path, why)
     # without ?source, a Flink job id is answered from Flink's records (docs/rest-api.md)
     assert get(f"{rest}{ours}/history") == (200, shown)
     # nothing rescaled meanwhile: the answers compared are of the same history
