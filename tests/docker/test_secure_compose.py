@@ -24,8 +24,9 @@ import pytest
 
 from services.contracts import Codec, Settings
 from services.contracts import records as r
-from services.contracts.flinkrest import FlinkNotFoundError, FlinkRest
+from services.contracts.flinkrest import FlinkRest
 from tests.docker.conftest import project_name, stack_env, started
+from tests.docker.flink_checks import kept_rescale, post_parallelism, running_at
 from tests.docker.stack import (
     COMPOSE_FILE,
     ROOT,
@@ -246,7 +247,7 @@ def test_closed_loop_on_the_secured_flink(
     api = FlinkRest(f"https://127.0.0.1:{secure.port('history-api', 8082)}", 10.0, ca)
     sample = ("--parallelism", "2", "--max-parallelism", "4", "--name", "secure-loop")
     jid = flink_submit(flink.base_url, "--ca", str(ca), *sample)
-    assert running_at(flink, jid) == {"Source": 1, "Bucket": 2, "Sum": 2}
+    assert running_at(flink, jid, 2) == {"Source": 1, "Bucket": 2, "Sum": 2}
 
     command = set_parallelism(
         f"secure-parallelism-{jid[:8]}", f"flink.{jid}", 1, "tests/docker/test_secure_compose.py"
@@ -268,42 +269,10 @@ def test_closed_loop_on_the_secured_flink(
     assert [(o["status"], o["backend"]) for o in outcomes] == [("APPLIED", "flink:flink")]
     requirements = flink.requirements(jid)
     assert {v["parallelism"]["upperBound"] for v in requirements.values()} == {1}
-    assert running_at(flink, jid, until=1) == {"Source": 1, "Bucket": 1, "Sum": 1}
+    assert running_at(flink, jid, 1) == {"Source": 1, "Bucket": 1, "Sum": 1}
 
-    def lowered() -> dict[str, Any] | None:
-        try:
-            rows = api.get_json(f"/jobs/{jid}/rescales/history?limit=1000")
-        except FlinkNotFoundError:
-            return None  # not in the tables yet
-        for row in rows:
-            if (row["triggerCause"], row["terminalState"]) == ("UPDATE_REQUIREMENT", "COMPLETED"):
-                return dict(api.get_json(f"/jobs/{jid}/rescales/details/{row['rescaleUuid']}"))
-        return None
-
-    found = poll(lowered, bool, timeout=600, pause=3)
-    assert found, f"no COMPLETED UPDATE_REQUIREMENT rescale of {jid} in flink_rescales"
-    recorded = flink.rescale_details(jid, found["rescaleUuid"])
-    assert (recorded["triggerCause"], recorded["terminalState"]) == (
-        "UPDATE_REQUIREMENT",
-        "COMPLETED",
-    )
-    after = {v["jobVertexName"].split(" ")[0].rstrip(":"): v["postRescaleParallelism"]
-             for v in found["vertices"].values()}  # fmt: skip
-    assert after == {"Source": 1, "Bucket": 1, "Sum": 1}
-
-
-def running_at(flink: FlinkRest, jid: str, until: int = 2) -> dict[str, int]:
-    """Each vertex's parallelism (by its name's first word) once Bucket shows `until`
-    and every subtask runs."""
-
-    def look() -> dict[str, int]:
-        job = flink.job(jid)
-        counts = job.get("status-counts") or {}
-        if job["state"] != "RUNNING" or counts.get("RUNNING", 0) != sum(counts.values()):
-            return {}
-        return {v["name"].split(" ")[0].rstrip(":"): v["parallelism"] for v in job["vertices"]}
-
-    return poll(look, lambda shown: shown.get("Bucket") == until, timeout=300)
+    lowered = kept_rescale(flink, api, jid, "UPDATE_REQUIREMENT")
+    assert post_parallelism(lowered) == {"Source": 1, "Bucket": 1, "Sum": 1}
 
 
 def test_no_password_in_any_log_environment_or_written_file(
