@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from services.bridge.translate import MalformedAnswerError, field
+from services.contracts import rescalefields as fields
 
 _TOP = frozenset(
     {
@@ -32,29 +33,12 @@ _TOP = frozenset(
         "terminatedReason",
     }
 )
-_VERTEX = (
-    "jobVertexId",
-    "jobVertexName",
-    "slotSharingGroupId",
-    "slotSharingGroupName",
-    "desiredParallelism",
-    "sufficientParallelism",
-    "preRescaleParallelism",
-    "postRescaleParallelism",
-)
-_SLOTS = (
-    "slotSharingGroupId",
-    "slotSharingGroupName",
-    "requestResourceProfile",
-    "desiredSlots",
-    "minimalRequiredSlots",
-    "preRescaleSlots",
-    "postRescaleSlots",
-    "acquiredResourceProfile",
-)
-_PROFILE = ("cpuCores", "taskHeapMemory", "taskOffHeapMemory", "managedMemory", "networkMemory")
-_STATE = ("state", "enterTimestampInMillis", "leaveTimestampInMillis", "durationInMillis")
-_STATE_ALL = (*_STATE, "stringifiedException")
+_VERTEX = tuple(fields.VERTEX)
+_SLOTS = (*fields.SLOTS, *fields.PROFILES)
+_PROFILE = tuple(fields.PROFILE)
+_STATE_ALL = tuple(fields.SPAN)
+_STATE = _STATE_ALL[:4]
+"""A span's fields but its exception (a string where these are numbers)."""
 
 
 def digest(answer: Any) -> str:

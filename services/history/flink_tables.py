@@ -16,8 +16,10 @@ explode them from the latest revision, and nothing has to be joined back.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from services.contracts import rescalefields as fields
 from services.history.decode import RECORD, WRITER_VERSION
 from services.history.tables import PARTITION_COLUMN, downtime, slot_total
 
@@ -32,39 +34,6 @@ TABLES = (RAW_TABLE, LATEST_TABLE)
 KEYS = ("cluster", "job_id", "rescale_uuid")
 """What identifies one rescale of a real Flink: its uuid within its job and cluster."""
 
-_VERTEX = {
-    "jobVertexId": "job_vertex_id",
-    "jobVertexName": "job_vertex_name",
-    "slotSharingGroupId": "slot_sharing_group_id",
-    "slotSharingGroupName": "slot_sharing_group_name",
-    "desiredParallelism": "desired_parallelism",
-    "sufficientParallelism": "sufficient_parallelism",
-    "preRescaleParallelism": "pre_rescale_parallelism",
-    "postRescaleParallelism": "post_rescale_parallelism",
-}
-_SLOTS = {
-    "slotSharingGroupId": "slot_sharing_group_id",
-    "slotSharingGroupName": "slot_sharing_group_name",
-    "desiredSlots": "desired_slots",
-    "minimalRequiredSlots": "minimal_required_slots",
-    "preRescaleSlots": "pre_rescale_slots",
-    "postRescaleSlots": "post_rescale_slots",
-}
-_PROFILE = {
-    "cpuCores": "cpu_cores",
-    "taskHeapMemory": "task_heap_memory_mb",
-    "taskOffHeapMemory": "task_off_heap_memory_mb",
-    "managedMemory": "managed_memory_mb",
-    "networkMemory": "network_memory_mb",
-}
-_SPAN = {
-    "state": "state",
-    "enterTimestampInMillis": "enter_timestamp_ms",
-    "leaveTimestampInMillis": "leave_timestamp_ms",
-    "durationInMillis": "duration_ms",
-    "stringifiedException": "stringified_exception",
-}
-
 
 def _r(field: str) -> Column:
     from pyspark.sql import functions as F
@@ -72,16 +41,16 @@ def _r(field: str) -> Column:
     return F.col(f"{RECORD}.{field}")
 
 
-def _renamed(array: str, names: dict[str, str], extra: dict[str, str]) -> Column:
+def _renamed(array: str, names: Mapping[str, str], extra: Mapping[str, str]) -> Column:
     """`array`'s structs with their fields in snake_case; `extra`: nested profiles, flattened
     into `<prefix>_<field>` as the `rescale_slots` table has them."""
     from pyspark.sql import functions as F
 
     def element(e: Column) -> Column:
-        fields = [e[avro].alias(sql) for avro, sql in names.items()]
+        columns = [e[avro].alias(sql) for avro, sql in names.items()]
         for nested, prefix in extra.items():
-            fields += [e[nested][a].alias(f"{prefix}_{s}") for a, s in _PROFILE.items()]
-        return F.struct(*fields)
+            columns += [e[nested][a].alias(f"{prefix}_{s}") for a, s in fields.PROFILE.items()]
+        return F.struct(*columns)
 
     return F.transform(_r(array), element)
 
@@ -92,7 +61,6 @@ def flink_rescales(valid: DataFrame) -> DataFrame:
 
     last_span = F.try_element_at(_r("schedulerStates"), F.lit(-1))
     start, end = _r("startTimestampInMillis"), _r("endTimestampInMillis")
-    profiles = {"requestResourceProfile": "request", "acquiredResourceProfile": "acquired"}
     return valid.select(
         _r("cluster").alias("cluster"),
         _r("jobId").alias("job_id"),
@@ -123,9 +91,9 @@ def flink_rescales(valid: DataFrame) -> DataFrame:
         (last_span.isNotNull() & last_span["leaveTimestampInMillis"].isNull()).alias(
             "current_state_open"
         ),
-        _renamed("vertices", _VERTEX, {}).alias("vertices"),
-        _renamed("slots", _SLOTS, profiles).alias("slots"),
-        _renamed("schedulerStates", _SPAN, {}).alias("scheduler_states"),
+        _renamed("vertices", fields.VERTEX, {}).alias("vertices"),
+        _renamed("slots", fields.SLOTS, fields.PROFILES).alias("slots"),
+        _renamed("schedulerStates", fields.SPAN, {}).alias("scheduler_states"),
         _r("unknownFields").alias("unknown_fields"),
         F.timestamp_millis(start).alias("start_time"),
         F.timestamp_millis(end).alias("end_time"),

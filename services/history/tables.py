@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from services.contracts import rescalefields as fields
 from services.history.decode import RECORD, WRITER_VERSION
 
 if TYPE_CHECKING:
@@ -162,27 +163,14 @@ def rescale_vertices(valid: DataFrame) -> DataFrame:
     return _exploded(valid, "vertices", "vertex_index").select(
         *IDENTITY,
         "vertex_index",
-        _e("jobVertexId").alias("job_vertex_id"),
-        _e("jobVertexName").alias("job_vertex_name"),
-        _e("slotSharingGroupId").alias("slot_sharing_group_id"),
-        _e("slotSharingGroupName").alias("slot_sharing_group_name"),
-        _e("desiredParallelism").alias("desired_parallelism"),
-        _e("sufficientParallelism").alias("sufficient_parallelism"),
-        _e("preRescaleParallelism").alias("pre_rescale_parallelism"),
-        _e("postRescaleParallelism").alias("post_rescale_parallelism"),
+        *[_e(field).alias(column) for field, column in fields.VERTEX.items()],
         PARTITION_COLUMN,
     )
 
 
 def _profile(prefix: str, field: str) -> list[Column]:
     """A ResourceProfile flattened into `<prefix>_...` columns (all null for UNKNOWN)."""
-    names = {
-        "cpuCores": "cpu_cores",
-        "taskHeapMemoryMb": "task_heap_memory_mb",
-        "taskOffHeapMemoryMb": "task_off_heap_memory_mb",
-        "managedMemoryMb": "managed_memory_mb",
-        "networkMemoryMb": "network_memory_mb",
-    }
+    names = fields.scalefold_profile()
     return [_e(f"{field}.{avro}").alias(f"{prefix}_{sql}") for avro, sql in names.items()]
 
 
@@ -191,14 +179,8 @@ def rescale_slots(valid: DataFrame) -> DataFrame:
     return _exploded(valid, "slots", "slot_index").select(
         *IDENTITY,
         "slot_index",
-        _e("slotSharingGroupId").alias("slot_sharing_group_id"),
-        _e("slotSharingGroupName").alias("slot_sharing_group_name"),
-        _e("desiredSlots").alias("desired_slots"),
-        _e("minimalRequiredSlots").alias("minimal_required_slots"),
-        _e("preRescaleSlots").alias("pre_rescale_slots"),
-        _e("postRescaleSlots").alias("post_rescale_slots"),
-        *_profile("request", "requestResourceProfile"),
-        *_profile("acquired", "acquiredResourceProfile"),
+        *[_e(field).alias(column) for field, column in fields.SLOTS.items()],
+        *[c for field, prefix in fields.PROFILES.items() for c in _profile(prefix, field)],
         PARTITION_COLUMN,
     )
 

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from services.contracts import jobconfig as keys
+from services.contracts import rescalefields as fields
 
 Row = Mapping[str, Any]
 Json = dict[str, Any]
@@ -65,57 +66,28 @@ def _by(rows: Sequence[Row], index: str) -> list[Row]:
 
 
 def vertex(row: Row) -> Json:
-    return {
-        "jobVertexId": row["job_vertex_id"],
-        "jobVertexName": row["job_vertex_name"],
-        "slotSharingGroupId": row["slot_sharing_group_id"],
-        "slotSharingGroupName": row["slot_sharing_group_name"],
-        "desiredParallelism": row["desired_parallelism"],
-        "sufficientParallelism": row["sufficient_parallelism"],
-        "preRescaleParallelism": row["pre_rescale_parallelism"],
-        "postRescaleParallelism": row["post_rescale_parallelism"],
-    }
+    return {name: row[column] for name, column in fields.VERTEX.items()}
 
 
 def slot(row: Row) -> Json:
-    return {
-        "slotSharingGroupId": row["slot_sharing_group_id"],
-        "slotSharingGroupName": row["slot_sharing_group_name"],
-        "requestResourceProfile": profile(row, "request"),
-        "desiredSlots": row["desired_slots"],
-        "minimalRequiredSlots": row["minimal_required_slots"],
-        "preRescaleSlots": row["pre_rescale_slots"],
-        "postRescaleSlots": row["post_rescale_slots"],
-        "acquiredResourceProfile": profile(row, "acquired"),
-    }
+    own = {name: row[column] for name, column in fields.SLOTS.items()}
+    return {**own, **{name: profile(row, prefix) for name, prefix in fields.PROFILES.items()}}
 
 
 def profile(row: Row, prefix: str) -> Json:
-    """Flink's ResourceProfileInfo (memory in MB); scalefold's null profile is UNKNOWN."""
-    cpu = row.get(f"{prefix}_cpu_cores")
-
-    def mb(name: str) -> int:
-        value = row.get(f"{prefix}_{name}_mb")
-        return -1 if value is None else int(value)
-
-    return {
-        "cpuCores": -1.0 if cpu is None else float(cpu),
-        "taskHeapMemory": mb("task_heap_memory"),
-        "taskOffHeapMemory": mb("task_off_heap_memory"),
-        "managedMemory": mb("managed_memory"),
-        "networkMemory": mb("network_memory"),
-        "extendedResources": {},
+    """Flink's ResourceProfileInfo (memory in MB); scalefold's null profile is UNKNOWN: -1."""
+    values = {name: row.get(f"{prefix}_{column}") for name, column in fields.PROFILE.items()}
+    known = {
+        name: (-1 if value is None else int(value))
+        for name, value in values.items()
+        if name != "cpuCores"
     }
+    cpu = values["cpuCores"]
+    return {"cpuCores": -1.0 if cpu is None else float(cpu), **known, "extendedResources": {}}
 
 
 def span(row: Row) -> Json:
-    return {
-        "state": row["state"],
-        "enterTimestampInMillis": row["enter_timestamp_ms"],
-        "leaveTimestampInMillis": row["leave_timestamp_ms"],
-        "durationInMillis": row["duration_ms"],
-        "stringifiedException": row["stringified_exception"],
-    }
+    return {name: row[column] for name, column in fields.SPAN.items()}
 
 
 def newest_first(rows: Sequence[Row]) -> list[Row]:
