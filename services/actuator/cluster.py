@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from services.contracts import jobconfig as c
+from services.contracts.commands import OutcomeStatus, ScalingAction, ScalingCommand
 from services.contracts.events import (
     RUNTIME_CHECKPOINT_IDS,
     ConfigurationUpdated,
@@ -112,8 +113,8 @@ class Outcome:
     due: int
     command_id: str
     job_id: str
-    action: str
-    status: str  # APPLIED, REJECTED, FAILED
+    action: str  # the command's ScalingAction, as the outcome record's text
+    status: OutcomeStatus
     message: str
     details: tuple[tuple[str, str], ...] = ()
     backend: str = "embedded"  # or flink:<cluster> (flinkbackend.py)
@@ -385,11 +386,11 @@ class EmbeddedCluster:
 
     # -- scaling commands ----------------------------------------------------------
 
-    def apply(self, command: dict[str, Any], now: int) -> list[Action]:
+    def apply(self, command: ScalingCommand, now: int) -> list[Action]:
         """Apply a scaling command once; actions include exactly one outcome."""
-        command_id, job_id, action = command["commandId"], command["jobId"], command["action"]
+        command_id, job_id, action = command.command_id, command.job_id, command.action
 
-        def outcome(due: int, status: str, message: str, **details: str) -> Outcome:
+        def outcome(due: int, status: OutcomeStatus, message: str, **details: str) -> Outcome:
             return Outcome(
                 due, command_id, job_id, action, status, message, tuple(sorted(details.items()))
             )
@@ -400,42 +401,44 @@ class EmbeddedCluster:
         refusal = (
             f"job {job_id} is not running on the embedded cluster"
             if job is None or job.finished
-            else _invalid_amount(action, int(command["amount"]))
+            else _invalid_amount(action, command.amount)
         )
         if refusal is not None or job is None:
-            return [outcome(now, "REJECTED", refusal or "")]
-        if action == "PROVISION_TASK_MANAGERS":
+            return [outcome(now, OutcomeStatus.REJECTED, refusal or "")]
+        if action is ScalingAction.PROVISION_TASK_MANAGERS:
             return self._provision(job, command, now, outcome)
-        if action == "RELEASE_TASK_MANAGERS":
+        if action is ScalingAction.RELEASE_TASK_MANAGERS:
             return self._release(job, command, now, outcome)
-        if action == "RAISE_COOLDOWN":
+        if action is ScalingAction.RAISE_COOLDOWN:
             self._applied(command_id)
-            entries = ((c.COOLDOWN, f"{int(command['amount'])} ms"),)
+            entries = ((c.COOLDOWN, f"{command.amount} ms"),)
             update = ConfigurationUpdated(job_id, now, entries, command_id)
             return [
                 Emit(now, update),
-                outcome(now, "APPLIED", f"cooldown raised to {int(command['amount']) / 1000:g} s"),
+                outcome(
+                    now, OutcomeStatus.APPLIED, f"cooldown raised to {command.amount / 1000:g} s"
+                ),
             ]
-        return [outcome(now, "REJECTED", f"the embedded cluster cannot {action}")]
+        return [outcome(now, OutcomeStatus.REJECTED, f"the embedded cluster cannot {action}")]
 
     def _applied_before(
-        self, job: JobRuntime | None, command: dict[str, Any], now: int, outcome: Any
+        self, job: JobRuntime | None, command: ScalingCommand, now: int, outcome: Any
     ) -> list[Action]:
         """The outcome of a command applied before a restart, with the TaskManagers it
         started or released as read back from job-events. A command's TaskManagers go out
         `event_gap` apart, so a crash can cut it short: the rest go out now (a release
         stops only those of its choice that are still idle)."""
-        command_id, action = command["commandId"], command["action"]
+        command_id, action = command.command_id, command.action
         done = self.applied[command_id]
         events: list[Action] = []
-        if job is not None and not job.finished and action == "PROVISION_TASK_MANAGERS":
+        if job is not None and not job.finished and action is ScalingAction.PROVISION_TASK_MANAGERS:
             per = self.timing.slots_per_taskmanager
             started = [tm for tm in self._provision_ids(job, command) if tm not in done]
             events = [
                 Emit(now, TaskManagerRegistered(job.job_id, now, tm, per, None)) for tm in started
             ]
             self._applied(command_id, *started)
-        elif job is not None and action == "RELEASE_TASK_MANAGERS":
+        elif job is not None and action is ScalingAction.RELEASE_TASK_MANAGERS:
             chosen, idle = self.chosen.get(command_id, ()), set(job.idle_task_managers())
             stopped = [tm for tm in chosen if tm not in done and tm in idle]
             reason = self._released_reason(command_id, chosen)
@@ -446,34 +449,34 @@ class EmbeddedCluster:
             message += f"; the {len(events)} TaskManager(s) the restart cut off followed"
         done = self.applied[command_id]
         details = {"taskManagers": ",".join(done)} if done else {}
-        return [*events, outcome(now, "APPLIED", message, **details)]
+        return [*events, outcome(now, OutcomeStatus.APPLIED, message, **details)]
 
     @staticmethod
     def _released_reason(command_id: str, chosen: tuple[str, ...] | list[str]) -> str:
         return f"released by command {command_id} of {','.join(chosen)}"
 
-    def _provision_ids(self, job: JobRuntime, command: dict[str, Any]) -> list[str]:
-        count = max(1, math.ceil(int(command["amount"]) / self.timing.slots_per_taskmanager))
-        return [provisioned_id(job.job_id, command["commandId"], i) for i in range(count)]
+    def _provision_ids(self, job: JobRuntime, command: ScalingCommand) -> list[str]:
+        count = max(1, math.ceil(command.amount / self.timing.slots_per_taskmanager))
+        return [provisioned_id(job.job_id, command.command_id, i) for i in range(count)]
 
     def _provision(
-        self, job: JobRuntime, command: dict[str, Any], now: int, outcome: Any
+        self, job: JobRuntime, command: ScalingCommand, now: int, outcome: Any
     ) -> list[Action]:
         per = self.timing.slots_per_taskmanager
         ids = self._provision_ids(job, command)
         count = len(ids)
         due = now + self._jitter(self.timing.provisioning)
-        self._applied(command["commandId"], *ids)
+        self._applied(command.command_id, *ids)
         events: list[Action] = [
             Emit(due, TaskManagerRegistered(job.job_id, due, tm, per, None)) for tm in ids
         ]
         message = f"{count} TaskManager(s) with {per} slot(s) each"
-        return [*events, outcome(due, "APPLIED", message, taskManagers=",".join(ids))]
+        return [*events, outcome(due, OutcomeStatus.APPLIED, message, taskManagers=",".join(ids))]
 
     def _release(
-        self, job: JobRuntime, command: dict[str, Any], now: int, outcome: Any
+        self, job: JobRuntime, command: ScalingCommand, now: int, outcome: Any
     ) -> list[Action]:
-        wanted, freed, chosen = int(command["amount"]), 0, []
+        wanted, freed, chosen = command.amount, 0, []
         for tm in job.idle_task_managers():
             if freed + job.task_managers[tm] <= wanted:
                 chosen.append(tm)
@@ -481,12 +484,14 @@ class EmbeddedCluster:
         if not chosen:
             return [
                 outcome(
-                    now, "REJECTED", f"no idle TaskManager of {job.job_id} fits {wanted} slot(s)"
+                    now,
+                    OutcomeStatus.REJECTED,
+                    f"no idle TaskManager of {job.job_id} fits {wanted} slot(s)",
                 )
             ]
-        self._applied(command["commandId"], *chosen)
-        self.chosen[command["commandId"]] = tuple(chosen)
-        reason = self._released_reason(command["commandId"], chosen)
+        self._applied(command.command_id, *chosen)
+        self.chosen[command.command_id] = tuple(chosen)
+        reason = self._released_reason(command.command_id, chosen)
         lost: list[Action] = [
             Emit(now, TaskManagerLost(job.job_id, now, tm, reason)) for tm in chosen
         ]
@@ -494,7 +499,7 @@ class EmbeddedCluster:
             *lost,
             outcome(
                 now,
-                "APPLIED",
+                OutcomeStatus.APPLIED,
                 f"released {len(chosen)} idle TaskManager(s), {freed} slot(s)",
                 taskManagers=",".join(chosen),
             ),
@@ -579,9 +584,9 @@ def _at(event: Event, due: int) -> Event:
     return replace(event, timestamp=due)
 
 
-def _invalid_amount(action: str, amount: int) -> str | None:
+def _invalid_amount(action: ScalingAction, amount: int) -> str | None:
     """Why a command's amount cannot be applied, or None."""
-    if action == "RAISE_COOLDOWN":
+    if action is ScalingAction.RAISE_COOLDOWN:
         if not 0 < amount <= MAX_COOLDOWN_MS:
             return f"a cooldown of {amount} ms is not between 1 ms and {MAX_COOLDOWN_MS} ms"
     elif not 0 < amount <= MAX_SLOTS_PER_COMMAND:

@@ -36,6 +36,7 @@ from typing import Any
 
 from services.actuator import quota
 from services.actuator.launcher import Launcher
+from services.contracts.commands import OutcomeStatus, ScalingAction, ScalingCommand
 from services.contracts.flinkrest import (
     ERROR_BODY_LIMIT,
     FlinkNotFoundError,
@@ -63,7 +64,7 @@ COOLDOWN_REASON = (
 class Result:
     """What became of one command: APPLIED, REJECTED (with why) or FAILED (Flink's answer)."""
 
-    status: str
+    status: OutcomeStatus
     message: str
     details: tuple[tuple[str, str], ...] = ()
 
@@ -88,11 +89,11 @@ def autoscaler_bounds(
     return bounds
 
 
-def parallelism_targets(command: Mapping[str, Any], vertices: list[str]) -> dict[str, int]:
+def parallelism_targets(command: ScalingCommand, vertices: list[str]) -> dict[str, int]:
     """The command's target per vertex: its `parallelism` map, and `amount` (when >= 1)
     for every vertex the map does not name."""
-    named = {str(v): int(p) for v, p in (command.get("parallelism") or {}).items()}
-    amount = int(command["amount"])
+    named = dict(command.parallelism)
+    amount = command.amount
     rest = {vertex: amount for vertex in vertices if vertex not in named and amount >= 1}
     return {**named, **rest}
 
@@ -160,15 +161,16 @@ class FlinkBackend:
     def handles(self, job_id: str) -> bool:
         return flink_job_id(self.name, job_id) is not None
 
-    def apply(self, command: Mapping[str, Any]) -> Result:
+    def apply(self, command: ScalingCommand) -> Result:
         """Apply one command; every failure becomes a FAILED result, never an exception."""
+        failed = OutcomeStatus.FAILED
         try:
             return self._apply(command)
         except FlinkRestError as error:
-            return Result("FAILED", flink_answer(error), (("flink", self.name),))
+            return Result(failed, flink_answer(error), (("flink", self.name),))
         except Exception as error:  # a launcher's OSError, a bad answer's shape: said, not raised
-            log.exception("command %s on Flink cluster %s", command.get("commandId"), self.name)
-            return Result("FAILED", f"{type(error).__name__}: {error}", (("flink", self.name),))
+            log.exception("command %s on Flink cluster %s", command.command_id, self.name)
+            return Result(failed, f"{type(error).__name__}: {error}", (("flink", self.name),))
 
     def _rest(self) -> FlinkRest:
         url = self.rest_url()
@@ -176,61 +178,62 @@ class FlinkBackend:
             raise FlinkRestError(f"flink:{self.name}", "no REST URL (is its JobManager started?)")
         return FlinkRest(url, self.timeout, self.ca())
 
-    def _apply(self, command: Mapping[str, Any]) -> Result:
-        action, jid = command["action"], flink_job_id(self.name, command["jobId"])
+    def _apply(self, command: ScalingCommand) -> Result:
+        action, jid = command.action, flink_job_id(self.name, command.job_id)
         assert jid is not None, "routed here by handles()"
-        if action == "RAISE_COOLDOWN":
-            return Result("REJECTED", COOLDOWN_REASON)
+        if action is ScalingAction.RAISE_COOLDOWN:
+            return Result(OutcomeStatus.REJECTED, COOLDOWN_REASON)
         rest = self._rest()
         state = rest.job(jid).get("state")
         if state in TERMINAL_JOB_STATES:
-            return Result("REJECTED", f"Flink's job {jid} is {state}")
-        if action == "SET_PARALLELISM":
+            return Result(OutcomeStatus.REJECTED, f"Flink's job {jid} is {state}")
+        if action is ScalingAction.SET_PARALLELISM:
             return self._set_parallelism(rest, jid, command)
-        if action in ("PROVISION_TASK_MANAGERS", "RELEASE_TASK_MANAGERS"):
+        if action in (ScalingAction.PROVISION_TASK_MANAGERS, ScalingAction.RELEASE_TASK_MANAGERS):
             return self._taskmanagers(rest, command)
-        return Result("REJECTED", f"the Flink backend cannot {action}")
+        return Result(OutcomeStatus.REJECTED, f"the Flink backend cannot {action}")
 
-    def _taskmanagers(self, rest: FlinkRest, command: Mapping[str, Any]) -> Result:
+    def _taskmanagers(self, rest: FlinkRest, command: ScalingCommand) -> Result:
         if self.launcher is None:
             return Result(
-                "REJECTED",
+                OutcomeStatus.REJECTED,
                 f"no TaskManager launcher for Flink cluster {self.name} (the actuator "
                 "has only its REST URL: --flink-local NAME=DIR starts and stops TaskManagers)",
             )
-        if command["action"] == "PROVISION_TASK_MANAGERS":
+        if command.action is ScalingAction.PROVISION_TASK_MANAGERS:
             return self._provision(rest, self.launcher, command)
         return self._release(rest, self.launcher, command)
 
-    def _set_parallelism(self, rest: FlinkRest, jid: str, command: Mapping[str, Any]) -> Result:
+    def _set_parallelism(self, rest: FlinkRest, jid: str, command: ScalingCommand) -> Result:
         current = rest.requirements(jid)
         targets = parallelism_targets(command, list(current))
         unknown = sorted(set(targets) - set(current))
         if unknown or not targets:
             return Result(
-                "REJECTED",
+                OutcomeStatus.REJECTED,
                 f"job {jid} has no vertex {', '.join(unknown)}; it has {', '.join(sorted(current))}"
                 if unknown
                 else "no target parallelism (amount < 1 and no vertex named)",
             )
         if any(target < 1 for target in targets.values()):
-            return Result("REJECTED", f"a target parallelism below 1: {targets}")
+            return Result(OutcomeStatus.REJECTED, f"a target parallelism below 1: {targets}")
         bounds = autoscaler_bounds(current, targets)
         rest.set_requirements(jid, bounds)
         shown = {vertex: f"{lower}:{upper}" for vertex, (lower, upper) in bounds.items()}
         changed = ", ".join(f"{v[:8]} {shown[v]}" for v in sorted(targets))
-        return Result("APPLIED", f"requirements set (lower:upper) {changed}", tuple(shown.items()))
+        changes = f"requirements set (lower:upper) {changed}"
+        return Result(OutcomeStatus.APPLIED, changes, tuple(shown.items()))
 
-    def _provision(self, rest: FlinkRest, launcher: Launcher, command: Mapping[str, Any]) -> Result:
+    def _provision(self, rest: FlinkRest, launcher: Launcher, command: ScalingCommand) -> Result:
         per = launcher.slots_per_taskmanager
-        count = math.ceil(int(command["amount"]) / per)
+        count = math.ceil(command.amount / per)
         if not 1 <= count <= MAX_TASKMANAGERS_PER_COMMAND:
             return Result(
-                "REJECTED",
-                f"{command['amount']} slots is {count} TaskManagers of {per} slot(s); "
+                OutcomeStatus.REJECTED,
+                f"{command.amount} slots is {count} TaskManagers of {per} slot(s); "
                 f"a command starts 1 to {MAX_TASKMANAGERS_PER_COMMAND}",
             )
-        ids = [f"tm-{command['commandId']}-{n}" for n in range(count)]
+        ids = [f"tm-{command.command_id}-{n}" for n in range(count)]
         before = [tm for tm in ids if launcher.started_before(tm)]
         up, cap = launcher.running(), launcher.max_taskmanagers
         running, others = len(up), len([tm for tm in up if tm not in ids])
@@ -238,7 +241,7 @@ class FlinkBackend:
         fresh = fresh[: quota.capped_count(len(fresh), running, cap)]
         if not before and not fresh:
             assert cap is not None, "only a cap leaves no room"
-            return Result("REJECTED", quota.no_room(self.name, count, running, cap))
+            return Result(OutcomeStatus.REJECTED, quota.no_room(self.name, count, running, cap))
         for tm in fresh:
             launcher.start(tm)
         ours = [tm for tm in ids if tm in before or tm in fresh]
@@ -247,14 +250,14 @@ class FlinkBackend:
         details = (("taskManagers", ",".join(ours)), ("flink", self.name), *capped)
         if waited is None:
             return Result(
-                "FAILED",
+                OutcomeStatus.FAILED,
                 f"started {', '.join(ours)}, but Flink had not listed them all in "
                 f"{self.register_timeout:.0f} s",
                 details,
             )
         again = f"; {len(before)} started before a restart" if before else ""
         message = quota.applied(count, len(ours), per=per, waited=waited, running=others, cap=cap)
-        return Result("APPLIED", message + again, details)
+        return Result(OutcomeStatus.APPLIED, message + again, details)
 
     def _await_registered(
         self, rest: FlinkRest, launcher: Launcher, ids: list[str]
@@ -269,8 +272,8 @@ class FlinkBackend:
             time.sleep(0.5)
         return None
 
-    def _release(self, rest: FlinkRest, launcher: Launcher, command: Mapping[str, Any]) -> Result:
-        command_id, slots = command["commandId"], int(command["amount"])
+    def _release(self, rest: FlinkRest, launcher: Launcher, command: ScalingCommand) -> Result:
+        command_id, slots = command.command_id, command.amount
         chosen = launcher.remembered_release(command_id)
         if chosen is None:
             chosen = idle_choice(rest.taskmanagers(), set(launcher.running()), slots)
@@ -279,14 +282,16 @@ class FlinkBackend:
         if not stopped:
             said = f" ({', '.join(busy)} took a slot since)" if busy else ""
             return Result(
-                "REJECTED",
+                OutcomeStatus.REJECTED,
                 f"no idle TaskManager of Flink cluster {self.name} fits {slots} slot(s){said}",
             )
         message = f"released {len(stopped)} idle TaskManager(s): {', '.join(stopped)}"
         if busy:
             message += f"; kept {', '.join(busy)}, which took a slot since"
         return Result(
-            "APPLIED", message, (("taskManagers", ",".join(stopped)), ("flink", self.name))
+            OutcomeStatus.APPLIED,
+            message,
+            (("taskManagers", ",".join(stopped)), ("flink", self.name)),
         )
 
     def _stop_idle(

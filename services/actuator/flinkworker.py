@@ -14,12 +14,12 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
 
 from services.actuator.cluster import Action, Outcome
 from services.actuator.flinkbackend import FlinkBackend, flink_answer
+from services.contracts.commands import ScalingCommand
 from services.contracts.flinkrest import FlinkRest, FlinkRestError
 
 log = logging.getLogger("scalefold.actuator.flink")
@@ -33,7 +33,7 @@ class FlinkWorker(threading.Thread):
     def __init__(self, backend: FlinkBackend, deliver: Deliver) -> None:
         super().__init__(daemon=True, name=f"actuator-flink-{backend.name}")
         self.backend, self.deliver = backend, deliver
-        self.commands: queue.Queue[Mapping[str, Any]] = queue.Queue()
+        self.commands: queue.Queue[ScalingCommand] = queue.Queue()
 
     def run(self) -> None:
         answers, line = check(self.backend)
@@ -46,16 +46,16 @@ class FlinkWorker(threading.Thread):
             result = self.backend.apply(command)
             log.info(
                 "command %s on Flink cluster %s: %s %s",
-                command["commandId"],
+                command.command_id,
                 self.backend.name,
                 result.status,
                 result.message,
             )
             outcome = Outcome(
                 0,
-                command["commandId"],
-                command["jobId"],
-                command["action"],
+                command.command_id,
+                command.job_id,
+                command.action,
                 result.status,
                 result.message,
                 tuple(sorted(result.details)),
@@ -102,10 +102,10 @@ class FlinkRouter:
         for worker in self.workers:
             worker.start()
 
-    def submit(self, command: Mapping[str, Any]) -> bool:
+    def submit(self, command: ScalingCommand) -> bool:
         """Queue the command on its cluster's worker; False if no Flink backend takes it."""
         for worker in self.workers:
-            if worker.backend.handles(command["jobId"]):
+            if worker.backend.handles(command.job_id):
                 worker.commands.put(command)
                 return True
         return False

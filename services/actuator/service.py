@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 from confluent_kafka import (
     OFFSET_BEGINNING,
     Consumer,
@@ -43,6 +44,7 @@ from confluent_kafka import (
 from services.actuator.cluster import REQUEST_HEADER, Action, EmbeddedCluster, Emit, Outcome
 from services.contracts import Codec, DecodeError, Settings
 from services.contracts import records as r
+from services.contracts.commands import CommandOutcome, OutcomeStatus, ScalingCommand
 from services.contracts.deadletters import dead_letter, encode_dead_letter, letter_key, shown
 from services.contracts.events import from_record, to_record
 from services.contracts.kafka import (
@@ -88,7 +90,8 @@ def where(message: Message) -> tuple[str, int, int]:
 class Metrics:
     commands: int = 0
     applied: int = 0
-    rejected: int = 0
+    rejected: int = 0  # REJECTED or FAILED
+    superseded: int = 0  # not applied: the command's basis no longer held (evidence.py)
     requests_answered: int = 0
     events_produced: int = 0
     dead_letters: int = 0
@@ -164,7 +167,7 @@ class Actuator:
         self.commit_warned_at = 0
         self.ready = False
         # Commands of jobs on a real Flink go there (flinkworker.FlinkRouter.submit).
-        self.offload: Callable[[dict[str, Any]], bool] = lambda command: False
+        self.offload: Callable[[ScalingCommand], bool] = lambda command: False
         topics = settings.topics
         self.observer = Consumer(
             librdkafka_config(
@@ -391,7 +394,7 @@ class Actuator:
             entry[1] = True
             return
         self.metrics.commands += 1
-        command_id = command["commandId"]
+        command_id = command.command_id
         if command_id in self.outcomes:
             entry[1] = True  # applied and answered before a restart
             return
@@ -401,17 +404,21 @@ class Actuator:
         self.in_flight[command_id] = [entry]
         self._at(self.clock() + self.apply_delay_ms, ("apply", command))
 
-    def _usable_command(self, message: Message) -> tuple[dict[str, Any] | None, str, str]:
+    def _usable_command(self, message: Message) -> tuple[ScalingCommand | None, str, str]:
         """The command, or why it cannot be used: (None, error class, reason)."""
         value = message.value()
         if value is None:
             return None, "DecodeError", NO_VALUE
         try:
-            command = self.codec.decode(value, expected=frozenset({r.SCALING_COMMAND})).record
+            record = self.codec.decode(value, expected=frozenset({r.SCALING_COMMAND})).record
         except DecodeError as error:
             return None, "DecodeError", str(error)
-        if message.key() != command["jobId"].encode():
-            reason = f"the key must be the job id {command['jobId']!r}, got {shown(message.key())}"
+        try:
+            command = ScalingCommand.from_record(record)
+        except msgspec.ValidationError as error:
+            return None, "InvalidCommand", f"not a ScalingCommand: {error}"
+        if message.key() != command.job_id.encode():
+            reason = f"the key must be the job id {command.job_id!r}, got {shown(message.key())}"
             return None, "KeyMismatch", reason
         return command, "", ""
 
@@ -517,25 +524,24 @@ class Actuator:
     def _publish(self, outcome: Outcome) -> None:
         self._flush()  # the events an outcome reports on are out first
         if outcome.command_id not in self.outcomes:
-            record = {
-                "commandId": outcome.command_id,
-                "jobId": outcome.job_id,
-                "action": outcome.action,
-                "status": outcome.status,
-                "message": outcome.message,
-                "backend": outcome.backend,
-                "completedAtMillis": self.clock(),
-                "details": dict(outcome.details),
-            }
+            record = CommandOutcome(
+                command_id=outcome.command_id,
+                job_id=outcome.job_id,
+                action=str(outcome.action),
+                status=outcome.status,
+                message=outcome.message,
+                backend=outcome.backend,
+                completed_at_millis=self.clock(),
+                details=dict(outcome.details),
+            )
             self._produce(
                 self.settings.topics.command_outcomes,
                 outcome.command_id.encode(),
-                self.codec.encode(r.COMMAND_OUTCOME, record),
+                self.codec.encode(r.COMMAND_OUTCOME, record.to_record()),
             )
             self._flush()
             self.outcomes.add(outcome.command_id)
-            self.metrics.applied += outcome.status == "APPLIED"
-            self.metrics.rejected += outcome.status != "APPLIED"
+            self._count(outcome.status)
             log.info(
                 "command %s (%s, %s): %s %s",
                 outcome.command_id,
@@ -546,6 +552,14 @@ class Actuator:
             )
         for entry in self.in_flight.pop(outcome.command_id, []):
             entry[1] = True
+
+    def _count(self, status: OutcomeStatus) -> None:
+        if status is OutcomeStatus.APPLIED:
+            self.metrics.applied += 1
+        elif status is OutcomeStatus.SUPERSEDED:
+            self.metrics.superseded += 1
+        else:
+            self.metrics.rejected += 1
 
     def later(self, due: int, operation: Callable[[int], list[Action]]) -> None:
         """Run a cluster operation (a scheduled fault, say) at `due`."""

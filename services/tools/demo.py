@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from services.contracts import Codec, SchemaRegistry, Settings
 from services.contracts import jobconfig as c
 from services.contracts import records as r
+from services.contracts.commands import CommandOutcome, OutcomeStatus, ScalingAction, ScalingCommand
 from services.contracts.events import (
     Event,
     JobSubmitted,
@@ -37,7 +38,6 @@ from services.contracts.events import (
     to_record,
 )
 from services.contracts.kafka import ensure_topics, librdkafka_config, producer_config
-from services.history.planner import RAISE_COOLDOWN, RELEASE
 from services.localstack.layout import RUN_ROOT
 
 if TYPE_CHECKING:
@@ -56,7 +56,9 @@ ORDERS = "orders"
 CLICKS = "clicks"
 SETTLE_S = 15
 MAX_WAIT_S = 60
-FINALE = frozenset({(CLICKS, RELEASE), (ORDERS, RAISE_COOLDOWN)})
+FINALE = frozenset(
+    {(CLICKS, ScalingAction.RELEASE_TASK_MANAGERS), (ORDERS, ScalingAction.RAISE_COOLDOWN)}
+)
 """The commands the script leads to, (job, action), each applied before the demo ends: the
 history service's view lags the scheduler's by its batches (far more on a slow machine)."""
 FINALE_SETTLE_S = 3  # then the scheduler's answer to the last command (a new configuration)
@@ -235,13 +237,16 @@ class Watcher(threading.Thread):
                 ] == "CONFIGURATION_UPDATED":
                     self.say(f"{record['jobId']:<7} {item['message']}")
         elif decoded.schema == r.SCALING_COMMAND:
+            command = ScalingCommand.from_record(record)
             self.say(
-                f"{record['jobId']:<7} history -> command {record['action']} {record['amount']}: {record['reason']}"
+                f"{command.job_id:<7} history -> command {command.action} {command.amount}: "
+                f"{command.reason}"
             )
         elif decoded.schema == r.COMMAND_OUTCOME:
-            if record["status"] == "APPLIED":
-                self.applied.add((record["jobId"], record["action"]))
-            self.say(f"{record['jobId']:<7} actuator -> {record['status']}: {record['message']}")
+            outcome = CommandOutcome.from_record(record)
+            if outcome.status is OutcomeStatus.APPLIED:
+                self.applied.add((outcome.job_id, outcome.action))
+            self.say(f"{outcome.job_id:<7} actuator -> {outcome.status}: {outcome.message}")
 
     def say(self, text: str) -> None:
         print(f"  +{time.monotonic() - self.started:5.1f}s  {text}", flush=True)
@@ -360,10 +365,11 @@ def report(context: Context, records: int, *, verbose: bool = False) -> int:
     """Print the rescale history from Spark SQL and draw each job's timeline; Spark's own
     log only if `verbose`."""
     from services.history import timeline as chart
+    from services.history.catalog import register_views
     from services.history.decode import RescaleSchemas
+    from services.history.paths import Layout
     from services.history.render import table
     from services.history.spark import history_session, one_shot_output
-    from services.history.views import Layout, register_views
     from services.localstack.jars import spark_connector_jars
 
     jars = spark_connector_jars(context.cache_dir, progress=_say)

@@ -7,6 +7,7 @@ from typing import Any
 
 from services.contracts import Codec, DecodeError
 from services.contracts import records as r
+from services.contracts.commands import CommandOutcome, ScalingCommand
 from services.contracts.render import instant, rescale_line
 
 
@@ -47,9 +48,9 @@ def _text(schema: str, record: dict[str, Any]) -> str:
             f"{record['errorMessage']}"
         )
     if schema == r.SCALING_COMMAND:
-        return f"{record['jobId']} {record['action']} {record['amount']} ({record['commandId']}): {record['reason']}"
+        return command_line(ScalingCommand.from_record(record))
     if schema == r.COMMAND_OUTCOME:
-        return f"{record['jobId']} {record['commandId']} {record['status']}: {record['message']}"
+        return outcome_line(CommandOutcome.from_record(record))
     fields = {
         k: v
         for k, v in record.items()
@@ -58,6 +59,17 @@ def _text(schema: str, record: dict[str, Any]) -> str:
     at = record.get("timestamp")
     when = instant(at) if isinstance(at, int) else ""
     return f"{record.get('jobId', '')} @{when} {json.dumps(fields, default=_bytes)}"
+
+
+def command_line(command: ScalingCommand) -> str:
+    """A command, and what it was decided on when it says (its basis)."""
+    line = f"{command.job_id} {command.action} {command.amount} ({command.command_id}): {command.reason}"
+    return f"{line} [{command.basis.seen()}]" if command.basis is not None else line
+
+
+def outcome_line(outcome: CommandOutcome) -> str:
+    """An outcome: APPLIED, REJECTED, FAILED or SUPERSEDED, with its message."""
+    return f"{outcome.job_id} {outcome.command_id} {outcome.status}: {outcome.message}"
 
 
 def _bytes(value: Any) -> Any:

@@ -25,6 +25,7 @@ from services.actuator.flinkbackend import FlinkBackend
 from services.actuator.launcher import LocalLauncher
 from services.contracts import Codec, Settings
 from services.contracts import records as r
+from services.contracts.commands import ScalingCommand
 from services.localstack.layout import cache_dir
 from tests.flink.flink_support import FlinkTestCluster
 from tests.integration.conftest import broker_settings, kafka  # noqa: F401  (fixtures)
@@ -45,6 +46,11 @@ def command(command_id: str, job: str, action: str, amount: int, **extra: Any) -
         "issuedAtMillis": 1,
         **extra,
     }
+
+
+def typed(record: dict[str, Any]) -> ScalingCommand:
+    """The command as the actuator holds it, for a backend called directly."""
+    return ScalingCommand.from_record(record)
 
 
 def send(settings: Settings, codec: Codec, *commands: dict[str, Any]) -> None:
@@ -186,7 +192,7 @@ def test_flink_refusing_not_answering_or_unreachable_is_one_failed_outcome_each(
     bad_flink: http.server.ThreadingHTTPServer,
 ) -> None:
     url = f"http://127.0.0.1:{bad_flink.server_address[1]}"
-    parallelism = command("p", "x.j1", "SET_PARALLELISM", 2)
+    parallelism = typed(command("p", "x.j1", "SET_PARALLELISM", 2))
     refused = FlinkBackend("x", lambda: url, None).apply(parallelism)
     assert refused.status == "FAILED"
     assert "IllegalStateException: no" in refused.message
@@ -211,18 +217,18 @@ def test_a_provision_redone_after_a_crash_starts_only_what_it_had_not_and_none_o
     launcher.start("tm-provision-9-0")  # as if the actuator died after starting the first
     jid = flink.submit("--parallelism", "1")
     backend = FlinkBackend("t", lambda: flink.url, launcher)
-    result = backend.apply(command("provision-9", f"t.{jid}", "PROVISION_TASK_MANAGERS", 2))
+    result = backend.apply(typed(command("provision-9", f"t.{jid}", "PROVISION_TASK_MANAGERS", 2)))
     assert result.status == "APPLIED", result
     assert "1 started before a restart" in result.message
     assert sorted(flink.running_taskmanagers()) == ["tm-provision-9-0", "tm-provision-9-1"]
 
-    capped = backend.apply(command("provision-10", f"t.{jid}", "PROVISION_TASK_MANAGERS", 3))
+    capped = backend.apply(typed(command("provision-10", f"t.{jid}", "PROVISION_TASK_MANAGERS", 3)))
     assert capped.status == "APPLIED", capped
     assert capped.message.startswith("started 1 of 3 TaskManager(s) asked"), capped
     assert "cap 3 (--flink-max-taskmanagers), 2 ran before" in capped.message
     assert dict(capped.details)["taskManagers"] == "tm-provision-10-0"
     assert "tm-provision-10-0" in flink.registered()
-    full = backend.apply(command("provision-11", f"t.{jid}", "PROVISION_TASK_MANAGERS", 1))
+    full = backend.apply(typed(command("provision-11", f"t.{jid}", "PROVISION_TASK_MANAGERS", 1)))
     assert full.status == "REJECTED", full
     assert "3 run on Flink cluster t, its cap is 3" in full.message
     assert "--flink-max-taskmanagers t=3" in full.message

@@ -20,6 +20,7 @@ import pytest
 
 from services.actuator.flinkbackend import FlinkBackend
 from services.actuator.flinkworker import check
+from services.contracts.commands import ScalingAction, ScalingCommand
 from services.contracts.flinkrest import FlinkRest, FlinkTlsError, ca_arg, ca_for
 from services.contracts.settings import Secret
 from services.contracts.topics import Topics
@@ -151,7 +152,14 @@ def test_an_https_url_to_a_plain_http_server_is_a_tls_failure(
 def test_the_actuator_fails_a_command_on_an_untrusted_flink_with_the_reason(
     https: str, other_ca: Path
 ) -> None:
-    command = {"commandId": "c1", "action": "SET_PARALLELISM", "jobId": "x.0123", "amount": 2}
+    command = ScalingCommand(
+        command_id="c1",
+        job_id="x.0123",
+        action=ScalingAction.SET_PARALLELISM,
+        amount=2,
+        reason="test",
+        issued_at_millis=0,
+    )
     result = FlinkBackend("x", lambda: https, None, ca=lambda: other_ca).apply(command)
     assert result.status == "FAILED"
     assert "not trusted" in result.message and "certificate verify failed" in result.message

@@ -14,6 +14,7 @@ from services.actuator.cluster import (
     provisioned_id,
     provisioning_command,
 )
+from services.contracts.commands import ScalingAction, ScalingCommand
 from services.contracts.events import (
     ConfigurationUpdated,
     JobEventKind,
@@ -64,8 +65,15 @@ def with_taskmanagers(world: EmbeddedCluster, slots: int, *tms: str) -> Embedded
     return world
 
 
-def command(action: str, amount: int, command_id: str = "cmd-1") -> dict[str, object]:
-    return {"commandId": command_id, "jobId": JOB, "action": action, "amount": amount}
+def command(action: str, amount: int, command_id: str = "cmd-1", job: str = JOB) -> ScalingCommand:
+    return ScalingCommand(
+        command_id=command_id,
+        job_id=job,
+        action=ScalingAction(action),
+        amount=amount,
+        reason="test",
+        issued_at_millis=0,
+    )
 
 
 def emitted(actions: list[object]) -> list[object]:
@@ -214,7 +222,7 @@ def test_commands_for_unknown_or_finished_jobs_are_rejected() -> None:
     world = cluster()
     world.observe_decision(JOB, decision("STATE_TRANSITION", target="Finished"))
     assert outcome(world.apply(command("PROVISION_TASK_MANAGERS", 1), now=2)).status == "REJECTED"
-    other = {"commandId": "x", "jobId": "ghost", "action": "PROVISION_TASK_MANAGERS", "amount": 1}
+    other = command("PROVISION_TASK_MANAGERS", 1, "x", job="ghost")
     assert outcome(cluster().apply(other, now=2)).status == "REJECTED"
 
 

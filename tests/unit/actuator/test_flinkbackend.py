@@ -9,10 +9,23 @@ from services.actuator.flinkbackend import (
     idle_choice,
     parallelism_targets,
 )
+from services.contracts.commands import ScalingAction, ScalingCommand
 
 
 def bounds(lower: int, upper: int) -> dict[str, dict[str, int]]:
     return {"parallelism": {"lowerBound": lower, "upperBound": upper}}
+
+
+def set_parallelism(amount: int, targets: dict[str, int] | None = None) -> ScalingCommand:
+    return ScalingCommand(
+        command_id="p-1",
+        job_id="local.j",
+        action=ScalingAction.SET_PARALLELISM,
+        amount=amount,
+        reason="test",
+        issued_at_millis=0,
+        parallelism=targets or {},
+    )
 
 
 def test_a_job_is_routed_by_its_cluster_prefix_only() -> None:
@@ -33,10 +46,10 @@ def test_bounds_follow_the_kubernetes_operator_autoscaler() -> None:
 
 def test_targets_are_the_map_and_the_amount_for_the_vertices_it_leaves_out() -> None:
     vertices = ["a", "b"]
-    command = {"amount": 4, "parallelism": {"a": 2}}
+    command = set_parallelism(4, {"a": 2})
     assert parallelism_targets(command, vertices) == {"a": 2, "b": 4}
-    assert parallelism_targets({**command, "amount": 0}, vertices) == {"a": 2}
-    assert parallelism_targets({"amount": 3}, vertices) == {"a": 3, "b": 3}
+    assert parallelism_targets(set_parallelism(0, {"a": 2}), vertices) == {"a": 2}
+    assert parallelism_targets(set_parallelism(3), vertices) == {"a": 3, "b": 3}
 
 
 def test_a_release_chooses_only_idle_taskmanagers_it_runs_within_the_amount() -> None:
