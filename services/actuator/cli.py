@@ -36,6 +36,15 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--faults", metavar="PLAN.json", help=f"scheduled faults, e.g. {FAULT_PLAN_EXAMPLE}"
     )
     actuator.add_argument(
+        "--spare-slots",
+        type=_at_least_zero,
+        default=0,
+        metavar="N",
+        help="the slots a job may hold beyond what its requirements need: a command with a "
+        "basis (the planner's) that would give it more is capped, or SUPERSEDED when it "
+        "already has them (default 0; docs/actuator.md, 'Commands checked before they act')",
+    )
+    actuator.add_argument(
         "--apply-delay",
         type=float,
         default=0.0,
@@ -69,7 +78,7 @@ def _actuator(args: argparse.Namespace, context: Context) -> int:
     actuator = Actuator(
         settings,
         Codec(SchemaRegistry.load(settings.schemas_dir)),
-        EmbeddedCluster(timing, args.seed),
+        EmbeddedCluster(timing, args.seed, spare_slots=args.spare_slots),
         apply_delay_ms=int(args.apply_delay * 1000),
     )
     flink = flinkargs.router(args, context.cache_dir, actuator.control.put)
@@ -93,6 +102,12 @@ def _actuator(args: argparse.Namespace, context: Context) -> int:
     finally:
         server.shutdown()
     return 0
+
+
+def _at_least_zero(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 0")
+    return int(text)
 
 
 def _plan(path: str | None) -> list[dict[str, Any]]:

@@ -17,7 +17,12 @@ so that a restarted cluster knows what it already did:
   producer's ids reach, so the two never collide.
 
 It answers the requests of jobs whose scheduler runs with an external runtime,
-after configurable delays, and it applies scaling commands. Everything it does
+after configurable delays, and it applies scaling commands. A command that carries
+its basis (the planner's) is checked first against what the cluster knows of the job
+now (`facts`: the slots of its registered TaskManagers, those it provisioned that have
+not registered yet, its requirements' need from the scheduler's DECLARE_RESOURCES
+request, the cooldown it last set) and answered SUPERSEDED when the basis no longer
+holds (evidence.py). Everything it does
 comes back as `Action`s (events to produce at a time, outcomes to publish); the
 actuator service executes them. Its simulated work is paced per job (`pace`):
 no input can make it flood the broker.
@@ -34,6 +39,9 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import msgspec
+
+from services.actuator.evidence import Apply, JobFacts, Superseded, check
 from services.contracts import jobconfig as c
 from services.contracts.commands import OutcomeStatus, ScalingAction, ScalingCommand
 from services.contracts.events import (
@@ -74,6 +82,10 @@ MIN_CHECKPOINT_INTERVAL_MS = 1_000
 """The embedded runtime checkpoints a job at most once a second, whatever its interval."""
 MAX_SLOTS_PER_COMMAND = 256
 MAX_COOLDOWN_MS = 24 * 3600 * 1000
+STARTING_GRACE_MS = 30_000
+"""A provisioned TaskManager counts as starting until the scheduler's decisions name it, or
+this long after its due time: one the scheduler refused (or never saw) stops counting."""
+OWN_COOLDOWN = re.compile(r"^(\d+) ms$")
 
 
 @dataclass(frozen=True)
@@ -139,6 +151,8 @@ class JobRuntime:
     checkpoint_id: int = 0  # the last of this runtime's own, counted from EMBEDDED_CHECKPOINT_IDS
     failing_checkpoints: int = 0
     finished: bool = False
+    needed_slots: int | None = None  # its requirements' desired slots (DECLARE_RESOURCES)
+    named: set[str] = field(default_factory=set)  # every TaskManager the decisions named
 
     def idle_task_managers(self) -> list[str]:
         used = {slot.split("#", 1)[0] for slot in self.graph_slots}
@@ -163,6 +177,11 @@ class EmbeddedCluster:
     own_checkpoints: dict[str, int] = field(default_factory=dict)  # job -> last own id
     manual: dict[str, set[str]] = field(default_factory=dict)  # job -> TaskManagers added here
     paced_until: dict[str, int] = field(default_factory=dict)  # job -> its next free event slot
+    # job -> provisioned TaskManager -> (due, slots), until the decisions name it
+    provisioned: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)
+    cooldowns: dict[str, int] = field(default_factory=dict)  # job -> the cooldown it last set
+    spare_slots: int = 0
+    """Slots a job may hold beyond its requirements' need (`--spare-slots`)."""
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -184,6 +203,8 @@ class EmbeddedCluster:
         details = item.get("details") or {}
         kind = item["kind"]
         if item["category"] == "RUNTIME_REQUEST":
+            if kind == "DECLARE_RESOURCES":  # any runtime: the job's need
+                job.needed_slots = _int(details.get("desired_slots"))
             self.observe_request(job_id, kind, item.get("executionGraphId"), details)
         elif kind == "STATE_TRANSITION" and details.get("target") == "Created":
             interval = _int(details.get("checkpointIntervalMs"))
@@ -192,6 +213,8 @@ class EmbeddedCluster:
             job.finished = True
         elif kind == "RESOURCES_CHANGED" and "taskManager" in details:
             tm = details["taskManager"]
+            job.named.add(tm)
+            self.provisioned.get(job_id, {}).pop(tm, None)
             if details.get("change") == "lost":
                 job.task_managers.pop(tm, None)
             else:
@@ -204,6 +227,7 @@ class EmbeddedCluster:
         if isinstance(event, TaskManagerRegistered):
             if command_id := provisioning_command(event.job_id, event.task_manager_id):
                 self._applied(command_id, event.task_manager_id)
+                self._on_its_way(event.job_id, event.task_manager_id, event.timestamp, event.slots)
         elif isinstance(event, TaskManagerLost):
             if match := RELEASED.search(event.reason):
                 self._applied(match.group(1), event.task_manager_id)
@@ -211,8 +235,27 @@ class EmbeddedCluster:
                     self.chosen[match.group(1)] = tuple(match.group(2).split(","))
         elif isinstance(event, ConfigurationUpdated) and event.command_id:
             self._applied(event.command_id)
+            if match := OWN_COOLDOWN.match(dict(event.entries).get(c.COOLDOWN, "")):
+                self.cooldowns[event.job_id] = int(match.group(1))
         elif isinstance(event, JobLifecycle):
             self._observe_report(event)
+
+    def _on_its_way(self, job_id: str, tm: str, due: int, slots: int) -> None:
+        job = self.jobs.get(job_id)
+        if job is None or tm not in job.named:  # its registration not decided on yet
+            self.provisioned.setdefault(job_id, {})[tm] = (due, slots)
+
+    def facts(self, job: JobRuntime, now: int) -> JobFacts:
+        """What the cluster knows of the job now, for a command's check (evidence.py)."""
+        starting = self.provisioned.get(job.job_id, {}).values()
+        return JobFacts(
+            held_slots=sum(job.task_managers.values()),
+            starting_slots=sum(s for due, s in starting if now <= due + STARTING_GRACE_MS),
+            needed_slots=job.needed_slots,
+            running=not job.finished,
+            cooldown_millis=self.cooldowns.get(job.job_id),
+            holder=f"job {job.job_id}",
+        )
 
     def _applied(self, command_id: str, *task_managers: str) -> None:
         seen = self.applied.get(command_id, ())
@@ -400,25 +443,34 @@ class EmbeddedCluster:
             return self._applied_before(job, command, now, outcome)
         refusal = (
             f"job {job_id} is not running on the embedded cluster"
-            if job is None or job.finished
+            if job is None or (job.finished and command.basis is None)
             else _invalid_amount(action, command.amount)
         )
         if refusal is not None or job is None:
             return [outcome(now, OutcomeStatus.REJECTED, refusal or "")]
+        verdict = check(command, self.facts(job, now), self.spare_slots)
+        if isinstance(verdict, Superseded):
+            details = dict(verdict.details)
+            return [outcome(now, OutcomeStatus.SUPERSEDED, verdict.message, **details)]
+        return self._act(job, command, verdict, now, outcome)
+
+    def _act(
+        self, job: JobRuntime, command: ScalingCommand, verdict: Apply, now: int, outcome: Any
+    ) -> list[Action]:
+        """Apply a command that passed its check, with the verdict's amount."""
+        action = command.action
         if action is ScalingAction.PROVISION_TASK_MANAGERS:
-            return self._provision(job, command, now, outcome)
+            capped = msgspec.structs.replace(command, amount=verdict.amount)
+            return self._provision(job, capped, now, outcome, verdict.note)
         if action is ScalingAction.RELEASE_TASK_MANAGERS:
             return self._release(job, command, now, outcome)
         if action is ScalingAction.RAISE_COOLDOWN:
-            self._applied(command_id)
+            self._applied(command.command_id)
+            self.cooldowns[job.job_id] = command.amount
             entries = ((c.COOLDOWN, f"{command.amount} ms"),)
-            update = ConfigurationUpdated(job_id, now, entries, command_id)
-            return [
-                Emit(now, update),
-                outcome(
-                    now, OutcomeStatus.APPLIED, f"cooldown raised to {command.amount / 1000:g} s"
-                ),
-            ]
+            update = ConfigurationUpdated(job.job_id, now, entries, command.command_id)
+            raised = f"cooldown raised to {command.amount / 1000:g} s"
+            return [Emit(now, update), outcome(now, OutcomeStatus.APPLIED, raised)]
         return [outcome(now, OutcomeStatus.REJECTED, f"the embedded cluster cannot {action}")]
 
     def _applied_before(
@@ -434,9 +486,12 @@ class EmbeddedCluster:
         if job is not None and not job.finished and action is ScalingAction.PROVISION_TASK_MANAGERS:
             per = self.timing.slots_per_taskmanager
             started = [tm for tm in self._provision_ids(job, command) if tm not in done]
+            started = started[: self._room(job, command, now)]
             events = [
                 Emit(now, TaskManagerRegistered(job.job_id, now, tm, per, None)) for tm in started
             ]
+            for tm in started:
+                self._on_its_way(job.job_id, tm, now, per)
             self._applied(command_id, *started)
         elif job is not None and action is ScalingAction.RELEASE_TASK_MANAGERS:
             chosen, idle = self.chosen.get(command_id, ()), set(job.idle_task_managers())
@@ -459,18 +514,32 @@ class EmbeddedCluster:
         count = max(1, math.ceil(command.amount / self.timing.slots_per_taskmanager))
         return [provisioned_id(job.job_id, command.command_id, i) for i in range(count)]
 
+    def _room(self, job: JobRuntime, command: ScalingCommand, now: int) -> int | None:
+        """How many more TaskManagers a provision with a basis may start now, redone after
+        a restart (its capped amount is not in the log): what fits under need + spare."""
+        facts = self.facts(job, now)
+        basis = command.basis
+        need = facts.needed_slots
+        need = basis.desired_slots if need is None and basis is not None else need
+        if basis is None or need is None:
+            return None
+        room = need + self.spare_slots - facts.held_slots - facts.starting_slots
+        return max(0, math.ceil(room / self.timing.slots_per_taskmanager))
+
     def _provision(
-        self, job: JobRuntime, command: ScalingCommand, now: int, outcome: Any
+        self, job: JobRuntime, command: ScalingCommand, now: int, outcome: Any, note: str = ""
     ) -> list[Action]:
         per = self.timing.slots_per_taskmanager
         ids = self._provision_ids(job, command)
         count = len(ids)
         due = now + self._jitter(self.timing.provisioning)
         self._applied(command.command_id, *ids)
+        for tm in ids:
+            self._on_its_way(job.job_id, tm, due, per)
         events: list[Action] = [
             Emit(due, TaskManagerRegistered(job.job_id, due, tm, per, None)) for tm in ids
         ]
-        message = f"{count} TaskManager(s) with {per} slot(s) each"
+        message = f"{count} TaskManager(s) with {per} slot(s) each" + (f"; {note}" if note else "")
         return [*events, outcome(due, OutcomeStatus.APPLIED, message, taskManagers=",".join(ids))]
 
     def _release(
@@ -567,6 +636,7 @@ class EmbeddedCluster:
                 "status": job.status,
                 "checkpoints": job.checkpoint_id,
                 "failingCheckpoints": job.failing_checkpoints,
+                "neededSlots": job.needed_slots,
             }
             for job in sorted(self.jobs.values(), key=lambda j: j.job_id)
         }

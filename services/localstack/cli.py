@@ -79,6 +79,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "each is a 700 MB JVM on this machine). Those you start (--flink-taskmanagers, `flink "
         "taskmanager add`) count, but are never refused",
     )
+    up.add_argument(
+        "--spare-slots",
+        type=_count,
+        default=0,
+        metavar="N",
+        help="the slots a job may hold beyond its requirements' need: the actuator caps or "
+        "supersedes the planner's commands that would give it more (default 0)",
+    )
     up.add_argument("--run-dir", type=absolute_dir, default=str(RUN_ROOT / "local"))
     up.set_defaults(handler=_up)
 
@@ -246,6 +254,8 @@ def _start_services(
     cap = ("--flink-max-taskmanagers", f"{stack.LOCAL_FLINK}={args.flink_max_taskmanagers}")
     on_actuator: tuple[str, ...] = ("--flink-local", local_flink, *cap) if args.flink else ()
     on_history: tuple[str, ...] = ("--command-flink", stack.LOCAL_FLINK) if args.flink else ()
+    if args.spare_slots:
+        on_actuator += ("--spare-slots", str(args.spare_slots))
     if args.secure:  # Flink's REST and the history's REST API over TLS, the stack's CA
         on_actuator += stack.flink_ca(broker.tls) if args.flink else ()
         on_history += stack.rest_tls(broker.tls)

@@ -17,6 +17,7 @@ from services.contracts import Codec, Settings
 from services.contracts import jobconfig as c
 from services.contracts import records as r
 from services.contracts.codec import HEADER_SIZE, MAGIC
+from services.contracts.commands import CommandBasis, ScalingAction, ScalingCommand
 from services.contracts.deadletters import KEY_LIMIT, PAYLOAD_LIMIT
 from services.contracts.events import (
     JobEventKind,
@@ -147,6 +148,80 @@ def test_undecodable_commands_are_dead_lettered_and_valid_ones_still_applied(
     assert {d["errorClass"] for d in mine} == {"DecodeError"}
     assert all(d["sourceTopic"] == kafka.topics.commands for d in mine)
     assert all(d["key"] == job.encode() and d["errorMessage"] for d in mine)
+
+
+def test_a_command_whose_basis_no_longer_holds_is_superseded_and_starts_nothing(
+    kafka: Settings, codec: Codec, tmp_path: Path, scheduler: SchedulerProcess
+) -> None:
+    """Issue 46 on the embedded cluster: the planner saw the job waiting with 0 slots, but
+    it holds 2 registered TaskManagers, all it needs: its PROVISION gets one SUPERSEDED
+    outcome naming them and starts no TaskManager; an operator's command (no basis) is
+    applied as before."""
+    job = "act-stale"
+    now = int(time.time() * 1000)
+    _submit(kafka, codec, job, parallelism=2)
+    tms = [TaskManagerRegistered(job, now, f"tm-{n}", 1, None) for n in (1, 2)]
+    produce(kafka, kafka.topics.job_events, [_event(codec, tm) for tm in tms])
+    actuator = ActuatorProcess(kafka, tmp_path / "a", "--provisioning-delay", "0.2").start()
+    try:
+        actuator.wait_ready()
+        _wait(lambda: len(_state(actuator).get(job, {}).get("taskManagers", {})) == 2, 60, "2 TMs")
+        seen = CommandBasis(
+            rescale_uuid="7d0e5b2a-91c4-5f63-8a1e-2c4b6d8f0a17",
+            revision=1,
+            state="WaitingForResources",
+            available_slots=0,
+            desired_slots=2,
+            observed_at_millis=now,
+            decided_at_millis=now + 60_000,
+            fresh_as_of_millis=now,
+        )
+        stale = ScalingCommand(
+            command_id="stale-1",
+            job_id=job,
+            action=ScalingAction.PROVISION_TASK_MANAGERS,
+            amount=2,
+            reason="waited for resources with 0 of 2 slots",
+            issued_at_millis=now,
+            basis=seen,
+        )
+        operator = command("operator-1", job, amount=1)
+        produce(
+            kafka,
+            kafka.topics.commands,
+            [
+                (job.encode(), codec.encode(r.SCALING_COMMAND, stale.to_record())),
+                (job.encode(), codec.encode(r.SCALING_COMMAND, operator)),
+            ],
+        )
+        outcomes = consume(kafka, kafka.topics.command_outcomes, lambda got: len(got) >= 2, 60)
+        _wait(lambda: len(_state(actuator)[job]["taskManagers"]) == 3, 60, "the operator's TM")
+        metrics = actuator.metrics()
+    finally:
+        actuator.stop()
+    decoded = [codec.decode(m.value).record for m in outcomes]
+    assert Counter(o["commandId"] for o in decoded) == Counter(["stale-1", "operator-1"])
+    by_id = {o["commandId"]: o for o in decoded}
+    superseded = by_id["stale-1"]
+    assert superseded["status"] == "SUPERSEDED", superseded
+    assert superseded["message"].startswith(
+        f"job {job} holds 2 slot(s) of registered TaskManagers and 0 more are starting; "
+        "the command was decided on 0 slot(s)"
+    )
+    assert superseded["details"] == {
+        "heldSlots": "2",
+        "startingSlots": "0",
+        "seenSlots": "0",
+        "neededSlots": "2",
+    }
+    assert by_id["operator-1"]["status"] == "APPLIED"
+    assert metrics["scalefold_actuator_superseded_total"] == 1
+    assert metrics["scalefold_actuator_applied_total"] == 1
+    everything = [codec.decode(m.value).record for m in read_topic(kafka, kafka.topics.job_events)]
+    started = sorted(
+        e["taskManagerId"] for e in everything if "-cmd-" in e.get("taskManagerId", "")
+    )
+    assert started == [f"{job}-cmd-operator-1-0"]  # none for the superseded command
 
 
 def _state(actuator: ActuatorProcess) -> dict[str, Any]:

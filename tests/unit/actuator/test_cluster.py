@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import itertools
 
+import msgspec
+
 from services.actuator.cluster import (
     EMBEDDED_CHECKPOINT_IDS,
     EmbeddedCluster,
@@ -14,7 +16,7 @@ from services.actuator.cluster import (
     provisioned_id,
     provisioning_command,
 )
-from services.contracts.commands import ScalingAction, ScalingCommand
+from services.contracts.commands import CommandBasis, ScalingAction, ScalingCommand
 from services.contracts.events import (
     ConfigurationUpdated,
     JobEventKind,
@@ -24,6 +26,7 @@ from services.contracts.events import (
     TaskManagerRegistered,
     VertexSpec,
 )
+from services.contracts.jobconfig import COOLDOWN as COOLDOWN_KEY
 
 JOB = "j"
 TIMING = Timing(provisioning=3000, creation=300, cancellation=1500, slots_per_taskmanager=2)
@@ -336,3 +339,148 @@ def test_added_taskmanagers_get_fresh_ids_before_the_scheduler_confirms_them() -
     assert world.jobs[JOB].task_managers == {}  # until the scheduler's decisions say so
     assert "nobody" not in world.jobs and emitted(world.add_task_managers("nobody", 1, 1, 0))
     assert "nobody" not in world.jobs
+
+
+# -- commands checked against the cluster before they act (evidence.py) ------------------------
+
+ONE_SLOT = Timing(provisioning=3000, slots_per_taskmanager=1)
+
+
+def declared(slots: int) -> dict[str, object]:
+    """The scheduler's DECLARE_RESOURCES request, as the decisions topic carries it."""
+    return {
+        "category": "RUNTIME_REQUEST",
+        "kind": "DECLARE_RESOURCES",
+        "executionGraphId": None,
+        "details": {"desired_slots": str(slots), "runtime": "simulated"},
+    }
+
+
+def planned(action: str, amount: int, command_id: str = "cmd-1", **seen: object) -> ScalingCommand:
+    """A planner's command: what it saw of the job is its basis."""
+    basis = CommandBasis(
+        rescale_uuid="7d0e5b2a-91c4-5f63-8a1e-2c4b6d8f0a17",
+        revision=3,
+        state="WaitingForResources",
+        observed_at_millis=0,
+        decided_at_millis=0,
+        fresh_as_of_millis=0,
+        **seen,
+    )
+    return msgspec.structs.replace(command(action, amount, command_id), basis=basis)
+
+
+def wanting(slots: int, spare: int = 0) -> EmbeddedCluster:
+    world = cluster(timing=ONE_SLOT)
+    world.spare_slots = spare
+    world.observe_decision(JOB, declared(slots))
+    return world
+
+
+def test_the_issue_a_provision_decided_on_0_slots_for_a_job_holding_4_is_superseded() -> None:
+    """clicks wants 4 and brought its own 4 TaskManagers; a planner a minute behind saw it
+    waiting with none and asked for 4 more: it would have ended with 8."""
+    world = with_taskmanagers(wanting(4), 1, "tm-1", "tm-2", "tm-3", "tm-4")
+    actions = world.apply(planned("PROVISION_TASK_MANAGERS", 4, available_slots=0), now=10)
+    assert emitted(actions) == []
+    result = outcome(actions)
+    assert result.status == "SUPERSEDED"
+    assert result.message.startswith("job j holds 4 slot(s) of registered TaskManagers and 0")
+    assert dict(result.details) == {
+        "heldSlots": "4",
+        "startingSlots": "0",
+        "seenSlots": "0",
+        "neededSlots": "4",
+    }
+
+
+def test_a_second_provision_on_the_same_view_sees_the_first_ones_taskmanagers_starting() -> None:
+    world = with_taskmanagers(wanting(4), 1, "tm-1")
+    first = world.apply(planned("PROVISION_TASK_MANAGERS", 3, "p-1", available_slots=1), now=0)
+    assert outcome(first).status == "APPLIED" and len(emitted(first)) == 3
+    second = world.apply(planned("PROVISION_TASK_MANAGERS", 3, "p-2", available_slots=1), now=500)
+    assert outcome(second).status == "SUPERSEDED" and emitted(second) == []
+    assert dict(outcome(second).details)["startingSlots"] == "3"
+    for event in emitted(first):  # the scheduler accepts them: held now, no longer starting
+        world.observe_decision(JOB, registered(event.task_manager_id, 1))
+    assert world.facts(world.jobs[JOB], now=4_000).held_slots == 4
+    assert world.facts(world.jobs[JOB], now=4_000).starting_slots == 0
+
+
+def test_a_provisioned_taskmanager_nobody_registers_stops_counting_after_the_grace() -> None:
+    world = wanting(4)
+    world.apply(planned("PROVISION_TASK_MANAGERS", 2, "p-1", available_slots=0), now=0)
+    job = world.jobs[JOB]
+    assert world.facts(job, now=3_000 + 30_000).starting_slots == 2  # due at 3 s
+    assert world.facts(job, now=3_000 + 30_001).starting_slots == 0
+
+
+def test_a_restarted_cluster_knows_the_taskmanagers_on_their_way_from_its_own_events() -> None:
+    first = wanting(4)
+    events = emitted(
+        first.apply(planned("PROVISION_TASK_MANAGERS", 2, "p-1", available_slots=0), now=0)
+    )
+    restarted = wanting(4)
+    restarted.observe_decision(JOB, registered(events[0].task_manager_id, 1))  # read first
+    for event in events:
+        restarted.observe_own(event)
+    facts = restarted.facts(restarted.jobs[JOB], now=3_000)
+    assert (facts.held_slots, facts.starting_slots) == (1, 1)
+
+
+def test_a_provision_beyond_need_plus_spare_is_capped() -> None:
+    world = with_taskmanagers(wanting(4, spare=1), 1, "tm-1")
+    actions = world.apply(planned("PROVISION_TASK_MANAGERS", 8, available_slots=1), now=0)
+    result = outcome(actions)
+    assert result.status == "APPLIED" and len(emitted(actions)) == 4
+    assert result.message == (
+        "4 TaskManager(s) with 1 slot(s) each; capped from 8 to 4 slot(s): 1 held or "
+        "starting, 4 needed + 1 spare"
+    )
+
+
+def test_a_capped_provision_cut_short_by_a_crash_starts_no_more_than_fits_after_it() -> None:
+    world = wanting(3)
+    command_ = planned("PROVISION_TASK_MANAGERS", 8, "p-1", available_slots=0)
+    first = emitted(world.apply(command_, now=0))
+    assert len(first) == 3  # capped to the 3 needed
+    restarted = wanting(3)
+    restarted.observe_own(first[0])  # the crash came after the first went out
+    again = restarted.apply(command_, now=1_000)
+    assert [e.task_manager_id for e in emitted(again)] == ["j-cmd-p-1-1", "j-cmd-p-1-2"]
+
+
+def test_the_need_follows_the_schedulers_latest_declaration() -> None:
+    world = with_taskmanagers(wanting(4), 1, "tm-1", "tm-2")
+    world.observe_decision(JOB, declared(2))  # requirements lowered since
+    result = outcome(world.apply(planned("PROVISION_TASK_MANAGERS", 2, available_slots=2), 0))
+    assert result.status == "SUPERSEDED" and "already what its requirements need" in result.message
+
+
+def test_a_release_of_slots_lost_since_is_superseded_and_stops_nothing() -> None:
+    world = with_taskmanagers(wanting(2), 1, "tm-1", "tm-2", "tm-3")
+    world.observe_decision(JOB, lost("tm-3", 1))
+    release = planned("RELEASE_TASK_MANAGERS", 1, available_slots=3, post_rescale_slots=2)
+    actions = world.apply(release, now=0)
+    assert emitted(actions) == [] and outcome(actions).status == "SUPERSEDED"
+
+
+def test_a_second_cooldown_raise_decided_before_the_first_is_superseded() -> None:
+    world = wanting(2)
+    first = planned("RAISE_COOLDOWN", 60_000, "cool-1", cooldown_millis=30_000)
+    assert outcome(world.apply(first, now=0)).status == "APPLIED"
+    again = planned("RAISE_COOLDOWN", 60_000, "cool-2", cooldown_millis=30_000)
+    result = outcome(world.apply(again, now=1))
+    assert result.status == "SUPERSEDED" and "is 60000 ms now" in result.message
+    restarted = wanting(2)  # knows its cooldown from its own update in the log
+    restarted.observe_own(ConfigurationUpdated(JOB, 0, ((COOLDOWN_KEY, "60000 ms"),), "cool-1"))
+    assert restarted.facts(restarted.jobs[JOB], now=1).cooldown_millis == 60_000
+
+
+def test_a_finished_job_supersedes_a_planners_command_and_rejects_an_operators() -> None:
+    world = wanting(2)
+    world.observe_decision(JOB, decision("STATE_TRANSITION", target="Finished"))
+    planners = outcome(world.apply(planned("PROVISION_TASK_MANAGERS", 1, available_slots=0), 0))
+    assert planners.status == "SUPERSEDED" and "no longer runs" in planners.message
+    operators = outcome(world.apply(command("PROVISION_TASK_MANAGERS", 1), 0))
+    assert operators.status == "REJECTED"
