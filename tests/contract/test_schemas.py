@@ -14,6 +14,12 @@ from fastavro import json_reader, schemaless_reader
 from services.contracts import Codec, SchemaRegistry
 from services.contracts import records as r
 from services.contracts.codec import HEADER_SIZE
+from services.contracts.commands import (
+    CommandOutcome,
+    OutcomeStatus,
+    ScalingAction,
+    ScalingCommand,
+)
 from services.contracts.schemas import SCHEMAS_DIR, SchemaError
 
 GOLDEN = sorted((Path(__file__).parent / "golden").glob("*.json"))
@@ -235,7 +241,7 @@ def test_set_parallelism_is_a_v2_command_that_v1_readers_refuse(
         "parallelism": {"cbc357ccb763df2852fee8c4fc7d55f2": 3},
     }
     data = codec.encode(r.SCALING_COMMAND, command)
-    assert codec.decode(data).record == command
+    assert codec.decode(data).record == {**command, "basis": None}  # v3: no basis given
     v1 = registry.versions(r.SCALING_COMMAND)[0]
     with pytest.raises(Exception, match="SET_PARALLELISM"):
         schemaless_reader(
@@ -243,3 +249,45 @@ def test_set_parallelism_is_a_v2_command_that_v1_readers_refuse(
         )
     golden = json.loads((Path(__file__).parent / "golden" / "scaling_command.v1.json").read_text())
     assert codec.decode(bytes.fromhex(golden["hex"])).record["parallelism"] == {}
+
+
+def test_superseded_is_a_v2_outcome_that_v1_readers_refuse(
+    codec: Codec, registry: SchemaRegistry
+) -> None:
+    """command_outcome.v2 adds the status SUPERSEDED (schemas/README.md rule 5: readers
+    first): a v2 reader reads it, typed; a v1 reader cannot, and a v1 outcome reads as v2."""
+    outcome = CommandOutcome(
+        command_id="provision-1",
+        job_id="clicks",
+        action=ScalingAction.PROVISION_TASK_MANAGERS,
+        status=OutcomeStatus.SUPERSEDED,
+        message="job clicks holds 4 slot(s) of registered TaskManagers and 0 more are starting",
+        backend="embedded",
+        completed_at_millis=1795935437002,
+        details={"heldSlots": "4", "startingSlots": "0", "seenSlots": "0", "neededSlots": "4"},
+    )
+    data = codec.encode(r.COMMAND_OUTCOME, outcome.to_record())
+    assert CommandOutcome.from_record(codec.decode(data).record) == outcome
+    v1 = registry.versions(r.COMMAND_OUTCOME)[0]
+    with pytest.raises(Exception, match="SUPERSEDED"):
+        schemaless_reader(
+            io.BytesIO(data[HEADER_SIZE:]), registry.latest(r.COMMAND_OUTCOME).parsed, v1.parsed
+        )
+    golden = json.loads((Path(__file__).parent / "golden" / "command_outcome.v1.json").read_text())
+    old = CommandOutcome.from_record(codec.decode(bytes.fromhex(golden["hex"])).record)
+    assert old.status is OutcomeStatus.APPLIED
+
+
+def test_v2_commands_read_as_v3_with_no_basis_and_v3_ones_typed_with_theirs(codec: Codec) -> None:
+    """scaling_command.v3 adds `basis` (nullable, null by default): an operator's or an older
+    planner's command is applied unchecked; a v3 one carries what its planner saw."""
+    golden = Path(__file__).parent / "golden"
+    v2 = json.loads((golden / "scaling_command.v2.json").read_text())
+    old = ScalingCommand.from_record(codec.decode(bytes.fromhex(v2["hex"])).record)
+    assert old.basis is None and old.action is ScalingAction.PROVISION_TASK_MANAGERS
+    v3 = json.loads((golden / "scaling_command.v3.json").read_text())
+    new = ScalingCommand.from_record(codec.decode(bytes.fromhex(v3["hex"])).record)
+    assert new.basis is not None
+    assert (new.basis.available_slots, new.basis.desired_slots, new.basis.revision) == (1, 4, 3)
+    assert new.basis.post_rescale_slots is None
+    assert codec.encode(r.SCALING_COMMAND, new.to_record()).hex() == v3["hex"]
