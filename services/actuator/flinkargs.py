@@ -121,8 +121,11 @@ def router(args: argparse.Namespace, cache: Path, deliver: Deliver) -> FlinkRout
     local = {name for name, _ in args.flink_local}
     if unknown := sorted({n for n, _ in args.flink_max_taskmanagers if n and n not in local}):
         raise SystemExit(f"scalefold actuator: {FLAG} names no --flink-local cluster {unknown}")
+    spare = getattr(args, "spare_slots", 0)  # `scalefold actuator --spare-slots`
     backends = [
-        FlinkBackend(name, _fixed(url), None, ca=_fixed(ca_for(name, args.flink_ca)))
+        FlinkBackend(
+            name, _fixed(url), None, ca=_fixed(ca_for(name, args.flink_ca)), spare_slots=spare
+        )
         for name, url in args.flink_rest
     ]
     for name, directory in args.flink_local:
@@ -130,7 +133,7 @@ def router(args: argparse.Namespace, cache: Path, deliver: Deliver) -> FlinkRout
         launcher = LocalLauncher(Path(directory).resolve(), cache, cap)
         given = ca_for(name, args.flink_ca)
         ca = _fixed(given) if given is not None else launcher.rest_ca
-        backends.append(FlinkBackend(name, launcher.rest_url, launcher, ca=ca))
+        backends.append(FlinkBackend(name, launcher.rest_url, launcher, ca=ca, spare_slots=spare))
     return FlinkRouter(backends, deliver) if backends else None
 
 

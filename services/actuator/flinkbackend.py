@@ -20,6 +20,13 @@ The embedded cluster stays every other job's backend.
   lower bound), PUT the whole map (Flink refuses a map that leaves a vertex out).
 - RAISE_COOLDOWN is REJECTED with the reason: Flink reads the cooldown once.
 
+A PROVISION or RELEASE that carries its basis (the planner's) is checked first against
+what Flink shows now (flinkfacts.py: the job's state and requirements' need, the
+cluster's registered slots, the launcher's TaskManagers not listed yet) and answered
+SUPERSEDED with the contradicting fact when its basis no longer holds, or a provision
+capped at need + `spare_slots` (evidence.py); a job that ended since supersedes any
+command with a basis.
+
 Flink refusing (4xx, 5xx), not answering in time or unreachable gives one FAILED outcome
 with Flink's answer; nothing here raises out of `apply`.
 """
@@ -34,7 +41,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from services.actuator import quota
+from services.actuator.evidence import Apply, JobFacts, Superseded, Verdict, check
+from services.actuator.flinkfacts import flink_facts
 from services.actuator.launcher import Launcher
 from services.contracts.commands import OutcomeStatus, ScalingAction, ScalingCommand
 from services.contracts.flinkrest import (
@@ -62,7 +73,8 @@ COOLDOWN_REASON = (
 
 @dataclass(frozen=True)
 class Result:
-    """What became of one command: APPLIED, REJECTED (with why) or FAILED (Flink's answer)."""
+    """What became of one command: APPLIED, REJECTED (with why), FAILED (Flink's answer) or
+    SUPERSEDED (the fact that contradicts its basis)."""
 
     status: OutcomeStatus
     message: str
@@ -148,10 +160,12 @@ class FlinkBackend:
         register_timeout: float = 180.0,
         *,
         ca: Callable[[], Path | None] = lambda: None,
+        spare_slots: int = 0,
     ) -> None:
         self.name, self.rest_url, self.launcher = name, rest_url, launcher
         self.timeout, self.register_timeout = timeout, register_timeout
         self.ca = ca  # the PEM CA an https endpoint must verify against (None: the system's)
+        self.spare_slots = spare_slots  # slots a job may hold beyond its need (evidence.py)
 
     @property
     def label(self) -> str:
@@ -184,25 +198,64 @@ class FlinkBackend:
         if action is ScalingAction.RAISE_COOLDOWN:
             return Result(OutcomeStatus.REJECTED, COOLDOWN_REASON)
         rest = self._rest()
-        state = rest.job(jid).get("state")
+        job = rest.job(jid)
+        state = job.get("state")
         if state in TERMINAL_JOB_STATES:
-            return Result(OutcomeStatus.REJECTED, f"Flink's job {jid} is {state}")
+            if command.basis is None:
+                return Result(OutcomeStatus.REJECTED, f"Flink's job {jid} is {state}")
+            ended = JobFacts(0, running=False, holder=f"Flink's job {jid} ({state})")
+            return self._superseded(check(command, ended))
         if action is ScalingAction.SET_PARALLELISM:
             return self._set_parallelism(rest, jid, command)
         if action in (ScalingAction.PROVISION_TASK_MANAGERS, ScalingAction.RELEASE_TASK_MANAGERS):
-            return self._taskmanagers(rest, command)
+            return self._taskmanagers(rest, jid, job, command)
         return Result(OutcomeStatus.REJECTED, f"the Flink backend cannot {action}")
 
-    def _taskmanagers(self, rest: FlinkRest, command: ScalingCommand) -> Result:
-        if self.launcher is None:
+    def _taskmanagers(
+        self, rest: FlinkRest, jid: str, job: Mapping[str, Any], command: ScalingCommand
+    ) -> Result:
+        launcher = self.launcher
+        if launcher is None:
             return Result(
                 OutcomeStatus.REJECTED,
                 f"no TaskManager launcher for Flink cluster {self.name} (the actuator "
                 "has only its REST URL: --flink-local NAME=DIR starts and stops TaskManagers)",
             )
+        verdict = self._verdict(rest, launcher, jid, job, command)
+        if not isinstance(verdict, Apply):
+            return self._superseded(verdict)
         if command.action is ScalingAction.PROVISION_TASK_MANAGERS:
-            return self._provision(rest, self.launcher, command)
-        return self._release(rest, self.launcher, command)
+            capped = msgspec.structs.replace(command, amount=verdict.amount)
+            return self._provision(rest, launcher, capped, verdict.note)
+        return self._release(rest, launcher, command)
+
+    def _verdict(
+        self,
+        rest: FlinkRest,
+        launcher: Launcher,
+        jid: str,
+        job: Mapping[str, Any],
+        command: ScalingCommand,
+    ) -> Verdict:
+        """The command's check against what Flink shows now (none without a basis)."""
+        if command.basis is None:
+            return Apply(command.amount)
+        facts = flink_facts(
+            self.name,
+            jid,
+            job,
+            rest.requirements(jid),
+            rest.taskmanagers(),
+            running=launcher.running(),
+            slots_per_taskmanager=launcher.slots_per_taskmanager,
+            own_prefix=f"tm-{command.command_id}-",
+        )
+        return check(command, facts, self.spare_slots)
+
+    def _superseded(self, verdict: Verdict) -> Result:
+        assert isinstance(verdict, Superseded), "a job that ended supersedes a basis"
+        details = (*verdict.details, ("flink", self.name))
+        return Result(OutcomeStatus.SUPERSEDED, verdict.message, details)
 
     def _set_parallelism(self, rest: FlinkRest, jid: str, command: ScalingCommand) -> Result:
         current = rest.requirements(jid)
@@ -224,7 +277,9 @@ class FlinkBackend:
         changes = f"requirements set (lower:upper) {changed}"
         return Result(OutcomeStatus.APPLIED, changes, tuple(shown.items()))
 
-    def _provision(self, rest: FlinkRest, launcher: Launcher, command: ScalingCommand) -> Result:
+    def _provision(
+        self, rest: FlinkRest, launcher: Launcher, command: ScalingCommand, note: str = ""
+    ) -> Result:
         per = launcher.slots_per_taskmanager
         count = math.ceil(command.amount / per)
         if not 1 <= count <= MAX_TASKMANAGERS_PER_COMMAND:
@@ -256,8 +311,9 @@ class FlinkBackend:
                 details,
             )
         again = f"; {len(before)} started before a restart" if before else ""
+        capped_by = f"; {note}" if note else ""
         message = quota.applied(count, len(ours), per=per, waited=waited, running=others, cap=cap)
-        return Result(OutcomeStatus.APPLIED, message + again, details)
+        return Result(OutcomeStatus.APPLIED, message + again + capped_by, details)
 
     def _await_registered(
         self, rest: FlinkRest, launcher: Launcher, ids: list[str]

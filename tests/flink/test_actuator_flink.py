@@ -5,7 +5,8 @@ release on a job whose TaskManagers are all busy stops none; a provision starts 
 TaskManager processes that register; SET_PARALLELISM PUTs the requirements the
 Kubernetes Operator's way; RAISE_COOLDOWN is refused with the reason; each command gets
 exactly one outcome, also across a kill -9 of the actuator; a provision starts no more
-TaskManagers than the cap lets run. Flink refusing, not answering in time or unreachable
+TaskManagers than the cap lets run; a provision whose basis saw fewer slots than Flink has
+registered is SUPERSEDED and starts none. Flink refusing, not answering in time or unreachable
 gives one FAILED outcome with what Flink said.
 """
 
@@ -19,13 +20,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from services.actuator.flinkbackend import FlinkBackend
 from services.actuator.launcher import LocalLauncher
 from services.contracts import Codec, Settings
 from services.contracts import records as r
-from services.contracts.commands import ScalingCommand
+from services.contracts.commands import CommandBasis, ScalingCommand
 from services.localstack.layout import cache_dir
 from tests.flink.flink_support import FlinkTestCluster
 from tests.integration.conftest import broker_settings, kafka  # noqa: F401  (fixtures)
@@ -33,6 +35,19 @@ from tests.integration.scheduler_support import ActuatorProcess
 from tests.kafka_support import consume, produce
 
 SUM = "Sum"
+STALE = msgspec.to_builtins(  # the basis as the command's Avro datum holds it
+    CommandBasis(
+        rescale_uuid="afc103edd691c5267ae684fefa3ae972",
+        revision=1,
+        state="WaitingForResources",
+        available_slots=0,
+        desired_slots=2,
+        observed_at_millis=1,
+        decided_at_millis=2,
+        fresh_as_of_millis=1,
+    )
+)
+"""What a planner a minute behind saw of a job that waited for resources with no slot."""
 
 
 def command(command_id: str, job: str, action: str, amount: int, **extra: Any) -> dict[str, Any]:
@@ -121,6 +136,20 @@ def test_commands_on_a_real_flink_each_get_one_outcome_and_a_release_takes_no_bu
     assert flink.job(jid)["state"] == "RUNNING"
     assert all(holding(flink, tm) for tm in busy)
 
+    # a PROVISION decided on 0 slots while Flink has 2 registered: SUPERSEDED, none started
+    stale = command("provision-stale", job, "PROVISION_TASK_MANAGERS", 2, basis=STALE)
+    send(kafka, codec, stale)
+    superseded = by_id(outcomes(kafka, codec, 4))["provision-stale"]
+    assert superseded["status"] == "SUPERSEDED", superseded
+    assert superseded["message"].startswith(f"Flink cluster t (job {jid} RUNNING")
+    assert (
+        "holds 2 slot(s) of registered TaskManagers and 0 more are starting"
+        in (superseded["message"])
+    )
+    assert superseded["details"]["heldSlots"] == "2"
+    assert superseded["details"]["seenSlots"] == "0"
+    assert sorted(flink.running_taskmanagers()) == sorted(busy)  # none started
+
     # at parallelism 1 the source and Bucket chain into one vertex; Sum is the other
     vertices = {v["name"].split(" ")[0].rstrip(":"): v["id"] for v in flink.job(jid)["vertices"]}
     send(
@@ -129,7 +158,7 @@ def test_commands_on_a_real_flink_each_get_one_outcome_and_a_release_takes_no_bu
         command("parallelism-1", job, "SET_PARALLELISM", 0, parallelism={vertices[SUM]: 2}),
         command("cooldown-1", job, "RAISE_COOLDOWN", 120_000),
     )
-    done = by_id(outcomes(kafka, codec, 5))
+    done = by_id(outcomes(kafka, codec, 6))
     assert done["parallelism-1"]["status"] == "APPLIED", done["parallelism-1"]
     requirements = flink.rest.requirements(jid)
     assert requirements[vertices[SUM]]["parallelism"] == {"lowerBound": 1, "upperBound": 2}
@@ -144,7 +173,7 @@ def test_commands_on_a_real_flink_each_get_one_outcome_and_a_release_takes_no_bu
     send(kafka, codec, command("provision-1", job, "PROVISION_TASK_MANAGERS", 1))
     source = vertices["Source"]  # its max parallelism is 1: Flink refuses 3
     send(kafka, codec, command("parallelism-2", job, "SET_PARALLELISM", 0, parallelism={source: 3}))
-    after = by_id(outcomes(kafka, codec, 6))  # by_id: no command answered twice
+    after = by_id(outcomes(kafka, codec, 7))  # by_id: no command answered twice
     assert after["parallelism-2"]["status"] == "FAILED", after["parallelism-2"]
     assert "Flink refused" in after["parallelism-2"]["message"]
     assert sorted(flink.running_taskmanagers()) == sorted(busy)
