@@ -22,10 +22,9 @@ its basis (the planner's) is checked first against what the cluster knows of the
 now (`facts`: the slots of its registered TaskManagers, those it provisioned that have
 not registered yet, its requirements' need from the scheduler's DECLARE_RESOURCES
 request, the cooldown it last set) and answered SUPERSEDED when the basis no longer
-holds (evidence.py). Everything it does
-comes back as `Action`s (events to produce at a time, outcomes to publish); the
-actuator service executes them. Its simulated work is paced per job (`pace`):
-no input can make it flood the broker.
+holds (evidence.py). Everything it does comes back as `Action`s (events to produce at
+a time, outcomes to publish); the actuator service executes them. Its simulated work
+is paced per job (`pace`): no input can make it flood the broker.
 
 Time is wall-clock milliseconds, passed in; randomness (fault targets, jitter)
 comes from a seeded generator when asked.
