@@ -50,13 +50,14 @@ from bench.proc import memory_mib
 from services.contracts import Codec, SchemaRegistry, Settings
 from services.contracts import records as r
 from services.history import synthetic
+from services.history.catalog import build_views, table_schemas
 from services.history.decode import RescaleSchemas
 from services.history.job import RunOptions, run, start_queries
+from services.history.paths import Layout
 from services.history.sinklog import DELTA_LOG, committed_files
 from services.history.spark import history_session
 from services.history.tables import EXECUTING, LATEST_TABLE, PARTITION_COLUMN, TABLES
 from services.history.upsert import UpkeepConfig, optimize, write_tables
-from services.history.views import Layout, build_views, table_schemas
 from services.localstack.jars import spark_connector_jars
 from services.localstack.layout import cache_dir
 
@@ -103,13 +104,14 @@ def ingest(
     spark: SparkSession, settings: Settings, records: int, runs: int, work: Path
 ) -> tuple[int, list[float]]:
     """Messages produced, and seconds per drain of them through the history's streaming query."""
-    schemas = RescaleSchemas.of(SchemaRegistry.load())
     per_job = max(1, records // (100 * len(synthetic.COMPLETED_PATH) + 100))
     produced = _produce(settings, synthetic.fleet(jobs=100, rescales_per_job=per_job, start_ms=T0))
 
     def drain(run: int) -> None:
         layout = Layout(work / f"ingest-{run}")
-        queries = start_queries(spark, settings, schemas, RunOptions(layout, available_now=True))
+        queries = start_queries(
+            spark, settings, SchemaRegistry.load(), RunOptions(layout, available_now=True)
+        )
         for query in queries:
             query.awaitTermination()
             assert query.exception() is None, query.exception()

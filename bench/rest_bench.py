@@ -34,10 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from services.history import synthetic
+from services.history.paths import Layout
 from services.history.restapi.fixtures import write_batches
 from services.history.sinklog import is_delta
 from services.history.tables import LATEST_TABLE, TABLES
-from services.history.views import Layout
 
 ROOT = Path(__file__).resolve().parents[1]
 T0 = 1_795_000_000_000

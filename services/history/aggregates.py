@@ -179,29 +179,3 @@ def fleet_summary(latest: DataFrame, reasons: Sequence[str]) -> DataFrame:
         F.count_if(F.col("flapping_score") > 0).alias("jobs_with_reversals"),
     )
     return totals.crossJoin(flapping)
-
-
-def planner_input(latest: DataFrame, window_ms: int = FLAP_WINDOW_MS) -> DataFrame:
-    """The few rows per job the planner needs, small enough to collect.
-
-    In-progress rescales, the latest terminated one, and the COMPLETED ones of
-    the flapping window; the planner (`planner.py`) decides on these alone.
-    """
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    terminated = Window.partitionBy("job_id").orderBy(
-        F.col("in_progress").asc(),  # terminated first
-        F.col("end_timestamp_ms").desc_nulls_last(),
-        F.col("start_timestamp_ms").desc(),
-        F.col("rescale_uuid").desc(),
-    )
-    ranked = latest.withColumn("_rank", F.row_number().over(terminated))
-    newest_terminated = ranked.where(~F.col("in_progress") & (F.col("_rank") == 1)).drop("_rank")
-    in_progress = latest.where(F.col("in_progress"))
-    window = completed_in_window(latest, window_ms)
-    return (
-        in_progress.unionByName(newest_terminated)
-        .unionByName(window)
-        .dropDuplicates(["rescale_uuid"])
-    )

@@ -170,10 +170,12 @@ def _add_run(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "run",
         "the streaming job: rescales topic -> Delta tables, dead letters, scaling commands",
         """\
-Read the rescales topic from its beginning (resuming from the checkpoints in
-DATA_DIR/checkpoints), write the Delta tables (Parquet files) to DATA_DIR/tables, send
-undecodable records to the dead-letter topic, and every --plan-interval seconds
-plan scaling commands from the tables and send the ones not sent before.
+Read the rescales topics from their beginning (resuming from the checkpoints in
+DATA_DIR/checkpoints), keep each rescale's latest revision in a Delta table at once
+(--trigger-seconds), the raw and child tables in larger batches
+(--tables-trigger-seconds), send undecodable records to the dead-letter topic, and
+plan scaling commands from the records as they arrive (a query of the planner's own,
+--planner-trigger-seconds), sending the ones not sent before.
 While it runs, its Spark session serves the views (as global_temp.<view>) over
 Spark Connect (the address in DATA_DIR/sql.url, which `history sql` uses) and
 over JDBC, Spark's Thrift server (the address in DATA_DIR/jdbc.url).
@@ -186,7 +188,23 @@ Stop with Ctrl-C or SIGTERM; a restart resumes where the job stopped.""",
         metavar="N",
         # A record waits for the next trigger before its batch starts: 5 s (the default
         # until 2026-11-29) alone used up the 5 s a record may take to be seen.
-        help="micro-batch interval: a batch starts at most this long after a record arrives",
+        help="the latest tables' micro-batch interval: a record's latest revision is queryable "
+        "a batch after at most this long",
+    )
+    run.add_argument(
+        "--tables-trigger-seconds",
+        type=float,
+        default=10.0,
+        metavar="N",
+        help="the raw and child tables' (and the dead letters') micro-batch interval",
+    )
+    run.add_argument(
+        "--planner-trigger-seconds",
+        type=float,
+        default=0.5,
+        metavar="N",
+        help="the planner query's micro-batch interval: it decides at most this long (and a "
+        "batch) after a rescale record arrives",
     )
     run.add_argument(
         "--available-now",
@@ -194,7 +212,12 @@ Stop with Ctrl-C or SIGTERM; a restart resumes where the job stopped.""",
         help="process what the topic holds now, plan once, then exit",
     )
     run.add_argument(
-        "--plan-interval", type=int, default=5, metavar="N", help="seconds between plans"
+        "--plan-interval",
+        type=float,
+        default=1.0,
+        metavar="N",
+        help="with no new record, look at the time-driven rules (the grace periods) every N "
+        "seconds",
     )
     run.add_argument(
         "--plan-lookback",
@@ -320,6 +343,14 @@ def _add_planner_rules(rules: argparse._ArgumentGroup) -> None:
         default=600_000,
         metavar="MS",
         help="RAISE_COOLDOWN never asks for more than this many milliseconds",
+    )
+    rules.add_argument(
+        "--max-staleness",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="decide nothing while the planner's view of the topics is older than this (a "
+        "paused or starved service catches up first)",
     )
     rules.add_argument(
         "--command-flink",

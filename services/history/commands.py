@@ -21,11 +21,10 @@ from typing import Any
 from services.contracts import Codec, DecodeError, Settings
 from services.contracts import records as r
 from services.contracts.access import raise_refusal
+from services.contracts.commands import ScalingCommand
 from services.contracts.kafka import librdkafka_config, retry_transient
 
 log = logging.getLogger(__name__)
-
-Command = dict[str, Any]
 
 
 class CommandSendError(RuntimeError):
@@ -38,8 +37,8 @@ class IssuedCommands:
 
     by_job: dict[str, set[str]] = field(default_factory=dict)
 
-    def __contains__(self, command: Command) -> bool:
-        return command["commandId"] in self.by_job.get(command["jobId"], set())
+    def __contains__(self, command: ScalingCommand) -> bool:
+        return command.command_id in self.by_job.get(command.job_id, set())
 
     def add(self, job_id: str, command_id: str) -> None:
         self.by_job.setdefault(job_id, set()).add(command_id)
@@ -136,30 +135,30 @@ class CommandSender:
             )
         )
 
-    def send(self, commands: Iterable[Command], timeout: float = 30.0) -> list[Command]:
+    def send(
+        self, commands: Iterable[ScalingCommand], timeout: float = 30.0
+    ) -> list[ScalingCommand]:
         """Send the commands not issued yet; return those the broker acknowledged."""
-        fresh = [
-            c for c in commands if c not in self.issued and c["commandId"] not in self.in_flight
-        ]
-        delivered: list[Command] = []
+        fresh = [c for c in commands if c not in self.issued and c.command_id not in self.in_flight]
+        delivered: list[ScalingCommand] = []
         failures: list[str] = []
 
-        def on_delivery(command: Command) -> Any:
+        def on_delivery(command: ScalingCommand) -> Any:
             def callback(error: Any, _message: Any) -> None:
-                self.in_flight.discard(command["commandId"])
+                self.in_flight.discard(command.command_id)
                 if error is None:
-                    self.issued.add(command["jobId"], command["commandId"])
+                    self.issued.add(command.job_id, command.command_id)
                     delivered.append(command)
                 else:  # a refusal (a missing ACL) is no failure the next tick could mend
                     raise_refusal(error, self._settings, f"write to {self._topic}")
-                    failures.append(f"{command['commandId']}: {error}")
+                    failures.append(f"{command.command_id}: {error}")
 
             return callback
 
         for command in fresh:
-            value = self._codec.encode(r.SCALING_COMMAND, command)
-            key = command["jobId"].encode()
-            self.in_flight.add(command["commandId"])
+            value = self._codec.encode(r.SCALING_COMMAND, command.to_record())
+            key = command.job_id.encode()
+            self.in_flight.add(command.command_id)
             self._producer.produce(
                 self._topic, key=key, value=value, on_delivery=on_delivery(command)
             )

@@ -28,6 +28,7 @@ of failing the query: a poison message must not stop the history (STYLE.md,
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -61,23 +62,25 @@ class RescaleSchemas:
     dead_letter: SchemaVersion
     key_fields: tuple[str, ...] = ("jobId",)
     """The record's fields whose values, joined by dots, must be its Kafka key."""
-    flink: RescaleSchemas | None = None
-    """The same for the rescales a real Flink recorded (`flink-rescales`), if known."""
+    registry: SchemaRegistry | None = dataclasses.field(default=None, compare=False, repr=False)
+    """Where these came from: every other source's schemas are there too (sources.py)."""
 
     @classmethod
     def of(cls, registry: SchemaRegistry, record: str = records.RESCALE) -> RescaleSchemas:
         """The versions of `record` (the rescale record, or `FlinkRescale` keyed by
-        `flink_job_key`); the rescale record's carry Flink's in `flink`."""
-        flink = None
-        if record == records.RESCALE and records.FLINK_RESCALE in registry.names():
-            flink = cls.of(registry, records.FLINK_RESCALE)
+        `flink_job_key`)."""
         return cls(
             versions=tuple(registry.versions(record)),
             others=tuple(v for v in registry if v.full_name != record),
             dead_letter=registry.latest(records.DEAD_LETTER),
             key_fields=("cluster", "jobId") if record == records.FLINK_RESCALE else ("jobId",),
-            flink=flink,
+            registry=registry,
         )
+
+    def of_record(self, record: str) -> RescaleSchemas:
+        """The same for another record of the same registry (another source's)."""
+        assert self.registry is not None, "built by RescaleSchemas.of"
+        return RescaleSchemas.of(self.registry, record)
 
     @property
     def reader(self) -> SchemaVersion:

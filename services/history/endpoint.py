@@ -3,7 +3,7 @@ and over Spark's Thrift JDBC/ODBC server (HiveServer2's protocol).
 
 `history run` starts Spark's Connect server inside its own session (Spark's
 `SparkConnectPlugin`, on 127.0.0.1 unless told otherwise) and keeps every view
-of `views.build_views` registered as a global temporary view: a Connect client
+of `catalog.build_views` registered as a global temporary view: a Connect client
 gets a session of its own on the service's SparkContext, and global temporary
 views (`global_temp.<view>`) are what every session of one context sees.
 
@@ -38,10 +38,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from services.history.flink_tables import TABLES as FLINK_TABLES
+from services.history.catalog import build_views, table_schemas, view_names
+from services.history.paths import JDBC_URL, SQL_URL, Layout
 from services.history.sinklog import latest_version
-from services.history.tables import LATEST_TABLE, TABLES
-from services.history.views import Layout, build_views, table_schemas, view_names
+from services.history.sources import SOURCES
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -53,8 +53,8 @@ log = logging.getLogger(__name__)
 
 CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
 THRIFT_SERVER = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
-URL_FILE = "sql.url"
-JDBC_URL_FILE = "jdbc.url"
+URL_FILE = SQL_URL
+JDBC_URL_FILE = JDBC_URL
 JDBC_ENV_OVERRIDES = ("HIVE_SERVER2_THRIFT_BIND_HOST", "HIVE_SERVER2_THRIFT_PORT")
 """HiveServer2 prefers these environment variables to its configuration (ThriftBinaryCLIService):
 the service's JVM must not inherit them, or a stray one would move the JDBC server."""
@@ -105,7 +105,7 @@ class JdbcConfig:
 
     def spark_conf(self, data_dir: Path) -> dict[str, str]:
         """The settings the server reads (as Hadoop settings of the context) when started."""
-        scratch = data_dir / "jdbc"
+        scratch = Layout(data_dir).jdbc_scratch
         hive = {
             "hive.server2.transport.mode": "binary",
             "hive.server2.thrift.bind.host": self.host,
@@ -135,11 +135,11 @@ class JdbcServer:
         # Hive logs an ERROR at every session's close if its local scratch directory
         # (spark_conf) is missing.
         for directory in ("local", "scratch"):
-            (data_dir / "jdbc" / directory).mkdir(parents=True, exist_ok=True)
+            (Layout(data_dir).jdbc_scratch / directory).mkdir(parents=True, exist_ok=True)
         # Derby (the in-memory database of Hive's session state) writes derby.log into
         # the working directory unless told otherwise.
         jvm.java.lang.System.setProperty(
-            "derby.stream.error.file", str(data_dir / "jdbc" / "derby.log")
+            "derby.stream.error.file", str(Layout(data_dir).jdbc_scratch / "derby.log")
         )
         thrift = jvm.org.apache.spark.sql.hive.thriftserver.HiveThriftServer2  # THRIFT_SERVER
         server = thrift.startWithContext(spark._jsparkSession.sqlContext())
@@ -211,7 +211,7 @@ class BackgroundJdbc:
 
 
 def url_file(data_dir: Path, name: str = URL_FILE) -> Path:
-    return data_dir / name
+    return Layout(data_dir).url_file(name)
 
 
 def publish_url(data_dir: Path, url: str, name: str = URL_FILE) -> None:
@@ -252,7 +252,8 @@ def commit_marks(
     last = dict(known)
     return tuple(
         (table, latest_version(layout.table(table), last.get(table, -1)))
-        for table in (*TABLES, LATEST_TABLE, *FLINK_TABLES)
+        for source in SOURCES
+        for table in source.all_tables
     )
 
 

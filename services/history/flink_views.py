@@ -12,9 +12,11 @@ the identity columns of `flink_rescales`. `flink_conformance` and
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from services.history import conformance
+from services.history.flink_tables import LATEST_TABLE, RAW_TABLE
 from services.history.tables import PARTITION_COLUMN
 
 if TYPE_CHECKING:
@@ -72,9 +74,11 @@ def child(latest: DataFrame, array: str, index: str) -> DataFrame:
 
 
 def flink_views(
-    raw: DataFrame, latest: DataFrame, ours: dict[str, DataFrame]
+    tables: Mapping[str, DataFrame], ours: Mapping[str, DataFrame], _schemas: object = None
 ) -> dict[str, DataFrame]:
-    """Every Flink view by name; `ours`: scalefold's views (`rescales` and its children)."""
+    """Every Flink view by name. `tables`: the Flink source's tables by name (sources.py);
+    `ours`: scalefold's views (`rescales` and its children), which the comparison reads."""
+    raw, latest = tables[RAW_TABLE], tables[LATEST_TABLE]
     views = {
         "raw_flink_rescales": raw,
         "flink_rescale_revisions": revisions(raw),

@@ -109,12 +109,12 @@ def _conformance(args: argparse.Namespace, context: Context, data_dir: Path) -> 
     """The view `flink_conformance`: from the history service running for `data_dir` (Spark
     Connect), else from a Spark session of this command's own on the Delta tables."""
     from services.contracts import SchemaRegistry
+    from services.history.catalog import build_views
     from services.history.decode import RescaleSchemas
     from services.history.endpoint import GLOBAL_TEMP, remote_session
     from services.history.handlers import _layout, _session, say, verbose
     from services.history.reading import served
     from services.history.spark import one_shot_output
-    from services.history.views import build_views
 
     url = served(data_dir.resolve())
     if url is not None:

@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from services.clicontext import Context
     from services.history.endpoint import EndpointConfig, JdbcConfig
     from services.history.job import RunOptions
+    from services.history.paths import Layout
     from services.history.spark import JvmOutput
-    from services.history.views import Layout
 
 
 def say(message: str) -> None:
@@ -63,7 +63,7 @@ def _jvm_log(args: argparse.Namespace) -> JvmOutput:
     by hand on a terminal, to DATA_DIR/spark.log instead, unless -v."""
     if args.verbose or not sys.stderr.isatty():
         return None
-    path = _layout(args).data_dir / "spark.log"
+    path = _layout(args).spark_log
     path.parent.mkdir(parents=True, exist_ok=True)
     say(f"Spark's own log: {path}")
     return path.open("ab")
@@ -74,19 +74,21 @@ def _path(value: str | None) -> Path | None:
 
 
 def _layout(args: argparse.Namespace) -> Layout:
-    from services.history.views import Layout
+    from services.history.paths import Layout
 
     return Layout(Path(args.data_dir).resolve())
 
 
 def _run_options(args: argparse.Namespace, context: Context) -> RunOptions:
     from services.history.job import RunOptions
-    from services.history.planner import PlannerConfig
+    from services.history.jobview import PlannerConfig
     from services.history.upsert import UpkeepConfig
 
     return RunOptions(
         layout=_layout(args),
         trigger_seconds=args.trigger_seconds,
+        tables_trigger_seconds=args.tables_trigger_seconds,
+        planner_trigger_seconds=args.planner_trigger_seconds,
         available_now=args.available_now,
         plan_interval_seconds=args.plan_interval,
         plan_lookback_hours=args.plan_lookback,
@@ -104,6 +106,7 @@ def _run_options(args: argparse.Namespace, context: Context) -> RunOptions:
             flap_threshold=args.flap_threshold,
             max_cooldown_ms=args.max_cooldown,
             commanded_clusters=frozenset(args.command_flink),
+            max_staleness_ms=round(args.max_staleness * 1000),
         ),
     )
 

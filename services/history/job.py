@@ -1,20 +1,11 @@
-"""The history service's imperative shell: the streaming queries and the planner timer.
+"""The history service's imperative shell: its queries, its planner, its loop.
 
-One Structured Streaming query reads the rescales topic and hands each
-micro-batch to `ingest.TablesWriter` (foreachBatch), which decodes it once and
-writes every table exactly once (Delta Lake, idempotent writes), upserts
-`rescales_latest`, and produces the rejected records to the dead-letter topic
-(at-least-once: after a crash a dead letter may appear twice). A second one
-does the same for the rescales real Flink clusters recorded, from the
-flink-rescales topic (flink_ingest.py).
-
-A query that fails (the broker away longer than the Kafka source's retries,
-say) is started again from its checkpoint, with a growing pause: the service
-resumes by itself and loses or repeats nothing.
-
-Next to the query, the planner runs every `plan_interval_seconds` on the
-committed tables, with the wall clock passed in as data, and the tables' small
-files are compacted and old ones vacuumed on a schedule (upsert.Upkeep).
+For every source (sources.py) a latest query and a tables query (writers.py), and the
+planner's query over every source's topic (planning.py), all started by one starter
+(queries.py). A thread of the planner's decides from its fresh view several times a second
+and sends what is new; the loop, every second, starts failed queries again from their
+checkpoints, refreshes the served views and touches the health file; a thread of its
+own compacts and vacuums the tables that are due (upsert.Upkeep).
 """
 
 from __future__ import annotations
@@ -24,19 +15,18 @@ import logging
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from services.contracts import Codec, SchemaRegistry, Settings
 from services.contracts.access import KafkaConnectionError
-from services.contracts.kafka import spark_kafka_options, spark_secrets
-from services.history import aggregates, flink_ingest
+from services.contracts.kafka import connect, retry_transient, spark_secrets
+from services.history.catalog import arrow_schema, read_table, table_schemas
 from services.history.commands import CommandSender, CommandSendError, read_issued
-from services.history.decode import RescaleSchemas, decode
+from services.history.decode import RescaleSchemas
 from services.history.endpoint import (
     BackgroundJdbc,
     JdbcConfig,
@@ -44,12 +34,22 @@ from services.history.endpoint import (
     publish_url,
     withdraw_url,
 )
-from services.history.flink_tables import RAW_TABLE as FLINK_RAW_TABLE
-from services.history.ingest import CHECKPOINT, TablesWriter, resume_points
+from services.history.jobview import PlannerConfig
 from services.history.letters import DeadLetterWriter
-from services.history.planner import PlannerConfig, plan
+from services.history.paths import SQL_URL, Layout
+from services.history.planning import Planner, fresh_as_of, fresh_checkpoint
+from services.history.queries import (
+    BETWEEN_BATCHES_WAIT,
+    HistoryJobError,
+    Queries,
+    QuerySpec,
+    starter,
+    trigger,
+)
+from services.history.resume import committed_positions, resume_points, starting_offsets
 from services.history.sinklog import is_delta, remove_uncommitted
-from services.history.tables import LATEST_TABLE, PARTITION_COLUMN, TABLES
+from services.history.sources import RESCALES, SOURCES
+from services.history.tables import LATEST_TABLE, TABLES
 from services.history.upsert import (
     Upkeep,
     UpkeepConfig,
@@ -58,32 +58,36 @@ from services.history.upsert import (
     keep_for,
     merge_latest,
     retention_defaults,
+    table_properties,
 )
-from services.history.views import Layout, read_table, table_schemas
+from services.history.writers import LatestWriter, TablesWriter
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
     from pyspark.sql.types import StructType
 
+__all__ = ["HistoryJobError", "RunOptions", "run", "start_queries"]
+
 log = logging.getLogger(__name__)
 Progress = Callable[[str], None]
-QUERY_NAME = "history_tables"
-"""The one streaming query: its foreachBatch writes every table (ingest.py)."""
-STREAMING_POOL = "streaming"
-"""With FAIR scheduling (endpoint.py) pools share the executors: the streaming batches
-(started from the main thread, whose scheduler pool they inherit) in this pool, the
-SQL clients' queries in the default one, so a query does not queue behind a batch."""
-RESTART_PAUSES = (1.0, 2.0, 5.0, 10.0, 30.0)
-"""Seconds before a failed query is started again: the first, second, ... and every later time."""
+PLANNER_QUERY = "history_planner"
+LOOP_SECONDS = 0.25
+"""How often the loop asks the planner to decide: a batch's record waits at most this."""
 
 
 @dataclass(frozen=True)
 class RunOptions:
     layout: Layout
-    trigger_seconds: float = 5.0
+    trigger_seconds: float = 1.0
+    """The latest queries' trigger: a record is MERGEd at most this long after it arrives,
+    plus a batch."""
+    tables_trigger_seconds: float = 10.0
+    """The tables queries': their four to six commits come this often, with all there is."""
+    planner_trigger_seconds: float = 0.5
     available_now: bool = False
-    plan_interval_seconds: int = 5
+    plan_interval_seconds: float = 1.0
+    """Time-driven rules are looked at this often when no record arrives."""
     plan_lookback_hours: int = 48
     planner: PlannerConfig = field(default_factory=PlannerConfig)
     plan_commands: bool = True
@@ -106,129 +110,93 @@ class RunOptions:
         return self.sql_url is not None or self.jdbc is not None
 
 
-class HistoryJobError(RuntimeError):
-    """A streaming query stopped; the message names it and Spark's reason."""
-
-
-def kafka_source(
-    spark: SparkSession, settings: Settings, secrets: Path | None = None, topic: str | None = None
-) -> DataFrame:
-    """The rescales topic (or `topic`) from its beginning; offsets lost to retention are skipped.
-
-    Asking for offsets is retried for about a minute (Spark's default: 3 times a
-    second apart), so a broker restart does not fail the query at all.
-    """
-    options = {
-        **spark_kafka_options(settings, secrets),
-        "subscribe": topic or settings.topics.rescales,
-        "startingOffsets": "earliest",
-        "failOnDataLoss": "false",
-        "fetchOffset.numRetries": "60",
-        "fetchOffset.retryIntervalMs": "1000",
-        # Its consumer groups are the history service's own (what its ACLs allow).
-        "groupIdPrefix": settings.topics.own("history"),
-    }
-    return spark.readStream.format("kafka").options(**options).load()
-
-
-def _trigger(options: RunOptions) -> dict[str, Any]:
-    if options.available_now:
-        return {"availableNow": True}
-    return {"processingTime": f"{options.trigger_seconds} seconds"}
+def query_specs(
+    settings: Settings,
+    registry: SchemaRegistry,
+    options: RunOptions,
+    found: Mapping[str, StructType],
+    *,
+    upkeep: Upkeep | None,
+    planner: Planner | None,
+) -> list[QuerySpec]:
+    """Every query of the service: each source's latest and tables queries, the planner's.
+    `found`: every table's schema (catalog.table_schemas)."""
+    layout, topics, codec = options.layout, settings.topics, Codec(registry)
+    properties = table_properties(options.upkeep.retention_hours)
+    letters = DeadLetterWriter(settings, layout.metrics)  # one: one metrics file
+    partitions = _partitions(settings, [s.topic(topics) for s in SOURCES])
+    specs = []
+    for source in SOURCES:
+        schemas, topic = source.schemas(registry), source.topic(topics)
+        tables = layout.checkpoint(source.tables_checkpoint)
+        resume = resume_points(layout) if source is RESCALES else None
+        specs += [
+            QuerySpec(
+                f"history_{source.latest_checkpoint}",
+                (topic,),
+                layout.checkpoint(source.latest_checkpoint),
+                LatestWriter(
+                    source,
+                    codec,
+                    layout,
+                    schema=arrow_schema(found[source.raw_table]),
+                    upkeep=upkeep,
+                    properties=properties,
+                ),
+                trigger(options.trigger_seconds, options.available_now),
+                "latest",
+                # Where an earlier scalefold's one query (which MERGEd too) left off.
+                starting_offsets({topic: partitions[topic]}, committed_positions(tables)),
+            ),
+            QuerySpec(
+                f"history_{source.tables_checkpoint}",
+                (topic,),
+                tables,
+                TablesWriter(source, schemas, layout, letters, resume),
+                trigger(options.tables_trigger_seconds, options.available_now),
+                "tables",
+            ),
+        ]
+    if planner is not None:
+        latest = [committed_positions(layout.checkpoint(s.latest_checkpoint)) for s in SOURCES]
+        specs.append(
+            QuerySpec(
+                PLANNER_QUERY,
+                tuple(s.topic(topics) for s in SOURCES),
+                Path(fresh_checkpoint(layout)),
+                planner.feed(codec, lambda s: s.topic(topics)),
+                trigger(options.planner_trigger_seconds, options.available_now),
+                "planner",
+                starting_offsets(partitions, *latest),
+            )
+        )
+    return specs
 
 
 def start_queries(
     spark: SparkSession,
     settings: Settings,
-    schemas: RescaleSchemas,
+    registry: SchemaRegistry,
     options: RunOptions,
     secrets: Path | None = None,
 ) -> list[StreamingQuery]:
-    """Start the history's streaming query; return it, in a list.
-
-    `secrets`: the Kafka secrets file (`secrets_file`), needed with SASL."""
-    starters = query_starters(spark, settings, schemas, options, secrets)
-    return [start() for start in starters.values()]
-
-
-def query_starters(
-    spark: SparkSession,
-    settings: Settings,
-    schemas: RescaleSchemas,
-    options: RunOptions,
-    secrets: Path | None = None,
-    *,
-    upkeep: Upkeep | None = None,
-) -> dict[str, Callable[[], StreamingQuery]]:
-    """Per query name, what starts it (again, from its checkpoint). `upkeep`: what
-    compacts `rescales_latest` (and `flink_rescales_latest`) between batches."""
-    layout = options.layout
-    for path in [*(layout.table(t) for t in [*TABLES, LATEST_TABLE]), *flink_ingest.tables(layout)]:
-        removed = remove_uncommitted(path)
-        if removed:
-            log.warning("removed %d uncommitted files of %s (a crashed batch)", len(removed), path)
-    letters = DeadLetterWriter(settings, layout.data_dir)  # one: one metrics file
-    writer = TablesWriter(layout, schemas, letters, upkeep, resume_points(layout))
-    query = (
-        decode(kafka_source(spark, settings, secrets), schemas)
-        .writeStream.foreachBatch(writer)
-        .option("checkpointLocation", str(layout.checkpoint(CHECKPOINT)))
-        .queryName(QUERY_NAME)
-        .trigger(**_trigger(options))
-    )
-    starters: dict[str, Callable[[], StreamingQuery]] = {QUERY_NAME: query.start}
-    if schemas.flink is not None:
-        source = kafka_source(spark, settings, secrets, settings.topics.flink_rescales)
-        starters[flink_ingest.QUERY_NAME] = flink_ingest.flink_query(
-            source, layout, schemas.flink, letters, upkeep=upkeep, trigger=_trigger(options)
-        )
-    return starters
+    """Start the writers' queries (no planner), e.g. to drain the topics once with
+    `available_now` (the tests, the bench); return them."""
+    found = table_schemas(spark, RescaleSchemas.of(registry))
+    specs = query_specs(settings, registry, options, found, upkeep=None, planner=None)
+    return [starter(spark, settings, spec, secrets)() for spec in specs]
 
 
-class PlannerLoop:
-    """Reads the committed `rescales_latest` table, plans, sends what is new."""
+def _partitions(settings: Settings, topics: list[str]) -> dict[str, list[int]]:
+    """Each topic's partitions, as the broker has them now (waited for while it starts); a
+    topic not there yet has none: its query reads it from the start once it is."""
+    admin = connect(settings)
 
-    def __init__(
-        self,
-        spark: SparkSession,
-        settings: Settings,
-        registry: SchemaRegistry,
-        options: RunOptions,
-    ) -> None:
-        codec = Codec(registry)
-        self._spark = spark
-        self._path = options.layout.table(LATEST_TABLE)
-        self._schema: StructType = table_schemas(spark, RescaleSchemas.of(registry))["rescales"]
-        self._config = options.planner
-        self._lookback_ms = options.plan_lookback_hours * 3_600_000
-        self.sender = CommandSender(settings, codec, read_issued(settings, codec))
+    def listed() -> dict[str, list[int]]:
+        metadata = admin.list_topics(timeout=10).topics
+        return {t: sorted(metadata[t].partitions) if t in metadata else [] for t in topics}
 
-    def tick(self, now_ms: int) -> list[dict[str, Any]]:
-        """One planning round at wall-clock time `now_ms`; returns the commands sent."""
-        from pyspark.sql import functions as F
-
-        # Only recent partitions: a tick must stay cheap however long the history grows.
-        # A rescale's revisions share its start date, so pruning never splits them.
-        since = datetime.fromtimestamp((now_ms - self._lookback_ms) / 1000, tz=UTC).date()
-        latest = read_table(self._spark, self._path, self._schema)
-        latest = latest.where(F.col(PARTITION_COLUMN) >= F.lit(since))
-        rows = aggregates.planner_input(latest, self._config.flap_window_ms).collect()
-        commands = plan((row.asDict() for row in rows), now_ms, self._config)
-        sent = self.sender.send(commands)
-        for command in sent:
-            log.info(
-                "sent %s %s amount=%d to job %s: %s",
-                command["action"],
-                command["commandId"],
-                command["amount"],
-                command["jobId"],
-                command["reason"],
-            )
-        return sent
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
+    return retry_transient(listed, f"partitions of {', '.join(topics)}")
 
 
 @contextmanager
@@ -252,18 +220,18 @@ def secrets_file(settings: Settings, under: Path | None = None) -> Iterator[Path
 
 
 @contextmanager
-def exclusive(data_dir: Path) -> Iterator[None]:
+def exclusive(layout: Layout) -> Iterator[None]:
     """Hold DATA_DIR's lock: two jobs on one checkpoint would corrupt each other's batches.
 
     An OS lock (flock) rather than a marker file: the kernel drops it when the
     process dies, even by SIGKILL, so a crash never leaves a stale lock behind.
     """
-    data_dir.mkdir(parents=True, exist_ok=True)
-    with (data_dir / "run.lock").open("w") as handle:
+    layout.data_dir.mkdir(parents=True, exist_ok=True)
+    with layout.lock.open("w") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise HistoryJobError(f"another `history run` is using {data_dir}") from None
+            raise HistoryJobError(f"another `history run` is using {layout.data_dir}") from None
         yield
 
 
@@ -276,12 +244,12 @@ def run(
     *,
     stop: threading.Event | None = None,
 ) -> int:
-    """Run until `stop` is set (or, with `available_now`, until the topic is drained once).
+    """Run until `stop` is set (or, with `available_now`, until the topics are drained once).
 
     On `stop` the queries are stopped between batches' commits, as Spark does:
     a batch in flight is redone on the next start, from its checkpoint.
     """
-    with exclusive(options.layout.data_dir), secrets_file(settings, options.secrets_dir) as secrets:
+    with exclusive(options.layout), secrets_file(settings, options.secrets_dir) as secrets:
         return _run(
             spark,
             settings,
@@ -291,6 +259,13 @@ def run(
             stop=stop or threading.Event(),
             secrets=secrets,
         )
+
+
+def _planner(settings: Settings, registry: SchemaRegistry, options: RunOptions) -> Planner:
+    codec = Codec(registry)
+    sender = CommandSender(settings, codec, read_issued(settings, codec))
+    lookback = options.plan_lookback_hours * 3_600_000
+    return Planner(options.planner, sender, lookback, options.plan_interval_seconds)
 
 
 def _run(
@@ -303,19 +278,19 @@ def _run(
     stop: threading.Event,
     secrets: Path | None,
 ) -> int:
-    planner = PlannerLoop(spark, settings, registry, options) if options.plan_commands else None
-    if planner is not None:
-        progress(f"{len(planner.sender.issued)} commands already issued")
+    planner = _planner(settings, registry, options) if options.plan_commands else None
     beat = _heartbeat(options.health_file)
-    if options.serves_sql:  # the batches, started next, inherit it (endpoint.py)
-        spark.sparkContext.setLocalProperty("spark.scheduler.pool", STREAMING_POOL)
     retention_defaults(spark, options.upkeep.retention_hours)
     _prepare_tables(spark, registry, options, progress)
+    if planner is not None:
+        folded = planner.bootstrap(options.layout, _now_ms())
+        issued = len(planner.sender.issued)
+        progress(f"planner: {folded} rescales from the latest tables, {issued} commands issued")
     upkeep = Upkeep(spark, options.upkeep)
-    starters = query_starters(
-        spark, settings, RescaleSchemas.of(registry), options, secrets, upkeep=upkeep
-    )
-    queries = {name: start() for name, start in starters.items()}
+    found = table_schemas(spark, RescaleSchemas.of(registry))
+    specs = query_specs(settings, registry, options, found, upkeep=upkeep, planner=planner)
+    queries = Queries({spec.name: starter(spark, settings, spec, secrets) for spec in specs})
+    queries.start_all()
     jdbc: BackgroundJdbc | None = None
     try:
         # After the queries: the ingest does not wait for the views' analysis.
@@ -325,23 +300,29 @@ def _run(
         progress(f"streaming query started, writing to {options.layout.data_dir}")
         beat()
         if options.available_now:
-            for query in queries.values():
+            for query in queries.running.values():
                 query.awaitTermination()
-            _check(list(queries.values()))
+            queries.check()
             if planner is not None:
-                planner.tick(_now_ms())
+                now = _now_ms()
+                planner.tick(now, now)
             progress("drained the rescales topics; stopping")
             return 0
-        _loop(
-            spark,
-            Queries(starters, queries),
-            planner,
-            options.plan_interval_seconds,
-            stop,
-            beat=beat,
-            refresh=refresh,
-            upkeep=lambda: upkeep.run_due(_appended_tables(options.layout)),
-        )
+        appended = [options.layout.table(t) for s in SOURCES for t in s.appended]
+        threads = [_upkeep_thread(spark, upkeep, appended, stop)]
+        failed: list[BaseException] = []
+        if planner is not None:
+            threads.append(_planner_thread(planner, queries, stop, failed))
+
+        def every_second() -> None:
+            beat()
+            refresh()
+
+        _loop(spark, queries, stop, every_second)
+        for thread in threads:
+            thread.join(BETWEEN_BATCHES_WAIT)
+        if failed:
+            raise failed[0]
         progress("stopping the streaming queries")
         return 0
     finally:
@@ -351,32 +332,27 @@ def _run(
             withdraw_url(options.layout.data_dir)
         if jdbc is not None:
             jdbc.close()
-        # One deadline for all the queries (two since flink-rescales): Ctrl-C stops as soon
-        # as it did with one.
-        deadline = time.monotonic() + BETWEEN_BATCHES_WAIT
-        for query in queries.values():
-            _between_batches(query, deadline - time.monotonic())
-        for query in queries.values():
-            query.stop()
+        queries.stop()
 
 
 def _prepare_tables(
     spark: SparkSession, registry: SchemaRegistry, options: RunOptions, progress: Progress
 ) -> None:
-    """Before the query writes: bring tables of an earlier scalefold up to date, and give
-    every table the configured retention (a metadata commit each, where it differs)."""
+    """Before the queries write: clean up what a crashed batch left, bring tables of an
+    earlier scalefold up to date, give every table the configured retention (a metadata
+    commit each, where it differs)."""
     layout = options.layout
+    every = [layout.table(name) for source in SOURCES for name in source.all_tables]
+    for path in every:
+        removed = remove_uncommitted(path)
+        if removed:
+            log.warning("removed %d uncommitted files of %s (a crashed batch)", len(removed), path)
     _convert_legacy(spark, registry, layout, progress)
     if backfill_downtime(spark, layout.table(LATEST_TABLE), layout.table("rescale_states")):
         progress("added each rescale's downtime to rescales_latest (once, after an upgrade)")
-    for path in [*(layout.table(t) for t in [*TABLES, LATEST_TABLE]), *flink_ingest.tables(layout)]:
+    for path in every:
         if is_delta(path):
             keep_for(spark, path, options.upkeep.retention_hours)
-
-
-def _appended_tables(layout: Layout) -> list[Path]:
-    """The tables only appended to, compacted from the main loop (upsert.Upkeep)."""
-    return [*(layout.table(t) for t in TABLES), layout.table(FLINK_RAW_TABLE)]
 
 
 def _convert_legacy(
@@ -404,7 +380,7 @@ def _serve_views(
     publisher = ViewPublisher(spark, options.layout, RescaleSchemas.of(registry))
     publisher.refresh()
     if options.sql_url is not None:
-        publish_url(options.layout.data_dir, options.sql_url)
+        publish_url(options.layout.data_dir, options.sql_url, SQL_URL)
         progress(f"Spark SQL (Spark Connect) at {options.sql_url}")
 
     def refresh() -> None:
@@ -425,64 +401,33 @@ def _heartbeat(health_file: Path | None) -> Callable[[], None]:
     return health_file.touch
 
 
-BETWEEN_BATCHES_WAIT = 60.0
-"""How long a stop waits, at most, for the running batches to end before stopping them."""
+def _upkeep_thread(
+    spark: SparkSession, upkeep: Upkeep, tables: list[Path], stop: threading.Event
+) -> threading.Thread:
+    """The appended tables' compaction, in a thread of its own: an OPTIMIZE and a VACUUM
+    take seconds to minutes, which the planner's loop must not wait for. Its jobs run in
+    the tables queries' pool (queries.py); an appended table's compaction never conflicts
+    with its appends (upsert.py)."""
+
+    def work() -> None:
+        spark.sparkContext.setLocalProperty("spark.scheduler.pool", "tables")
+        while not stop.wait(1.0):
+            upkeep.run_due(tables)
+
+    thread = threading.Thread(target=work, name="history-upkeep", daemon=True)
+    thread.start()
+    return thread
 
 
-def _between_batches(query: StreamingQuery | None, timeout: float = BETWEEN_BATCHES_WAIT) -> None:
-    """Wait (a bounded time) until a foreachBatch query is between batches, so that stop()
-    does not interrupt its callback (one interrupted leaves Spark's stream thread with a
-    StackOverflowError and a traceback); a batch it does interrupt is run again on the
-    next start, writing nothing twice."""
-    deadline = time.monotonic() + timeout
-    while query is not None and query.isActive and time.monotonic() < deadline:
-        if not query.status.get("isTriggerActive", False):
-            return
-        time.sleep(0.1)
-
-
-@dataclass
-class Queries:
-    """The running queries, and how to start each again when it fails."""
-
-    starters: dict[str, Callable[[], StreamingQuery]]
-    running: dict[str, StreamingQuery]
-    failures: dict[str, int] = field(default_factory=dict)
-    due: dict[str, float] = field(default_factory=dict)  # name -> monotonic restart time
-
-    def revive(self, now: float) -> None:
-        """Schedule every failed query for a restart, and restart those that are due."""
-        for name, query in self.running.items():
-            if query.isActive or name in self.due:
-                continue
-            error = query.exception()
-            if error is None:
-                raise HistoryJobError(f"streaming query {name} stopped unexpectedly")
-            count = self.failures.get(name, 0)
-            pause = RESTART_PAUSES[min(count, len(RESTART_PAUSES) - 1)]
-            self.failures[name] = count + 1
-            self.due[name] = now + pause
-            log.warning("streaming query %s failed; restarting in %.0f s: %s", name, pause, error)
-        for name in [n for n, at in self.due.items() if at <= now]:
-            del self.due[name]
-            self.running[name] = self.starters[name]()
-            log.info("streaming query %s restarted from its checkpoint", name)
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def _loop(
-    spark: SparkSession,
-    queries: Queries,
-    planner: PlannerLoop | None,
-    interval: int,
-    stop: threading.Event,
-    *,
-    beat: Callable[[], None] = lambda: None,
-    refresh: Callable[[], None] = lambda: None,
-    upkeep: Callable[[], None] = lambda: None,
+    spark: SparkSession, queries: Queries, stop: threading.Event, every: Callable[[], None]
 ) -> None:
-    """Watch the queries every second (restarting failed ones), refresh the served views,
-    compact the tables that are due, and run the planner every `interval` s, until `stop`."""
-    next_tick = time.monotonic() + interval
+    """Until `stop`, every second: failed queries are restarted and `every` runs (the
+    served views, the health file)."""
     while not stop.is_set():
         try:
             terminated = spark.streams.awaitAnyTermination(1)
@@ -491,24 +436,29 @@ def _loop(
         if terminated or queries.due:
             spark.streams.resetTerminated()
             queries.revive(time.monotonic())
-        beat()
-        refresh()
-        upkeep()
-        if planner is None or time.monotonic() < next_tick:
-            continue
-        next_tick = time.monotonic() + interval
-        try:
-            planner.tick(_now_ms())
-        except CommandSendError as error:
-            log.warning("planner: %s; retrying on the next tick", error)
-        except KafkaConnectionError:  # refused by the broker: no tick can fix that
-            raise
-        except Exception:  # the planner must not stop the ingest; the next tick retries
-            log.exception("planner tick failed; retrying on the next tick")
+        every()
 
 
-def _check(queries: list[StreamingQuery]) -> None:
-    for query in queries:
-        error = query.exception()
-        if error is not None:
-            raise HistoryJobError(f"streaming query {query.name} failed: {error}")
+def _planner_thread(
+    planner: Planner, queries: Queries, stop: threading.Event, failed: list[BaseException]
+) -> threading.Thread:
+    """The planner decides in a thread of its own, every LOOP_SECONDS: registering the
+    served views again after a commit takes the main loop seconds, which no decision
+    should wait for. A refusal by the broker (an ACL) stops the service, `failed` says
+    why: no tick mends it."""
+
+    def work() -> None:
+        while not stop.wait(LOOP_SECONDS):
+            try:
+                planner.tick(_now_ms(), fresh_as_of(queries.running.get(PLANNER_QUERY)))
+            except CommandSendError as error:
+                log.warning("planner: %s; retrying on the next tick", error)
+            except KafkaConnectionError as error:
+                failed.append(error)
+                stop.set()
+            except Exception:  # the planner must not stop the ingest; the next tick retries
+                log.exception("planner tick failed; retrying on the next tick")
+
+    thread = threading.Thread(target=work, name="history-planner", daemon=True)
+    thread.start()
+    return thread

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from services.history.overview import STAT_PERCENTILES, label
+from services.history.paths import Layout
 from services.history.sinklog import is_delta
 from services.history.tables import LATEST_TABLE
 
@@ -59,12 +60,12 @@ class Lake:
         """The history at `data_dir`, or HistoryNotFoundError saying why there is none."""
         if not data_dir.is_dir():
             raise HistoryNotFoundError(f"no history at {data_dir}: no such directory")
-        if not (data_dir / "tables").is_dir():
+        if not Layout(data_dir).tables.is_dir():
             raise HistoryNotFoundError(f"no history at {data_dir}: it has no tables/ directory")
         return cls(data_dir)
 
     def table_dir(self, name: str) -> Path:
-        return self.data_dir / "tables" / name
+        return Layout(self.data_dir).table(name)
 
     def committed(self, name: str) -> bool:
         return is_delta(self.table_dir(name))

@@ -10,7 +10,7 @@ again after a restart: dead letters are at-least-once, their source
 partition and offset tell repeats apart.
 
 The counts are written, in Prometheus' text format, to `metrics.prom` in the
-data directory (the node exporter's textfile-collector convention), since the
+data directory (paths.Layout.metrics) (the node exporter's textfile-collector convention), since the
 history service has no web endpoint.
 """
 
@@ -29,15 +29,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-METRICS_FILE = "metrics.prom"
-
 
 class DeadLetterWriter:
     """`foreachBatch` function of the dead-letter query."""
 
-    def __init__(self, settings: Settings, data_dir: Path) -> None:
+    def __init__(self, settings: Settings, metrics_path: Path) -> None:
         self.settings = settings
-        self.metrics_path = data_dir / METRICS_FILE
+        self.metrics_path = metrics_path
         self.written = 0
         self.failed = 0
         self._producer: Any = None
@@ -104,10 +102,10 @@ class DeadLetterWriter:
         os.replace(partial, self.metrics_path)
 
 
-def read_metrics(data_dir: Path) -> dict[str, float]:
-    """The counters a running (or stopped) history job last wrote."""
+def read_metrics(metrics_path: Path) -> dict[str, float]:
+    """The counters a running (or stopped) history job last wrote (paths.Layout.metrics)."""
     try:
-        text = (data_dir / METRICS_FILE).read_text()
+        text = metrics_path.read_text()
     except OSError:
         return {}
     return {

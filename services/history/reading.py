@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from services.history import lake, mistakes
 from services.history.handlers import say, verbose
+from services.history.paths import Layout
 from services.history.tables import LATEST_TABLE
 
 if TYPE_CHECKING:
@@ -58,8 +59,8 @@ def sql(args: argparse.Namespace, context: Context) -> int:
         _quiet_pyspark()
     from pyspark.errors import PySparkException
 
+    from services.history.catalog import view_names
     from services.history.render import render
-    from services.history.views import view_names
 
     try:
         spark = _sql_session(args, context, url)
@@ -67,7 +68,7 @@ def sql(args: argparse.Namespace, context: Context) -> int:
         rows = frame.limit(args.max_rows + 1).collect()
         columns = frame.columns
     except PySparkException as error:
-        tables = data_dir / "tables"
+        tables = Layout(data_dir).tables
         return fail(args, "sql", mistakes.spark_error(error, view_names(), tables), str(error))
     print(render(args.format, columns, [tuple(r) for r in rows[: args.max_rows]]), flush=True)
     if len(rows) > args.max_rows:
@@ -97,11 +98,11 @@ def _sql_session(args: argparse.Namespace, context: Context, url: str | None) ->
     """A Connect session on the running service (its views under their plain names), else
     a local session with the views registered over the files."""
     from services.contracts import SchemaRegistry
+    from services.history.catalog import register_views
     from services.history.decode import RescaleSchemas
     from services.history.endpoint import referenced, remote_session
     from services.history.handlers import _layout, _session
     from services.history.spark import one_shot_output
-    from services.history.views import register_views
 
     if url is not None:
         verbose(args, f"querying the running history service at {url}")

@@ -14,6 +14,9 @@ if TYPE_CHECKING:
 
 LOOPBACK = "127.0.0.1"
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
+POOLS = Path(__file__).with_name("fairscheduler.xml")
+"""The FAIR scheduler's pools of the history's queries (queries.py): latest, planner,
+default (SQL clients, upkeep), tables."""
 """Spark's and the JVM's logging: warnings and errors to the JVM's stderr (see the file)."""
 
 JvmOutput = IO[bytes] | int | None
@@ -122,6 +125,14 @@ HISTORY_CONF = {
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     # The CLI prints its own progress; Spark's bar garbles logs of a long-running job.
     "spark.ui.showConsoleProgress": "false",
+    # Each query's batches in a pool of their own (queries.py): the latest and the
+    # planner queries' tasks are not queued behind a tables batch's, nor a SQL client's
+    # behind any of them.
+    "spark.scheduler.mode": "FAIR",
+    "spark.scheduler.allocation.file": POOLS.as_uri(),
+    # An idle query reports its progress every second (Spark: every 10 s): the planner
+    # reads from it how fresh its view is while no record arrives (planning.py).
+    "spark.sql.streaming.noDataProgressEventInterval": "1000ms",
 }
 QUIET_LOGGERS = (
     # Warns on every task that re-encodes a record to detect trailing bytes (decode.py):

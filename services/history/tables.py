@@ -228,8 +228,10 @@ TABLES: dict[str, Callable[[DataFrame], DataFrame]] = {
     "rescale_states": rescale_states,
     "rescale_phases": rescale_phases,
 }
-"""Every raw table of the history, by name; one streaming query writes each."""
+"""Every raw table of scalefold's rescales, by name: `rescales` and its children."""
 
-CHILD_TABLES = tuple(name for name in TABLES if name != "rescales")
+CHILDREN = {name: transform for name, transform in TABLES.items() if name != "rescales"}
+"""The child tables: written beside `rescales`, by the same query (sources.py)."""
+CHILD_TABLES = tuple(CHILDREN)
 LATEST_TABLE = "rescales_latest"
 """The `rescales` rows of each rescale's latest revision, kept by MERGE (upsert.py)."""

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 from services.contracts import Codec, Settings
 from services.contracts import records as r
 from services.contracts.kafka import librdkafka_config, retry_transient
+from services.history.catalog import build_views
 from services.history.decode import RescaleSchemas
 from services.history.job import RunOptions, start_queries
-from services.history.views import Layout, build_views
+from services.history.paths import Layout
 from tests.kafka_support import Received
 from tests.patience import give_up_at, patient
 
@@ -34,7 +35,9 @@ def encoded(codec: Codec, records: Iterable[dict[str, Any]]) -> list[tuple[bytes
 
 def drain(spark: SparkSession, settings: Settings, schemas: RescaleSchemas, layout: Layout) -> None:
     """Run every query of the history job in-process until the topic is drained once."""
-    queries = start_queries(spark, settings, schemas, RunOptions(layout, available_now=True))
+    queries = start_queries(
+        spark, settings, schemas.registry, RunOptions(layout, available_now=True)
+    )
     deadline = give_up_at(180)  # the rescales' and the Flink rescales' queries side by side
     try:
         for query in queries:

@@ -13,6 +13,7 @@ import pytest
 from services.contracts import Codec, Settings
 from services.history import synthetic
 from services.history.decode import RescaleSchemas, decode, valid
+from services.history.paths import Layout
 from services.history.sinklog import committed_files, uncommitted_files
 from services.history.tables import LATEST_TABLE, TABLES
 from services.history.upsert import (
@@ -23,7 +24,7 @@ from services.history.upsert import (
     keep_for,
     merge_latest,
 )
-from services.history.views import KAFKA_SOURCE_SCHEMA, Layout, latest_revisions
+from services.history.views import KAFKA_SOURCE_SCHEMA, latest_revisions
 from tests.history.support import HistoryProcess, encoded, wait_for
 from tests.kafka_support import produce
 

@@ -22,7 +22,7 @@ from services.contracts import records as r
 from services.contracts.topics import flink_job_key
 from services.history import flinkcli
 from services.history.decode import RescaleSchemas
-from services.history.views import Layout
+from services.history.paths import Layout
 from services.localstack.layout import cache_dir
 from tests.history.flink_support import (
     INITIAL,

@@ -19,11 +19,13 @@ from services.contracts import Codec, Settings
 from services.contracts import records as r
 from services.history import lake, overview, synthetic
 from services.history import timeline as chart
+from services.history.catalog import build_views, view_names
 from services.history.decode import RescaleSchemas, decode, valid
 from services.history.endpoint import read_url
+from services.history.paths import Layout
 from services.history.tables import TABLES
 from services.history.upsert import write_tables
-from services.history.views import KAFKA_SOURCE_SCHEMA, Layout, build_views, view_names
+from services.history.views import KAFKA_SOURCE_SCHEMA
 from tests.history.support import ROOT, HistoryProcess, encoded, wait_for
 from tests.kafka_support import produce
 from tests.patience import patient

@@ -9,15 +9,15 @@ import pytest
 
 from services.contracts import Codec
 from services.contracts import records as r
-from services.history.planner import (
+from services.contracts.commands import ScalingCommand
+from services.history.jobview import (
     PROVISION,
     RAISE_COOLDOWN,
     RELEASE,
     PlannerConfig,
     Rescale,
-    command_id,
-    plan,
 )
+from services.history.planner import command_id, plan
 
 NOW = 1_800_000_000_000
 CONFIG = PlannerConfig()
@@ -77,7 +77,7 @@ def completed(
 
 
 def actions(rows: list[Rescale], config: PlannerConfig = CONFIG) -> list[tuple[str, int]]:
-    return [(c["action"], c["amount"]) for c in plan(rows, NOW, config)]
+    return [(c.action, c.amount) for c in plan(rows, NOW, config)]
 
 
 # PROVISION_TASK_MANAGERS while waiting for resources
@@ -227,19 +227,23 @@ def test_only_rescales_within_the_hour_before_the_latest_count() -> None:
 def test_cooldown_evidence_is_the_window_and_the_time_its_newest_record() -> None:
     rows = flapping([2, 4, 2, 4, 2])
     (command,) = plan(rows, NOW, CONFIG)
-    assert command["evidence"] == [f"r-{i}" for i in range(5)]
-    assert command["issuedAtMillis"] == max(row.updated_at_ms for row in rows)
+    assert command.evidence == tuple(f"r-{i}" for i in range(5))
+    assert command.issued_at_millis == max(row.updated_at_ms for row in rows)
 
 
 # Commands as data
 
 
-def test_command_ids_are_stable_and_name_job_action_and_evidence() -> None:
+def test_command_ids_are_stable_and_name_job_action_evidence_and_facts() -> None:
     first = plan([waiting()], NOW, CONFIG)
     later = plan([replace(waiting(), updated_at_ms=NOW)], NOW + 60_000, CONFIG)
-    assert first[0]["commandId"] == later[0]["commandId"]
-    assert first[0]["commandId"] == command_id("job", PROVISION, ["r-wait"])
-    assert first[0]["commandId"].startswith("provision-")
+    assert first[0].command_id == later[0].command_id
+    assert first[0].command_id == command_id("job", PROVISION, ["r-wait"], [2, 8])
+    assert first[0].command_id.startswith("provision-")
+    # the same rescale with other slots seen is a new decision, a new command
+    (other,) = plan([waiting(available=3)], NOW, CONFIG)
+    assert other.command_id == command_id("job", PROVISION, ["r-wait"], [3, 8])
+    assert other.command_id != first[0].command_id
     assert command_id("job", PROVISION, ["a"]) != command_id("job", PROVISION, ["b"])
     assert command_id("job", PROVISION, ["a"]) != command_id("other", PROVISION, ["a"])
     assert command_id("job", RELEASE, ["a"]).startswith("release-")
@@ -252,17 +256,18 @@ def test_commands_fit_the_scaling_command_schema(codec: Codec) -> None:
         replace(completed(post=4, desired=4, available=6), job_id="idle"),
     ]
     commands = plan(rows, NOW, CONFIG)
-    assert sorted(c["action"] for c in commands) == sorted([PROVISION, RAISE_COOLDOWN, RELEASE])
+    assert sorted(c.action for c in commands) == sorted([PROVISION, RAISE_COOLDOWN, RELEASE])
     for command in commands:
-        codec.validate(r.SCALING_COMMAND, command)
-        assert command["reason"].endswith(".")
-        decoded = codec.decode(codec.encode(r.SCALING_COMMAND, command)).record
-        assert decoded == {**command, "parallelism": {}}  # v2's targets: SET_PARALLELISM only
+        codec.validate(r.SCALING_COMMAND, command.to_record())
+        assert command.reason.endswith(".")
+        decoded = codec.decode(codec.encode(r.SCALING_COMMAND, command.to_record())).record
+        assert ScalingCommand.from_record(decoded) == command
+        assert command.parallelism == {}  # SET_PARALLELISM's targets only
 
 
 def test_rows_from_the_view_are_accepted_as_mappings() -> None:
     row = {**waiting().__dict__, "revision": 3, "extra_column": "ignored"}
-    assert [c["action"] for c in plan([row], NOW, CONFIG)] == [PROVISION]
+    assert [c.action for c in plan([row], NOW, CONFIG)] == [PROVISION]
 
 
 @pytest.mark.parametrize("state", ["FAILED", "IGNORED"])
@@ -304,10 +309,68 @@ def test_a_commanded_flink_cluster_gets_the_same_commands() -> None:
         rows = [replace(waiting(), scheduler_settings=settings)]
         commands = plan(rows, NOW, commanded)
         assert bool(commands) is expected
-        assert all(c["action"] == "PROVISION_TASK_MANAGERS" for c in commands)
+        assert all(c.action is PROVISION for c in commands)
     assert (
         Rescale.from_row(
             {**waiting().__dict__, "scheduler_settings": {"scalefold.observed-cluster": "c1"}}
         ).cluster
         == "c1"
     )
+
+
+# What a command rests on, and when the planner may decide at all
+
+
+def test_a_command_carries_its_basis_the_revision_and_slots_it_saw_and_when() -> None:
+    row = waiting(available=2, minimal=4, desired=8, revision=7, updated_at_ms=NOW - 3_000)
+    (command,) = plan([row], NOW, CONFIG, fresh_as_of_ms=NOW - 400)
+    basis = command.basis
+    assert basis is not None
+    assert (basis.rescale_uuid, basis.revision, basis.state) == ("r-wait", 7, "WaitingForResources")
+    assert (basis.available_slots, basis.minimal_required_slots, basis.desired_slots) == (2, 4, 8)
+    assert (basis.observed_at_millis, basis.decided_at_millis) == (NOW - 3_000, NOW)
+    assert basis.fresh_as_of_millis == NOW - 400
+    done = completed(post=4, desired=4, available=6, revision=2)
+    (release,) = plan([done], NOW, CONFIG)
+    assert release.basis is not None
+    assert (release.basis.state, release.basis.post_rescale_slots) == ("COMPLETED", 4)
+
+
+def test_nothing_is_decided_from_a_view_older_than_the_staleness_bound() -> None:
+    """Issue 46: a history paused for 30 s resumes with the record of a wait the job has
+    long left; deciding on it would provision slots the job already has."""
+    rows = [waiting(waited_ms=60 * SECOND)]
+    bound = CONFIG.max_staleness_ms
+    assert plan(rows, NOW, CONFIG, fresh_as_of_ms=NOW - bound)
+    assert plan(rows, NOW, CONFIG, fresh_as_of_ms=NOW - bound - 1) == []
+
+
+def _flink_side(row: Rescale, **kw: Any) -> Rescale:
+    """Flink's own record of `row` (the bridge's `flink-rescales`), under the same job key."""
+    return replace(row, **{"available_slots": None, "scheduler_settings": None, **kw})
+
+
+def test_flinks_own_records_must_agree_before_a_commanded_job_is_provisioned() -> None:
+    settings = {"scalefold.observed-cluster": "local"}
+    commanded = replace(CONFIG, commanded_clusters=frozenset({"local"}))
+    ours = replace(waiting(), scheduler_settings=settings)
+    assert plan([ours], NOW, commanded, flink=[_flink_side(ours)])  # Flink waits too
+    # Flink has the job running: its rescale completed; ours still waits (a lagging view)
+    running = _flink_side(completed(post=8, desired=8), rescale_uuid="flink-done")
+    assert plan([ours], NOW, commanded, flink=[running]) == []
+    executing = _flink_side(ours, current_state="Executing")
+    assert plan([ours], NOW, commanded, flink=[executing]) == []
+    assert plan([ours], NOW, commanded, flink=[]) != []  # no record of Flink's yet: ours stands
+
+
+def test_flinks_own_records_hold_back_below_desired_and_release() -> None:
+    settings = {"scalefold.observed-cluster": "local"}
+    commanded = replace(CONFIG, commanded_clusters=frozenset({"local"}))
+    below = replace(completed(post=2, desired=4, available=2), scheduler_settings=settings)
+    assert plan([below], NOW, commanded, flink=[_flink_side(below)])
+    at_desired = _flink_side(below, total_post_rescale_slots=4)
+    assert plan([below], NOW, commanded, flink=[at_desired]) == []
+    idle = replace(completed(post=4, desired=4, available=6), scheduler_settings=settings)
+    assert plan([idle], NOW, commanded, flink=[_flink_side(idle)])
+    busy = _flink_side(waiting(), rescale_uuid="flink-new")
+    assert plan([idle], NOW, commanded, flink=[_flink_side(idle), busy]) == []

@@ -17,11 +17,14 @@ import pytest
 from services.cli import main
 from services.contracts import Codec
 from services.contracts import records as r
-from services.history import aggregates, planner, synthetic
+from services.history import aggregates, planner, rules, synthetic
+from services.history.catalog import build_views
 from services.history.decode import RescaleSchemas, decode, valid
+from services.history.jobview import JobView, PlannerConfig, Rescale
+from services.history.paths import Layout
 from services.history.tables import LATEST_TABLE, TABLES
 from services.history.upsert import backfill_downtime, write_tables
-from services.history.views import KAFKA_SOURCE_SCHEMA, Layout, build_views
+from services.history.views import KAFKA_SOURCE_SCHEMA
 
 pytestmark = pytest.mark.spark
 
@@ -193,15 +196,18 @@ def test_the_flapping_window_is_the_hour_ending_at_each_jobs_latest_completed_re
 
 
 def test_sql_and_python_planner_agree_on_flapping(found: dict[str, Any]) -> None:
-    rows = [row.asDict() for row in aggregates.planner_input(found["rescales"]).collect()]
-    job_b = planner.JobView.of([planner.Rescale.from_row(x) for x in rows if x["job_id"] == "b"])
-    assert planner.flapping(job_b, aggregates.FLAP_WINDOW_MS)[0] == 3
-    commands = planner.plan(rows, T0 + 10 * 3_600_000, planner.PlannerConfig())
+    """The flapping score has two definitions, Spark's for `job_summary` (aggregates.py) and
+    the planner's (rules.py): over the same rescales they agree."""
+    rows = [row.asDict() for row in found["rescales"].collect()]
+    summary = {r["job_id"]: r["flapping_score"] for r in found["job_summary"].collect()}
+    for job in ("a", "b"):
+        view = JobView.of([Rescale.from_row(x) for x in rows if x["job_id"] == job])
+        assert rules.flapping(view, aggregates.FLAP_WINDOW_MS)[0] == summary[job]
+    assert summary["b"] == 3
+    commands = planner.plan(rows, T0 + 10 * 3_600_000, PlannerConfig())
     # job a: its latest terminated rescale was IGNORED and a-4 waits with enough slots
-    assert [(c["jobId"], c["action"], c["amount"]) for c in commands] == [
-        ("b", "RAISE_COOLDOWN", 60_000)
-    ]
-    assert commands[0]["evidence"] == [f"b-{i}" for i in range(5)]
+    assert [(c.job_id, c.action, c.amount) for c in commands] == [("b", "RAISE_COOLDOWN", 60_000)]
+    assert commands[0].evidence == tuple(f"b-{i}" for i in range(5))
 
 
 def _cli(layout: Layout, *args: str) -> int:

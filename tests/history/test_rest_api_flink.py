@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 
 from services.bridge.rescales import record as flink_record
+from services.history.paths import Layout
 from services.history.restapi.fixtures import write_flink_records, write_records
 from services.history.restapi.server import make_server, url_of
-from services.history.views import Layout
 from tests.history import rest_golden as golden
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(1800)]

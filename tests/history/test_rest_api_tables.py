@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 
 from services.history import synthetic
+from services.history.paths import Layout
 from services.history.restapi.fixtures import write_records
 from services.history.restapi.server import make_server, url_of
 from services.history.restapi.store import SCALEFOLD_TABLES, Source
-from services.history.views import Layout
 from tests.history import rest_golden as golden
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(1800)]

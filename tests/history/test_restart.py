@@ -14,9 +14,9 @@ from services.contracts import Codec, Settings
 from services.contracts import records as r
 from services.history import synthetic
 from services.history.decode import RescaleSchemas
+from services.history.paths import Layout
 from services.history.sinklog import committed_files, uncommitted_files
 from services.history.tables import TABLES
-from services.history.views import Layout
 from tests.history.support import HistoryProcess, encoded, read_topic, views, wait_for
 from tests.kafka_support import produce
 

@@ -1,5 +1,6 @@
-"""The one query that writes every table: carrying on from the per-table queries of an
-earlier scalefold, each table exactly where its own checkpoint stopped."""
+"""Where the history's queries start: carrying on from the per-table queries of an earlier
+scalefold, each table exactly where its own checkpoint stopped, and a new query where
+another of the same topic committed (resume.py)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,15 @@ import pytest
 from services.contracts import Codec, Settings
 from services.history import synthetic
 from services.history.decode import RescaleSchemas
-from services.history.ingest import CHECKPOINT, held, resume_points
-from services.history.views import Layout
+from services.history.paths import Layout
+from services.history.resume import (
+    CHECKPOINT,
+    EARLIEST,
+    committed_positions,
+    held,
+    resume_points,
+    starting_offsets,
+)
 from tests.history.support import drain, encoded, read_topic
 from tests.kafka_support import produce, unique_settings
 
@@ -101,7 +109,6 @@ def test_resume_points_are_read_from_the_old_checkpoints_once_and_kept(tmp_path:
 
     expected = {
         "rescales": {0: 8},
-        "rescales_latest": {0: 5},  # the old query crashed between its append and its MERGE
         "rescale_states": {0: 5},
         "rescale_slots": {0: 8},
         "dead_letters": {0: 7},
@@ -115,6 +122,21 @@ def test_resume_points_are_read_from_the_old_checkpoints_once_and_kept(tmp_path:
     for name in expected:
         (layout.checkpoint(name) / "offsets" / "3").unlink(missing_ok=True)
     assert resume_points(layout) == expected
+
+
+def test_a_new_query_starts_where_another_committed_and_elsewhere_at_the_earliest(
+    tmp_path: Path,
+) -> None:
+    tables = tmp_path / "tables"
+    _old_checkpoint(tables, {2: {0: 5, 1: 3}, 3: {0: 8, 1: 4}}, [2])  # batch 3 unfinished
+    assert committed_positions(tables) == {"topic": {0: 5, 1: 3}}
+    assert committed_positions(tmp_path / "never-ran") == {}
+    latest = {"topic": {0: 7}, "other": {0: 2}}
+    chosen = json.loads(
+        starting_offsets({"topic": [0, 1, 2], "other": [0]}, latest, committed_positions(tables))
+    )
+    # the first position that knows a partition wins; an unknown partition from the start
+    assert chosen == {"topic": {"0": 7, "1": 3, "2": EARLIEST}, "other": {"0": 2}}
 
 
 def test_a_new_directory_has_nothing_to_resume(tmp_path: Path) -> None:
@@ -158,31 +180,26 @@ def test_the_one_query_carries_on_where_each_old_query_stopped(
 
 @pytest.mark.integration
 @pytest.mark.spark
-def test_a_batch_appended_but_not_merged_before_the_upgrade_is_merged(
+def test_a_new_latest_query_merges_every_rescale_whatever_the_old_queries_held(
     broker_settings: Settings, spark: Any, codec: Codec, tmp_path: Path
 ) -> None:
-    """The old `rescales` query appended its last batch and stopped before its MERGE:
-    `rescales` holds the first half of every partition, `rescales_latest` only the first
-    quarter. After one drain `rescales_latest` has every rescale of the second quarter too."""
+    """An upgrade from the per-table queries: `rescales` held the first half of every
+    partition (and the latest table, MERGEd after it, less). The latest query, new, starts
+    from the topic's beginning (no `tables` checkpoint to start from): after one drain
+    `rescales_latest` holds every rescale once, and the raw table each record once."""
     settings = unique_settings(broker_settings)
     produce(settings, settings.topics.rescales, encoded(codec, _rescales(4, 3, seed=5, post=1)))
     sent = read_topic(settings, settings.topics.rescales)
-    ends = _ends(sent)
-    half = {p: end // 2 for p, end in ends.items()}
-    quarter = {p: end // 4 for p, end in ends.items()}
+    half = {p: end // 2 for p, end in _ends(sent).items()}
     layout = Layout(tmp_path)
-    kept = layout.checkpoint(f"{CHECKPOINT}.resume.json")
+    kept = layout.resume_file
     kept.parent.mkdir(parents=True)
-    kept.write_text(json.dumps({"rescales": half, "rescales_latest": quarter}))
+    kept.write_text(json.dumps({"rescales": half}))
 
     drain(spark, settings, RescaleSchemas.of(codec.registry), layout)
 
-    uuids = {
-        codec.decode(m.value).record["rescaleUuid"]
-        for m in sent
-        if m.offset >= quarter[m.partition]
-    }
+    uuids = {codec.decode(m.value).record["rescaleUuid"] for m in sent}
     latest = spark.read.format("delta").load(str(layout.table("rescales_latest")))
-    assert {row[0] for row in latest.select("rescale_uuid").collect()} == uuids
+    assert sorted(row[0] for row in latest.select("rescale_uuid").collect()) == sorted(uuids)
     raw = spark.read.format("delta").load(str(layout.table("rescales")))
     assert raw.count() == len([1 for m in sent if m.offset >= half[m.partition]])

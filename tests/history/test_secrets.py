@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from services.contracts.settings import Settings
-from services.history.job import kafka_source, secrets_file
+from services.history.job import secrets_file
+from services.history.queries import kafka_source
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -54,7 +55,7 @@ def test_the_history_source_plan_holds_no_password(
         assert stat.S_IMODE(secrets.stat().st_mode) == 0o600
         assert stat.S_IMODE(secrets.parent.stat().st_mode) == 0o700
         assert PASSWORD in secrets.read_text()
-        frame = kafka_source(spark, SASL, secrets)
+        frame = kafka_source(spark, SASL, (SASL.topics.rescales,), secrets=secrets)
         frame.explain(True)
         plan = capsys.readouterr().out
         assert "StreamingRelation" in plan and f"${{file:{secrets}:sasl.jaas.config}}" in plan

@@ -25,9 +25,9 @@ from services.history import synthetic
 from services.history.decode import RescaleSchemas
 from services.history.job import RunOptions, run
 from services.history.letters import read_metrics
+from services.history.paths import Layout
 from services.history.sinklog import committed_files, uncommitted_files
 from services.history.tables import TABLES
-from services.history.views import Layout
 from tests.history.support import drain, encoded, read_topic, views
 from tests.kafka_support import Received, produce, set_topic_config, unique_settings
 
@@ -261,7 +261,7 @@ def test_a_dead_letter_the_broker_refuses_is_counted_and_the_history_goes_on(
     options = RunOptions(layout, available_now=True, plan_commands=False)
     assert run(spark, settings, codec.registry, options, progress=lambda _: None) == 0
     assert views(spark, layout, schemas)["raw_rescales"].count() == len(history)
-    assert read_metrics(layout.data_dir)["scalefold_history_dead_letters_failed_total"] == 1
+    assert read_metrics(layout.metrics)["scalefold_history_dead_letters_failed_total"] == 1
     assert read_topic(settings, settings.topics.dead_letters) == []
 
 

@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 
 from services.history import synthetic
+from services.history.paths import Layout
 from services.history.restapi.fixtures import write_records
 from services.history.restapi.server import make_server, url_of
-from services.history.views import Layout
 from tests.history import rest_golden as golden
 from tests.history.test_timeline_browser import chromium
 

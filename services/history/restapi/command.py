@@ -7,6 +7,8 @@ import signal
 import sys
 from pathlib import Path
 
+from services.history.paths import Layout
+
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8082
 """Beside Flink's REST port (8081), so a Flink client needs only the port changed."""
@@ -37,7 +39,7 @@ def serve(args: argparse.Namespace, _context: object) -> int:
     """Answer until Ctrl-C or SIGTERM."""
     from services.history.restapi.server import make_server, stderr_log, url_of
 
-    tables = args.data_dir / "tables"
+    tables = Layout(args.data_dir).tables
     log = stderr_log if getattr(args, "verbose", False) else None
     try:
         server = make_server(tables, args.host, args.port, log, tls=tls_files(args))

@@ -12,9 +12,10 @@ from collections.abc import Callable
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
+from services.history.paths import REST_URL, Layout
 from services.history.restapi.server import make_server, url_of
 
-URL_FILE = "rest.url"
+URL_FILE = REST_URL
 
 
 def start(
@@ -26,14 +27,15 @@ def start(
 ) -> ThreadingHTTPServer:
     """Serve the API on (host, port) in a daemon thread (HTTPS with `tls`, the PEM
     certificate and key); its URL written to DATA_DIR/rest.url."""
-    server = make_server(data_dir / "tables", host, port, tls=tls)
+    layout = Layout(data_dir)
+    server = make_server(layout.tables, host, port, tls=tls)
     threading.Thread(
         target=server.serve_forever, kwargs={"poll_interval": 0.5}, name="rest-api", daemon=True
     ).start()
     url = url_of(server)
-    temporary = data_dir / f"{URL_FILE}.tmp"
+    temporary = layout.url_file(f"{URL_FILE}.tmp")
     temporary.write_text(url + "\n")
-    temporary.replace(data_dir / URL_FILE)
+    temporary.replace(layout.url_file(URL_FILE))
     say(f"rescale REST API (FLIP-487) at {url}/jobs, web page at {url}/web/")
     return server
 
@@ -41,4 +43,4 @@ def start(
 def stop(server: ThreadingHTTPServer, data_dir: Path) -> None:
     server.shutdown()
     server.server_close()
-    (data_dir / URL_FILE).unlink(missing_ok=True)
+    Layout(data_dir).url_file(URL_FILE).unlink(missing_ok=True)

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 from services.contracts import Codec
 from services.contracts import records as r
 from services.history.decode import RescaleSchemas, decode, valid
+from services.history.paths import Layout
 from services.history.tables import TABLES
 from services.history.upsert import write_tables
-from services.history.views import KAFKA_SOURCE_SCHEMA, Layout
+from services.history.views import KAFKA_SOURCE_SCHEMA
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

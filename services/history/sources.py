@@ -1,0 +1,136 @@
+"""The streams the history keeps, each declared once.
+
+A `Source` is one Kafka topic of one Avro record and everything the history makes of
+it: how a record is decoded and keyed (decode.py), the raw table of every received
+revision and the child tables written beside it, what identifies one rescale (`keys`)
+and the table of each rescale's latest revision MERGEd by them, the views over its
+tables, the checkpoints of its two queries, and the columns the planner reads of it.
+One writer (writers.py) and one query starter (queries.py) serve every source; the
+planner (planning.py) consumes them like any other query. A new source is one more
+declaration here.
+
+Each source has two queries (queries.py), so that the freshest view never waits for
+the bulk of the writes:
+- **latest**: decode, MERGE the batch's latest revisions into the latest table (what
+  `history summary`, the REST API, the SQL views and the planner's restart read);
+  one Delta commit a batch, on a short trigger;
+- **tables**: decode once, append the raw table and the child tables, produce the
+  dead letters: four to six commits a batch, on a longer trigger, so they come
+  fewer and larger (checkpoints keep their names of before: an existing history
+  carries on where it was).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from services.contracts import SchemaRegistry, records
+from services.contracts.topics import Topics
+from services.history import flink_tables, flink_views, pytables, tables, views
+from services.history.decode import RescaleSchemas
+from services.history.jobview import PLANNER_COLUMNS, Rescale
+from services.history.pytables import Message, Row
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+Transform = Callable[["DataFrame"], "DataFrame"]
+Views = Callable[
+    [Mapping[str, "DataFrame"], Mapping[str, "DataFrame"], RescaleSchemas], dict[str, "DataFrame"]
+]
+"""(this source's tables by name, the views of the sources declared before it, its
+schemas) -> its views by name."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """One stream the history keeps (see the module doc)."""
+
+    name: str
+    record: str
+    """The Avro record on the topic (its versions decode it: decode.RescaleSchemas)."""
+    topic: Callable[[Topics], str]
+    raw_table: str
+    transform: Transform
+    """Decoded, valid records -> rows of the raw table (one per received revision)."""
+    children: Mapping[str, Transform]
+    """Child tables appended beside the raw one, each from the decoded records."""
+    latest_table: str
+    keys: tuple[str, ...]
+    """What identifies one rescale: the latest table's MERGE keys."""
+    views: Views
+    view_names: tuple[str, ...]
+    row: Callable[[Message], Row]
+    """`transform` in Python, one decoded message's raw-table row (pytables.py): what the
+    latest writer MERGEs and the planner folds."""
+    planner: Callable[[Mapping[str, Any]], Rescale]
+    """A raw-table row -> what the planner reads of it (jobview.PLANNER_COLUMNS)."""
+    tables_checkpoint: str
+    latest_checkpoint: str
+
+    def schemas(self, registry: SchemaRegistry) -> RescaleSchemas:
+        """The versions of its record, keyed as its topic is."""
+        return RescaleSchemas.of(registry, self.record)
+
+    @property
+    def appended(self) -> tuple[str, ...]:
+        """The tables only ever appended to: the raw one and its children."""
+        return (self.raw_table, *self.children)
+
+    @property
+    def all_tables(self) -> tuple[str, ...]:
+        return (*self.appended, self.latest_table)
+
+
+def _flink_planner(row: Mapping[str, Any]) -> Rescale:
+    """Flink's row under the job key scalefold predicts the job by; what Flink's REST API
+    does not show (available slots, the scheduler's settings) is None."""
+    renamed = {"job_id": row["job_key"], "updated_at_ms": row["observed_at_ms"]}
+    return Rescale.from_row({**dict.fromkeys(PLANNER_COLUMNS), **row, **renamed})
+
+
+RESCALES = Source(
+    name="rescales",
+    record=records.RESCALE,
+    topic=lambda topics: topics.rescales,
+    raw_table="rescales",
+    transform=tables.rescales,
+    children=tables.CHILDREN,
+    latest_table=tables.LATEST_TABLE,
+    keys=("rescale_uuid",),
+    views=views.scalefold_views,
+    view_names=views.SCALEFOLD_VIEWS,
+    row=pytables.rescale_row,
+    planner=Rescale.from_row,
+    tables_checkpoint="tables",
+    latest_checkpoint="latest",
+)
+"""The rescales scalefold's scheduler recorded (FLIP-495 records, `rescale.v*`)."""
+
+FLINK_RESCALES = Source(
+    name="flink_rescales",
+    record=records.FLINK_RESCALE,
+    topic=lambda topics: topics.flink_rescales,
+    raw_table=flink_tables.RAW_TABLE,
+    transform=flink_tables.flink_rescales,
+    children={},
+    latest_table=flink_tables.LATEST_TABLE,
+    keys=flink_tables.KEYS,
+    views=flink_views.flink_views,
+    view_names=flink_views.VIEWS,
+    row=pytables.flink_rescale_row,
+    planner=_flink_planner,
+    tables_checkpoint="flink_tables",
+    latest_checkpoint="flink_latest",
+)
+"""The rescales real Flink clusters recorded, as the bridge forwards them (its children
+are arrays in each row: flink_views.py explodes them)."""
+
+SOURCES = (RESCALES, FLINK_RESCALES)
+"""In dependency order: a source's views may use those of the sources before it."""
+
+
+def by_topic(topics: Topics) -> dict[str, Source]:
+    return {source.topic(topics): source for source in SOURCES}
