@@ -57,7 +57,8 @@ from services.history.paths import Layout
 from services.history.sinklog import DELTA_LOG, committed_files
 from services.history.spark import history_session
 from services.history.tables import EXECUTING, LATEST_TABLE, PARTITION_COLUMN, TABLES
-from services.history.upsert import UpkeepConfig, optimize, write_tables
+from services.history.upkeep import UpkeepConfig, optimize
+from services.history.upsert import write_tables
 from services.localstack.jars import spark_connector_jars
 from services.localstack.layout import cache_dir
 

@@ -2,6 +2,7 @@
 
     make up          # or: scalefold local up --run-dir DIR, then --data-dir DIR/history
     .venv/bin/python -m bench.reading_bench [--runs 10] [--probes 20] [--job ID] [--json]
+    .venv/bin/python -m bench.reading_bench --runs 0 --probes 20 --hogs 6 --fleet  # busy
 
 **Commands.** Each run is a whole command as a user types it, a new Python
 process timed from start to exit: `history summary --job ID`, `history summary`,
@@ -15,11 +16,14 @@ a new rescale uuid) to the rescales topic, then polls until it is visible: in th
 committed Delta table `rescales_latest` (what `summary` and `timeline` read),
 and to `history sql` (the service's views over Spark Connect). Time zero is just
 before the record is produced. Where the time goes, from the service's own
-files: the streaming checkpoint's offsets file of the batch that took the record
-(written as the batch starts: the wait for the trigger), the Delta commits of
-`rescales` and `rescales_latest` and the checkpoint's commit file (the batch's
-end). Probes start at random moments, so they sample the trigger's phase evenly.
-Reported: p50 and p95 of each.
+files: the latest query's checkpoint, its offsets file of the batch that took the
+record (written as the batch starts: the wait for the trigger) and its commit file
+(the batch's end), the Delta commits of `rescales_latest` and of `rescales` (the
+tables query's, on its own slower trigger). Probes start at random moments, so they
+sample the trigger's phase evenly. Reported: p50 and p95 of each. With `--hogs N`
+(and `--fleet`) the probes run beside N busy processes (and the example logs produced
+as new jobs: bench/load.py), after `--settle` seconds of that load; `--runs 0` skips
+the commands.
 """
 
 from __future__ import annotations
@@ -36,8 +40,10 @@ import tempfile
 import time
 import uuid
 from collections.abc import Sequence
+from contextlib import ExitStack
 from pathlib import Path
 
+from bench.load import Fleet, hogs
 from services.contracts import Codec, SchemaRegistry, Settings
 from services.contracts import records as r
 from services.contracts.kafka import producer_config
@@ -47,7 +53,9 @@ from services.history.endpoint import reachable, read_url
 from services.history.tables import LATEST_TABLE
 
 PROBE_JOB = "bench-freshness"
-CHECKPOINT = Path("checkpoints") / "tables"
+CHECKPOINT = Path("checkpoints") / "latest"
+"""The latest query's checkpoint (sources.RESCALES): its batches put a record in
+`rescales_latest`."""
 
 
 def timed(command: Sequence[str]) -> tuple[float, float]:
@@ -265,6 +273,13 @@ def main() -> int:
         "--timeout", type=float, default=120.0, help="seconds a probe waits at most"
     )
     parser.add_argument("--json", action="store_true", help="one JSON line of results")
+    parser.add_argument(
+        "--hogs", type=int, default=0, help="busy processes beside the probes (bench/load.py)"
+    )
+    parser.add_argument(
+        "--fleet", action="store_true", help="the example logs as new jobs beside the probes"
+    )
+    parser.add_argument("--settle", type=float, default=30.0, help="seconds of that load first")
     args = parser.parse_args()
 
     url = read_url(args.data_dir)
@@ -275,17 +290,26 @@ def main() -> int:
         return 2
     load = os.getloadavg()[0]
     result: dict[str, object] = {"bench": "history_reading", "runs": args.runs, "job": args.job}
-    result["commands"] = bench_commands(args.data_dir, args.job, args.query, args.runs)
-    print(f"reading_bench: {json.dumps(result['commands'])}", file=sys.stderr, flush=True)
+    if args.runs:
+        result["commands"] = bench_commands(args.data_dir, args.job, args.query, args.runs)
+        print(f"reading_bench: {json.dumps(result['commands'])}", file=sys.stderr, flush=True)
     if args.probes:
         settings = _settings(args.data_dir)
-        fresh = bench_freshness(settings, args.data_dir, url, args.probes, args.timeout)
+        with ExitStack() as loaded:
+            if args.hogs:
+                loaded.enter_context(hogs(args.hogs, args.settle + args.probes * args.timeout))
+            if args.fleet:
+                loaded.enter_context(Fleet(settings))
+            if args.hogs or args.fleet:
+                time.sleep(args.settle)
+                result["hogs"], result["fleet"] = args.hogs, args.fleet
+            fresh = bench_freshness(settings, args.data_dir, url, args.probes, args.timeout)
         result["freshness"] = fresh
     result["load_average_1m"] = [round(load, 1), round(os.getloadavg()[0], 1)]
     if args.json:
         print(json.dumps(result))
         return 0
-    for name, row in result["commands"].items():  # type: ignore[attr-defined]
+    for name, row in (result.get("commands") or {}).items():  # type: ignore[attr-defined]
         print(
             f"{name:16} median {row['median_s']:.2f} s  p95 {row['p95_s']:.2f} s  "
             f"CPU {row['cpu_median_s']:.2f} s"

@@ -69,7 +69,7 @@ def build(data_dir: Path, jobs: int, per_job: int) -> None:
     """Write the tables with a local Spark and compact them."""
     from services.contracts import Codec, SchemaRegistry
     from services.history.spark import history_session
-    from services.history.upsert import optimize
+    from services.history.upkeep import optimize
     from services.localstack.jars import spark_connector_jars
     from services.localstack.layout import cache_dir
 

@@ -33,7 +33,7 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -260,11 +260,17 @@ def commit_marks(
 class ViewPublisher:
     """Keeps the history's views registered as global temporary views, fresh."""
 
-    def __init__(self, spark: SparkSession, layout: Layout, schemas: RescaleSchemas) -> None:
+    def __init__(
+        self,
+        spark: SparkSession,
+        layout: Layout,
+        schemas: RescaleSchemas,
+        found: Mapping[str, StructType] | None = None,
+    ) -> None:
         self._spark = spark
         self._layout = layout
         self._schemas = schemas
-        self._found: dict[str, StructType] = table_schemas(spark, schemas)
+        self._found = dict(found) if found is not None else table_schemas(spark, schemas)
         self._marks: tuple[tuple[str, int], ...] | None = None
 
     def refresh(self) -> bool:

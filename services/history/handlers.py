@@ -82,7 +82,7 @@ def _layout(args: argparse.Namespace) -> Layout:
 def _run_options(args: argparse.Namespace, context: Context) -> RunOptions:
     from services.history.job import RunOptions
     from services.history.jobview import PlannerConfig
-    from services.history.upsert import UpkeepConfig
+    from services.history.upkeep import UpkeepConfig
 
     return RunOptions(
         layout=_layout(args),

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from services.contracts import Codec, SchemaRegistry, Settings
 from services.contracts.access import KafkaConnectionError
 from services.contracts.kafka import connect, retry_transient, spark_secrets
-from services.history.catalog import arrow_schema, read_table, table_schemas
+from services.history.catalog import arrow_schema, table_schemas
 from services.history.commands import CommandSender, CommandSendError, read_issued
 from services.history.decode import RescaleSchemas
 from services.history.endpoint import (
@@ -47,19 +47,8 @@ from services.history.queries import (
     trigger,
 )
 from services.history.resume import committed_positions, resume_points, starting_offsets
-from services.history.sinklog import is_delta, remove_uncommitted
 from services.history.sources import RESCALES, SOURCES
-from services.history.tables import LATEST_TABLE, TABLES
-from services.history.upsert import (
-    Upkeep,
-    UpkeepConfig,
-    backfill_downtime,
-    convert_legacy,
-    keep_for,
-    merge_latest,
-    retention_defaults,
-    table_properties,
-)
+from services.history.upkeep import Upkeep, UpkeepConfig, prepare, table_properties
 from services.history.writers import LatestWriter, TablesWriter
 
 if TYPE_CHECKING:
@@ -116,7 +105,7 @@ def query_specs(
     options: RunOptions,
     found: Mapping[str, StructType],
     *,
-    upkeep: Upkeep | None,
+    keeper: Upkeep | None,
     planner: Planner | None,
 ) -> list[QuerySpec]:
     """Every query of the service: each source's latest and tables queries, the planner's.
@@ -140,7 +129,7 @@ def query_specs(
                     codec,
                     layout,
                     schema=arrow_schema(found[source.raw_table]),
-                    upkeep=upkeep,
+                    upkeep=keeper,
                     properties=properties,
                 ),
                 trigger(options.trigger_seconds, options.available_now),
@@ -183,7 +172,7 @@ def start_queries(
     """Start the writers' queries (no planner), e.g. to drain the topics once with
     `available_now` (the tests, the bench); return them."""
     found = table_schemas(spark, RescaleSchemas.of(registry))
-    specs = query_specs(settings, registry, options, found, upkeep=None, planner=None)
+    specs = query_specs(settings, registry, options, found, keeper=None, planner=None)
     return [starter(spark, settings, spec, secrets)() for spec in specs]
 
 
@@ -280,21 +269,20 @@ def _run(
 ) -> int:
     planner = _planner(settings, registry, options) if options.plan_commands else None
     beat = _heartbeat(options.health_file)
-    retention_defaults(spark, options.upkeep.retention_hours)
-    _prepare_tables(spark, registry, options, progress)
+    found = table_schemas(spark, RescaleSchemas.of(registry))
+    prepare(spark, options.layout, found, options.upkeep.retention_hours, progress)
     if planner is not None:
         folded = planner.bootstrap(options.layout, _now_ms())
         issued = len(planner.sender.issued)
         progress(f"planner: {folded} rescales from the latest tables, {issued} commands issued")
-    upkeep = Upkeep(spark, options.upkeep)
-    found = table_schemas(spark, RescaleSchemas.of(registry))
-    specs = query_specs(settings, registry, options, found, upkeep=upkeep, planner=planner)
+    keeper = Upkeep(spark, options.upkeep)
+    specs = query_specs(settings, registry, options, found, keeper=keeper, planner=planner)
     queries = Queries({spec.name: starter(spark, settings, spec, secrets) for spec in specs})
     queries.start_all()
     jdbc: BackgroundJdbc | None = None
     try:
         # After the queries: the ingest does not wait for the views' analysis.
-        refresh = _serve_views(spark, registry, options, progress)
+        refresh = _serve_views(spark, registry, options, found, progress)
         if options.jdbc is not None:
             jdbc = BackgroundJdbc(spark, options.jdbc, options.layout.data_dir, progress)
         progress(f"streaming query started, writing to {options.layout.data_dir}")
@@ -309,7 +297,7 @@ def _run(
             progress("drained the rescales topics; stopping")
             return 0
         appended = [options.layout.table(t) for s in SOURCES for t in s.appended]
-        threads = [_upkeep_thread(spark, upkeep, appended, stop)]
+        threads = [_upkeep_thread(spark, keeper, appended, stop)]
         failed: list[BaseException] = []
         if planner is not None:
             threads.append(_planner_thread(planner, queries, stop, failed))
@@ -335,49 +323,18 @@ def _run(
         queries.stop()
 
 
-def _prepare_tables(
-    spark: SparkSession, registry: SchemaRegistry, options: RunOptions, progress: Progress
-) -> None:
-    """Before the queries write: clean up what a crashed batch left, bring tables of an
-    earlier scalefold up to date, give every table the configured retention (a metadata
-    commit each, where it differs)."""
-    layout = options.layout
-    every = [layout.table(name) for source in SOURCES for name in source.all_tables]
-    for path in every:
-        removed = remove_uncommitted(path)
-        if removed:
-            log.warning("removed %d uncommitted files of %s (a crashed batch)", len(removed), path)
-    _convert_legacy(spark, registry, layout, progress)
-    if backfill_downtime(spark, layout.table(LATEST_TABLE), layout.table("rescale_states")):
-        progress("added each rescale's downtime to rescales_latest (once, after an upgrade)")
-    for path in every:
-        if is_delta(path):
-            keep_for(spark, path, options.upkeep.retention_hours)
-
-
-def _convert_legacy(
-    spark: SparkSession, registry: SchemaRegistry, layout: Layout, progress: Progress
-) -> None:
-    """Tables of an earlier scalefold (plain Parquet) become Delta tables, and
-    `rescales_latest` is built once from the raw `rescales` they hold."""
-    converted = [t for t in TABLES if convert_legacy(spark, layout.table(t))]
-    if not converted:
-        return
-    progress(f"converted {len(converted)} Parquet tables to Delta: {', '.join(converted)}")
-    schema = table_schemas(spark, RescaleSchemas.of(registry))["rescales"]
-    if "rescales" in converted:
-        raw = read_table(spark, layout.table("rescales"), schema)
-        merge_latest(spark, raw, layout.table(LATEST_TABLE))
-
-
 def _serve_views(
-    spark: SparkSession, registry: SchemaRegistry, options: RunOptions, progress: Progress
+    spark: SparkSession,
+    registry: SchemaRegistry,
+    options: RunOptions,
+    found: Mapping[str, StructType],
+    progress: Progress,
 ) -> Callable[[], None]:
     """With an endpoint: register the views, publish its address, and return what keeps
     the views fresh (called every second); without one, nothing to do."""
     if not options.serves_sql:
         return lambda: None
-    publisher = ViewPublisher(spark, options.layout, RescaleSchemas.of(registry))
+    publisher = ViewPublisher(spark, options.layout, RescaleSchemas.of(registry), found)
     publisher.refresh()
     if options.sql_url is not None:
         publish_url(options.layout.data_dir, options.sql_url, SQL_URL)
@@ -402,7 +359,7 @@ def _heartbeat(health_file: Path | None) -> Callable[[], None]:
 
 
 def _upkeep_thread(
-    spark: SparkSession, upkeep: Upkeep, tables: list[Path], stop: threading.Event
+    spark: SparkSession, keeper: Upkeep, tables: list[Path], stop: threading.Event
 ) -> threading.Thread:
     """The appended tables' compaction, in a thread of its own: an OPTIMIZE and a VACUUM
     take seconds to minutes, which the planner's loop must not wait for. Its jobs run in
@@ -412,7 +369,7 @@ def _upkeep_thread(
     def work() -> None:
         spark.sparkContext.setLocalProperty("spark.scheduler.pool", "tables")
         while not stop.wait(1.0):
-            upkeep.run_due(tables)
+            keeper.run_due(tables)
 
     thread = threading.Thread(target=work, name="history-upkeep", daemon=True)
     thread.start()

@@ -33,7 +33,8 @@ from services.history.paths import Layout
 from services.history.pytables import Message, Row, decoded
 from services.history.resume import DEAD_LETTERS, Ends, not_before
 from services.history.sources import Source
-from services.history.upsert import Upkeep, append, query_id, side_by_side, upsert_rows
+from services.history.upkeep import Upkeep
+from services.history.upsert import append, query_id, side_by_side, upsert_rows
 from services.history.views import LATEST_ORDER
 
 if TYPE_CHECKING:

@@ -39,6 +39,7 @@ from services.contracts.events import (
 )
 from services.contracts.kafka import ensure_topics, librdkafka_config, producer_config
 from services.localstack.layout import RUN_ROOT
+from services.tools.slots import SlotLedger
 
 if TYPE_CHECKING:
     from confluent_kafka import Producer
@@ -194,6 +195,8 @@ class Watcher(threading.Thread):
         self.records = 0
         self.parallelism: dict[str, int] = {}
         self.applied: set[tuple[str, str]] = set()  # (job, action) of the commands applied
+        self.superseded = 0
+        self.slots = SlotLedger()  # each job's slots against its need (issue 46's invariant)
         self.stopping = threading.Event()
 
     def run(self) -> None:
@@ -231,6 +234,7 @@ class Watcher(threading.Thread):
                     f"{record['jobId']:<7} rescale {record['triggerCause']} -> {record['terminatedReason']} ({post})"
                 )
         elif decoded.schema == r.SCHEDULER_DECISIONS:
+            self.slots.fold(record)
             for item in record["items"]:
                 if (item["kind"] == "STATE_TRANSITION" and " -> " in item["message"]) or item[
                     "kind"
@@ -246,10 +250,23 @@ class Watcher(threading.Thread):
             outcome = CommandOutcome.from_record(record)
             if outcome.status is OutcomeStatus.APPLIED:
                 self.applied.add((outcome.job_id, outcome.action))
+            self.superseded += outcome.status is OutcomeStatus.SUPERSEDED
             self.say(f"{outcome.job_id:<7} actuator -> {outcome.status}: {outcome.message}")
 
     def say(self, text: str) -> None:
         print(f"  +{time.monotonic() - self.started:5.1f}s  {text}", flush=True)
+
+    def slots_kept(self) -> bool:
+        """Say each job's peak slots against its need, and whether a TaskManager scalefold
+        provisioned ever took a job above its need (tools/slots.py)."""
+        for job_id, job in sorted(self.slots.jobs.items()):
+            if job.need is not None and job.peak:
+                _say(f"{job_id}: at most {job.peak} slots held, its requirements need {job.need}")
+        if self.superseded:
+            _say(f"{self.superseded} command(s) SUPERSEDED: their basis no longer held")
+        for breach in self.slots.breaches:
+            _say(f"over-provisioned: {breach}")
+        return not self.slots.breaches
 
 
 def run_demo(context: Context, *, verbose: bool = False) -> int:
@@ -357,8 +374,9 @@ def run_script(
     watcher.join(5)
     for process in processes:
         process.stop()
+    kept = watcher.slots_kept()
     _say("services stopped; reading the history with Spark SQL")
-    return report(context, watcher.records, verbose=verbose)
+    return report(context, watcher.records, verbose=verbose) or (0 if kept else 1)
 
 
 def report(context: Context, records: int, *, verbose: bool = False) -> int:

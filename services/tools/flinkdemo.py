@@ -154,7 +154,7 @@ def _stopped(watcher: Watcher, processes: list[ServiceProcess], status: int) -> 
     watcher.join(5)
     for process in processes:
         process.stop()
-    return status
+    return status or (0 if watcher.slots_kept() else 1)
 
 
 class FlinkWatch:

@@ -16,14 +16,8 @@ from services.history.decode import RescaleSchemas, decode, valid
 from services.history.paths import Layout
 from services.history.sinklog import committed_files, uncommitted_files
 from services.history.tables import LATEST_TABLE, TABLES
-from services.history.upsert import (
-    Upkeep,
-    UpkeepConfig,
-    append,
-    convert_legacy,
-    keep_for,
-    merge_latest,
-)
+from services.history.upkeep import Upkeep, UpkeepConfig, convert_legacy, keep_for
+from services.history.upsert import append, merge_latest
 from services.history.views import KAFKA_SOURCE_SCHEMA, latest_revisions
 from tests.history.support import HistoryProcess, encoded, wait_for
 from tests.kafka_support import produce

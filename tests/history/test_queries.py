@@ -23,7 +23,8 @@ from services.history.decode import RescaleSchemas, decode, valid
 from services.history.jobview import JobView, PlannerConfig, Rescale
 from services.history.paths import Layout
 from services.history.tables import LATEST_TABLE, TABLES
-from services.history.upsert import backfill_downtime, write_tables
+from services.history.upkeep import backfill_downtime
+from services.history.upsert import write_tables
 from services.history.views import KAFKA_SOURCE_SCHEMA
 
 pytestmark = pytest.mark.spark

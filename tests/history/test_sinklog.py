@@ -85,12 +85,13 @@ def test_a_directory_without_a_log_has_no_committed_files(tmp_path: Path) -> Non
 
 def test_a_data_dir_is_used_by_one_job_at_a_time(tmp_path: Path) -> None:
     from services.history.job import HistoryJobError, exclusive
+    from services.history.paths import Layout
 
     with (
-        exclusive(tmp_path),
+        exclusive(Layout(tmp_path)),
         pytest.raises(HistoryJobError, match="another `history run`"),
-        exclusive(tmp_path),
+        exclusive(Layout(tmp_path)),
     ):
         pass
-    with exclusive(tmp_path):  # released when the holder is done (or dies)
+    with exclusive(Layout(tmp_path)):  # released when the holder is done (or dies)
         pass
