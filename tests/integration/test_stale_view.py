@@ -55,13 +55,22 @@ def _decoded(codec: Codec, settings: Settings, topic: str) -> list[dict[str, Any
     ]
 
 
+@pytest.mark.parametrize(
+    "guard",
+    [
+        pytest.param((), id="as-configured"),
+        # the planner's staleness guard off: it decides on the stale view, and the
+        # actuator's check of each command's basis is what holds the line
+        pytest.param(("--max-staleness", "3600"), id="actuator-check-alone"),
+    ],
+)
 def test_the_readme_job_with_its_history_paused_for_30_s_ends_with_its_own_slots(
-    kafka: Settings, codec: Codec, tmp_path: Path
+    kafka: Settings, codec: Codec, tmp_path: Path, guard: tuple[str, ...]
 ) -> None:
     scheduler = SchedulerProcess(kafka, tmp_path / "scheduler", "-Dscalefold.runtime.mode=external")
     actuator = ActuatorProcess(kafka, tmp_path / "actuator", "--provisioning-delay", "1")
     history = ServiceProcess(
-        "history", ("history", "run", "--data-dir", str(tmp_path / "history")), tmp_path
+        "history", ("history", "run", "--data-dir", str(tmp_path / "history"), *guard), tmp_path
     )
     scheduler.start()
     actuator.start()
@@ -129,6 +138,8 @@ def test_the_readme_job_with_its_history_paused_for_30_s_ends_with_its_own_slots
         assert all(outcomes.get(c.command_id) is OutcomeStatus.SUPERSEDED for c in ours), [
             (c.reason, outcomes.get(c.command_id)) for c in ours
         ]
+        if guard:  # the planner did decide on the stale view: 0 of 1 slot, waited 30+ s
+            assert [c.basis.available_slots for c in ours if c.basis] == [0], ours
     finally:
         if producing is not None and producing.poll() is None:
             producing.kill()
