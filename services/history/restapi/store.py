@@ -95,10 +95,36 @@ class TableReader:
     def _read_file(self, uri: str, columns: list[str]) -> pa.Table:
         path = unquote(urlparse(uri).path) if "://" in uri else uri
         data = pq.read_table(path, columns=columns)
+        data = data.cast(plain_schema(data.schema))
         for name in self.columns:  # a column added to the table after this file was written
             if name not in data.column_names:
                 data = data.append_column(name, pa.nulls(data.num_rows))
         return data.select(self.columns)
+
+
+def plain_schema(schema: pa.Schema) -> pa.Schema:
+    """`schema` with Arrow's view types as their plain kinds (string_view as string...).
+    delta-rs writes the files of its MERGE with view types where its plain writes have
+    plain ones, and pyarrow cannot concatenate the two kinds of one column."""
+    return pa.schema([field.with_type(_plain(field.type)) for field in schema], schema.metadata)
+
+
+def _plain(kind: pa.DataType) -> pa.DataType:
+    if pa.types.is_string_view(kind) or pa.types.is_binary_view(kind):
+        return pa.string() if pa.types.is_string_view(kind) else pa.binary()
+    if pa.types.is_struct(kind):
+        return pa.struct([f.with_type(_plain(f.type)) for f in kind])
+    if pa.types.is_map(kind):
+        key, item = kind.key_field, kind.item_field
+        return pa.map_(
+            key.with_type(_plain(key.type)), item.with_type(_plain(item.type)), kind.keys_sorted
+        )
+    nested = getattr(kind, "value_field", None)  # lists of every kind, as plain lists
+    if nested is None or pa.types.is_fixed_size_list(kind):
+        return kind
+    element = nested.with_type(_plain(nested.type))
+    large = pa.types.is_large_list(kind) or pa.types.is_large_list_view(kind)
+    return pa.large_list(element) if large else pa.list_(element)
 
 
 def _concat(tables: list[pa.Table], empty: pa.Table) -> pa.Table:
