@@ -7,9 +7,15 @@ of `catalog.build_views` registered as a global temporary view: a Connect client
 gets a session of its own on the service's SparkContext, and global temporary
 views (`global_temp.<view>`) are what every session of one context sees.
 
-A view built from a DataFrame keeps the Delta snapshot (the file list) its
-table had when it was built, so the service registers the views again whenever
-a table commits a version (`ViewPublisher.refresh`).
+A view built from a Delta table's DataFrame is not pinned to the version it was
+built on: each query of it reads the table's newest committed version (Delta's
+file index updates its snapshot when a query runs, whoever committed: Spark's
+appends or delta-rs's upserts). So the views are registered once per set of
+tables: again only when a table that was not there yet (an empty placeholder in
+its schema, catalog.read_table) commits its first version (`ViewPublisher.refresh`).
+Registering them at every commit, as an earlier version did, cost 7-17 s of the
+driver per registration at load 14 and, with the latest tables committing every
+second, kept the driver busy with nothing else.
 
 The address is written to `DATA_DIR/sql.url` while the service runs, which is
 how `history sql` (and `local status`) find it; a file left by a killed service
@@ -40,7 +46,7 @@ from typing import TYPE_CHECKING
 
 from services.history.catalog import build_views, table_schemas, view_names
 from services.history.paths import JDBC_URL, SQL_URL, Layout
-from services.history.sinklog import latest_version
+from services.history.sinklog import is_delta
 from services.history.sources import SOURCES
 
 if TYPE_CHECKING:
@@ -244,16 +250,17 @@ def reachable(url: str, timeout: float = 0.5) -> bool:
         return False
 
 
-def commit_marks(
-    layout: Layout, known: tuple[tuple[str, int], ...] = ()
-) -> tuple[tuple[str, int], ...]:
-    """Per table, the newest version its Delta log committed (-1 before any): what the
-    published views must be rebuilt after. `known`: the marks of the last look."""
-    last = dict(known)
+def present_tables(layout: Layout, known: Iterable[str] = ()) -> tuple[str, ...]:
+    """The tables that are Delta tables already (committed a first version): what the
+    published views must be registered again after, when it changes. `known`: tables
+    present at an earlier look (a table is never removed while the service runs, so
+    only the others' logs are looked at)."""
+    before = set(known)
     return tuple(
-        (table, latest_version(layout.table(table), last.get(table, -1)))
+        table
         for source in SOURCES
         for table in source.all_tables
+        if table in before or is_delta(layout.table(table))
     )
 
 
@@ -271,11 +278,12 @@ class ViewPublisher:
         self._layout = layout
         self._schemas = schemas
         self._found = dict(found) if found is not None else table_schemas(spark, schemas)
-        self._marks: tuple[tuple[str, int], ...] | None = None
+        self._marks: tuple[str, ...] | None = None
 
     def refresh(self) -> bool:
-        """Register the views again if a table committed a batch since; True if it did."""
-        marks = commit_marks(self._layout, self._marks or ())
+        """Register the views (again, if a table committed its first version since the
+        last registration); True if it did."""
+        marks = present_tables(self._layout, self._marks or ())
         if marks == self._marks:
             return False
         views = build_views(self._spark, self._layout, self._schemas, found=self._found)

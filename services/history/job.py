@@ -399,9 +399,9 @@ def _loop(
 def _planner_thread(
     planner: Planner, queries: Queries, stop: threading.Event, failed: list[BaseException]
 ) -> threading.Thread:
-    """The planner decides in a thread of its own, every LOOP_SECONDS: registering the
-    served views again after a commit takes the main loop seconds, which no decision
-    should wait for. A refusal by the broker (an ACL) stops the service, `failed` says
+    """The planner decides in a thread of its own, every LOOP_SECONDS: the main loop's
+    work (registering the served views when a table appears, seconds of the driver at
+    load) is none a decision should wait for. A refusal by the broker (an ACL) stops the service, `failed` says
     why: no tick mends it."""
 
     def work() -> None:

@@ -8,8 +8,8 @@ inside delta-rs (`QueryBuilder`), runs the few queries they need. Neither
 pyspark nor pyarrow (nor numpy) is imported: a command costs about a quarter of a
 second of CPU beside Python's own start (docs/benchmarks.md, where DuckDB and
 the Spark Connect endpoint were measured against it). A batch is visible here the
-moment its Delta commit is, a second before the service's SQL endpoint
-registers its views again.
+moment its Delta commit is, as it is to the service's SQL endpoint (whose views
+read each table's newest version at every query).
 
 The tables are read as the views show them: the table `rescales_latest` is the
 view `rescales` (each rescale's latest revision), and the view `rescale_states`
