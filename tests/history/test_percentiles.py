@@ -1,4 +1,7 @@
-"""The summaries' exact percentiles (sorted arrays) equal Spark's own `percentile`."""
+"""The summaries' exact percentiles (sorted arrays) equal Spark's own `percentile`, and so
+do the ones the reading commands compute without Spark (lake.py over delta-rs): one
+definition, two read paths, proven to agree. (The REST API's are Flink's own, commons-math's
+LEGACY estimation: test_rest_api.py.)"""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ import random
 from typing import Any
 
 from services.history.aggregates import percentile_of_sorted, sorted_values
+from services.history.lake import percentile
 
 QUANTILES = (0.0, 0.01, 0.5, 0.9, 0.95, 0.99, 0.999, 1.0)
 
@@ -39,3 +43,13 @@ def test_percentiles_of_sorted_values_equal_sparks_percentile(spark: Any) -> Non
     assert got == want
     assert got["only-nulls"] == (None,) * len(QUANTILES)
     assert got["one"] == (42.0,) * len(QUANTILES)
+    by_group: dict[str, list[int]] = {}
+    for group, value in rows:
+        by_group.setdefault(group, [])
+        if value is not None:
+            by_group[group].append(value)
+    without_spark = {
+        group: tuple(percentile(sorted(values), q) for q in QUANTILES)
+        for group, values in by_group.items()
+    }
+    assert without_spark == want
