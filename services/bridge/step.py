@@ -178,17 +178,17 @@ def _submit(
     except tr.MalformedAnswerError as error:
         problems.append(("job", str(error)))
         return offset, []
+    offering = _offering(answers.task_managers, ())
     events: list[Event] = [submitted]
     events += [
-        TaskManagerRegistered(offset.key, start, tm.id, tm.slots, tm.profile)
-        for tm in answers.task_managers
+        TaskManagerRegistered(offset.key, start, tm.id, tm.slots, tm.profile) for tm in offering
     ]
     if any(q.lower != 1 for q in bounds):
         events.append(RequirementsUpdated(offset.key, start, bounds))
     offset = replace(
         offset,
         submitted=True,
-        task_managers=tuple(tm.id for tm in answers.task_managers),
+        task_managers=tuple(tm.id for tm in offering),
         requirements=bounds,
         last_exception_ms=start,
     )
@@ -229,6 +229,16 @@ def _submitted(
     )
 
 
+def _offering(
+    listed: tuple[tr.TaskManagerView, ...], known: tuple[str, ...]
+) -> list[tr.TaskManagerView]:
+    """The listed TaskManagers not known yet that offer slots. A TaskManager registers
+    with the ResourceManager before its first slot report: until then /taskmanagers
+    lists it with slotsNumber 0, and it is announced at the poll that sees its slots
+    (the scheduler refuses a TaskManager of no slots). One known already stays known."""
+    return [tm for tm in listed if tm.id not in known and tm.slots > 0]
+
+
 def _configuration(cluster: str, answers: Answers) -> dict[str, str]:
     entries = {k.RUNTIME_MODE: "simulated", k.OBSERVED_CLUSTER: cluster}
     if answers.rescales_config is not None:
@@ -244,18 +254,18 @@ def _changes(
     """TaskManagers come and gone, requirements changed, failures, a terminal state."""
     events: list[Event] = []
     if answers.task_managers is not None:
-        listed = {tm.id: tm for tm in answers.task_managers}
-        lost = set(offset.task_managers) - set(listed)
+        listed = {tm.id for tm in answers.task_managers}
+        lost = set(offset.task_managers) - listed
         events += [
             TaskManagerLost(offset.key, now, tm, "no longer listed by /taskmanagers")
             for tm in sorted(lost)
         ]
+        new = _offering(answers.task_managers, offset.task_managers)
         events += [
-            TaskManagerRegistered(offset.key, now, tm.id, tm.slots, tm.profile)
-            for tm in answers.task_managers
-            if tm.id not in offset.task_managers
+            TaskManagerRegistered(offset.key, now, tm.id, tm.slots, tm.profile) for tm in new
         ]
-        offset = replace(offset, task_managers=tuple(sorted(listed)))
+        known = (set(offset.task_managers) & listed) | {tm.id for tm in new}
+        offset = replace(offset, task_managers=tuple(sorted(known)))
     if answers.requirements is not None:
         try:
             bounds = tr.requirements(answers.requirements)

@@ -182,17 +182,12 @@ class TaskManagerView:
 
 
 def task_managers(answer: Any) -> tuple[TaskManagerView, ...]:
-    """The listed TaskManagers that offer slots, each slot's profile its total resource /
-    its slots. A TaskManager registers with the ResourceManager before its first slot
-    report: until then /taskmanagers lists it with slotsNumber 0, and it offers nothing
-    yet; a later poll sees its slots (it is never announced with none)."""
+    """The listed TaskManagers, each slot's profile its total resource / its slots."""
     entries = field(answer, "taskmanagers", list, "taskmanagers")
     views = []
     for i, entry in enumerate(entries):
         where = f"taskmanagers[{i}]"
         slots = field(entry, "slotsNumber", int, where)
-        if slots < 1:
-            continue
         total = entry.get("totalResource") if isinstance(entry, Mapping) else None
         views.append(
             TaskManagerView(field(entry, "id", str, where), slots, _slot_profile(total, slots))

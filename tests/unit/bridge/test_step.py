@@ -169,6 +169,28 @@ def test_task_managers_come_and_go_and_requirements_change() -> None:
     assert all(e.timestamp == NOW + 5000 for e in changed.events)
 
 
+def test_a_task_manager_is_announced_at_the_poll_that_sees_its_slots() -> None:
+    # CI of stop 51: tm-19 listed with slotsNumber 0 (registered with the ResourceManager,
+    # its slot report not in yet) reached the scheduler, which refused it
+    seen = first_poll()
+    tms = tr.task_managers(answer("taskmanagers.json"))
+    early = (*tms, replace(tms[0], id="tm-4", slots=0))
+    registering = later(seen, task_managers=early)
+    assert registering.events == ()
+    assert "tm-4" not in registering.offset.task_managers
+    offering = (*tms, replace(tms[0], id="tm-4"))
+    announced = step.observe(
+        registering.offset, answers(details={}, task_managers=offering), NOW + 6000
+    )
+    assert [(type(e), e.timestamp) for e in announced.events] == [
+        (TaskManagerRegistered, NOW + 6000)
+    ]
+    # a known TaskManager listed with no slots for a poll is neither lost nor announced again
+    emptied = (*tms, replace(tms[0], id="tm-4", slots=0))
+    again = step.observe(announced.offset, answers(details={}, task_managers=emptied), NOW + 7000)
+    assert again.events == () and "tm-4" in again.offset.task_managers
+
+
 def failure(at: int, tm: str | None) -> dict[str, Any]:
     return {
         "exceptionName": "java.lang.RuntimeException",

@@ -108,14 +108,6 @@ def test_a_task_manager_of_two_slots_splits_its_resources() -> None:
     assert view.profile == Profile(0.5, 158, 0, 16, 16)
 
 
-def test_a_task_manager_before_its_first_slot_report_is_not_listed_yet() -> None:
-    # the differential test saw it: tm-19 listed with slotsNumber 0 between its
-    # registration and its slot report, which the scheduler rejects as an invalid event
-    listed = answer("taskmanagers.json")["taskmanagers"]
-    early = [{**tm, "slotsNumber": 0} if tm["id"] == "tm-2" else tm for tm in listed]
-    assert [v.id for v in tr.task_managers({"taskmanagers": early})] == ["tm-1", "tm-3"]
-
-
 def test_requirements_sorted_by_vertex() -> None:
     assert tr.requirements(answer("resource-requirements.json")) == (
         Requirement("90bea66de1c231edf33913ecd54406c1", 1, 4),
