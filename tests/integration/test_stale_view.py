@@ -9,6 +9,12 @@ that already had its four: it ended with eight. Now the planner decides nothing 
 older than its staleness bound, and a command whose basis no longer holds is SUPERSEDED by
 the actuator: the job ends with its four slots, and no job ever holds more than its need
 plus the spare (tools/slots.py) through a TaskManager scalefold provisioned.
+
+Run with the planner's guard off (`--max-staleness 3600`, 2026-12-02, 1 passed in 154 s),
+the planner sent PROVISION 4 decided on 0 of the 1 slot with a 35 s old view, and the
+actuator answered SUPERSEDED naming the 3 slots the job held: it ended on its four. That
+run is not in the suite (its five minutes of CI); the actuator's side of it is, in
+tests/integration/test_actuator.py (a PROVISION decided on 0 slots for a job holding 2).
 """
 
 from __future__ import annotations
@@ -55,22 +61,13 @@ def _decoded(codec: Codec, settings: Settings, topic: str) -> list[dict[str, Any
     ]
 
 
-@pytest.mark.parametrize(
-    "guard",
-    [
-        pytest.param((), id="as-configured"),
-        # the planner's staleness guard off: it decides on the stale view, and the
-        # actuator's check of each command's basis is what holds the line
-        pytest.param(("--max-staleness", "3600"), id="actuator-check-alone"),
-    ],
-)
 def test_the_readme_job_with_its_history_paused_for_30_s_ends_with_its_own_slots(
-    kafka: Settings, codec: Codec, tmp_path: Path, guard: tuple[str, ...]
+    kafka: Settings, codec: Codec, tmp_path: Path
 ) -> None:
     scheduler = SchedulerProcess(kafka, tmp_path / "scheduler", "-Dscalefold.runtime.mode=external")
     actuator = ActuatorProcess(kafka, tmp_path / "actuator", "--provisioning-delay", "1")
     history = ServiceProcess(
-        "history", ("history", "run", "--data-dir", str(tmp_path / "history"), *guard), tmp_path
+        "history", ("history", "run", "--data-dir", str(tmp_path / "history")), tmp_path
     )
     scheduler.start()
     actuator.start()
@@ -138,8 +135,6 @@ def test_the_readme_job_with_its_history_paused_for_30_s_ends_with_its_own_slots
         assert all(outcomes.get(c.command_id) is OutcomeStatus.SUPERSEDED for c in ours), [
             (c.reason, outcomes.get(c.command_id)) for c in ours
         ]
-        if guard:  # the planner did decide on the stale view: 0 of 1 slot, waited 30+ s
-            assert [c.basis.available_slots for c in ours if c.basis] == [0], ours
     finally:
         if producing is not None and producing.poll() is None:
             producing.kill()
