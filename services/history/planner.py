@@ -49,7 +49,7 @@ plan its commands from the predicted rescales.
 **Flink's own records confirm.** For a job on a commanded Flink cluster, each rule
 is checked against what Flink itself recorded (the `flink-rescales` topic), when the
 bridge has shown any of the job's rescales: no provisioning while Flink's newest
-rescale is not waiting for resources (or, below desired, while Flink's latest
+rescale is past waiting for resources (Created or WaitingForResources) (or, below desired, while Flink's latest
 COMPLETED rescale runs at its desired slots or one is in progress), no release while
 Flink has a rescale in progress.
 
@@ -170,13 +170,17 @@ def plan_job(
     return [d for d in decided if not contradicted(d, flink_job)]
 
 
+NOT_RESOURCED = ("Created", WAITING_FOR_RESOURCES)
+"""The states of a rescale in progress that has no slots yet."""
+
+
 def contradicted(decision: Decision, flink: JobView) -> bool:
     """Whether Flink's own records of the job contradict what `decision` rests on."""
     newest = max(flink.in_progress, key=lambda r: r.start_timestamp_ms, default=None)
     if decision.action is PROVISION and decision.on.in_progress:
-        return newest is None or not (
-            newest.current_state == WAITING_FOR_RESOURCES and newest.current_state_open
-        )
+        # Flink's in-progress record of an initial schedule can still show Created while
+        # the job waits (seen on Flink 2.3.0 in the Flink demo): neither state has slots
+        return newest is None or newest.current_state not in NOT_RESOURCED
     if decision.action is PROVISION:
         done = flink.latest_terminated
         at_desired = (

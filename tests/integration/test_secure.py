@@ -188,7 +188,10 @@ def test_closed_loop_on_sasl_ssl_with_acls_and_no_password_in_any_file(
         stack.actuator_process(tmp_path, actuator_port, "--provisioning-delay", "1"),
         stack.history_process(
             tmp_path,
-            *("--trigger-seconds", "1", "--plan-interval", "2", "--provision-grace", "3"),
+            # a grace that outlasts `produce` and the TaskManager posted after it: the
+            # planner decides from the records as they arrive, so with 3 s it provisioned
+            # all 4 on the 0 slots before that TaskManager (2026-12-02)
+            *("--trigger-seconds", "1", "--plan-interval", "2", "--provision-grace", "15"),
         ),
     ]
     outputs: list[str] = []
