@@ -274,6 +274,24 @@ def first_provision(stack: Stack, job: str, desired: int) -> dict[str, Any]:
     return command
 
 
+def provisions_settled(stack: Stack, job: str) -> list[str]:
+    """The outcome of each of the job's commands, in order, once the last is APPLIED.
+
+    A provision decided on the job's wait with no slot is SUPERSEDED when the TaskManager
+    added with the job is in by the time the actuator checks it (its basis no longer
+    holds: docs/actuator.md); the planner then decides on the slot the job has. Nothing
+    but APPLIED and SUPERSEDED may come of them."""
+
+    def statuses() -> list[str]:
+        commands = stack.records("commands", job)
+        outcomes = {o["commandId"]: o["status"] for o in stack.records("command-outcomes", job)}
+        return [outcomes.get(c["commandId"], "") for c in commands]
+
+    settled = poll(statuses, lambda got: bool(got) and got[-1] == "APPLIED", timeout=120)
+    assert set(settled) <= {"APPLIED", "SUPERSEDED"}, settled
+    return settled
+
+
 QUICK_WAITS = {
     "jobmanager.adaptive-scheduler.submission.resource-stabilization-timeout": "1 s",
     "jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling": "3 s",
