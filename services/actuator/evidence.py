@@ -12,8 +12,12 @@ The rules, with a basis (a command without one, an operator's, is applied as it 
 
 - any action: the job no longer runs -> SUPERSEDED.
 - PROVISION_TASK_MANAGERS: held + starting > the slots the basis saw (the job got slots
-  since) -> SUPERSEDED; held + starting >= need + spare (it already has what it needs)
-  -> SUPERSEDED; held + starting + amount > need + spare -> the amount capped to fit.
+  since) and at least its minimal required slots (it can run: the planner decides again
+  on what it has) -> SUPERSEDED; held + starting >= need + spare (it already has what it
+  needs) -> SUPERSEDED; held + starting + amount > need + spare -> the amount capped to
+  fit. A job that got slots since but still fewer than its minimum cannot run on them:
+  the command stands, capped (the Flink demo's job, a TaskManager of 1 slot already
+  there for a minimum of 2, waited for nothing else).
   `need` is the job's latest requirements' desired slots, else the basis's.
 - RELEASE_TASK_MANAGERS: the need rose above the slots the job ran on after the rescale
   the command rests on -> SUPERSEDED; fewer slots held than the basis saw (released or
@@ -112,7 +116,8 @@ def _provision(amount: int, basis: CommandBasis, facts: JobFacts, spare: int) ->
         f"{facts.holder} holds {facts.held_slots} slot(s) of registered TaskManagers and "
         f"{facts.starting_slots} more are starting"
     )
-    if basis.available_slots is not None and have > basis.available_slots:
+    short = basis.minimal_required_slots is not None and have < basis.minimal_required_slots
+    if basis.available_slots is not None and have > basis.available_slots and not short:
         return Superseded(f"{holds}; the command was {basis.seen()}", details)
     if need is None:
         return Apply(amount)

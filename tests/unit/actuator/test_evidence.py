@@ -77,6 +77,21 @@ def test_taskmanagers_still_starting_count_as_slots_the_job_got_since() -> None:
     assert dict(verdict.details)["startingSlots"] == "3"
 
 
+def test_a_job_that_got_slots_since_but_fewer_than_its_minimum_still_gets_its_provision() -> None:
+    """The Flink demo: a TaskManager of 1 slot was there for a job whose minimum is 2; the
+    planner decided on 0 and asked for 4. The job cannot run on what it got: the command
+    stands, capped at the need (a supersede would leave it waiting, its view unchanged)."""
+    decided = command(
+        PROVISION, 4, basis(available_slots=0, desired_slots=4, minimal_required_slots=2)
+    )
+    verdict = check(decided, held(1, needed_slots=4))
+    assert isinstance(verdict, Apply) and verdict.amount == 3, verdict
+    runnable = command(
+        PROVISION, 4, basis(available_slots=0, desired_slots=4, minimal_required_slots=1)
+    )
+    superseded(check(runnable, held(1, needed_slots=4)))
+
+
 def test_a_provision_whose_view_still_holds_is_applied_as_asked() -> None:
     fresh = command(PROVISION, 3, basis(available_slots=1, desired_slots=4))
     assert check(fresh, held(1, needed_slots=4)) == Apply(3)
