@@ -401,8 +401,8 @@ def _planner_thread(
 ) -> threading.Thread:
     """The planner decides in a thread of its own, every LOOP_SECONDS: the main loop's
     work (registering the served views when a table appears, seconds of the driver at
-    load) is none a decision should wait for. A refusal by the broker (an ACL) stops the service, `failed` says
-    why: no tick mends it."""
+    load) is none a decision should wait for. A refusal by the broker (an ACL) stops the
+    service, `failed` says why: no tick mends it."""
 
     def work() -> None:
         while not stop.wait(LOOP_SECONDS):

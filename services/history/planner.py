@@ -49,9 +49,9 @@ plan its commands from the predicted rescales.
 **Flink's own records confirm.** For a job on a commanded Flink cluster, each rule
 is checked against what Flink itself recorded (the `flink-rescales` topic), when the
 bridge has shown any of the job's rescales: no provisioning while Flink's newest
-rescale is past waiting for resources (Created or WaitingForResources) (or, below desired, while Flink's latest
-COMPLETED rescale runs at its desired slots or one is in progress), no release while
-Flink has a rescale in progress.
+rescale is past the states without slots, Created and WaitingForResources (or, below
+desired, while Flink's latest COMPLETED rescale runs at its desired slots or one is in
+progress), no release while Flink has a rescale in progress.
 
 A command's id hashes the job, the action, the evidence and the facts the rule read
 (the slots seen), so the same evidence always yields the same id: a provisioning is
