@@ -5,6 +5,7 @@ default poll interval).
     .venv/bin/scalefold local up --flink --flink-taskmanagers 4
     .venv/bin/scalefold flink submit --parallelism 2
     .venv/bin/python -m bench.bridge_freshness [--rescales 4] [--run-dir .run/local] [--json]
+    .venv/bin/python -m bench.bridge_freshness --hogs 2 --fleet --settle 45   # on a busy machine
 
 On the running local stack (its bridge polls the local Flink every 2 s), each round adds
 a TaskManager (`scalefold flink taskmanager add`; with `--bounds A B`, sets the job's
@@ -15,10 +16,15 @@ when Flink recorded it complete). Then, per rescale:
 - `committed_s`: from Flink's end timestamp until the history's REST API (`history run`
   serves it; it reads the committed `flink_rescales_latest` table, the table behind the
   `flink_rescales` view, with delta-rs in milliseconds) first answers the rescale's
-  `/details` with `?source=flink`, asked every 0.25 s: when the rescale became queryable;
+  `/details` with `?source=flink` as ended (its `endTimestampInMillis`; a revision the
+  bridge saw in progress does not count), asked every 0.25 s: when it became queryable;
 - `sql_s`: from the same end timestamp until a `scalefold history sql` query over
   `flink_rescales`, started at that moment, printed the row (`sql_query_s` of it the
   query's own time, mostly the CLI's start and Spark Connect).
+
+With `--hogs N` busy processes and, with `--fleet`, the example logs produced as new jobs
+onto the stack's broker (bench/load.py), for `--settle` seconds before the first round and
+until the last ends, as reading_bench does for the scheduler's rescales.
 """
 
 from __future__ import annotations
@@ -31,9 +37,12 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from bench.load import Fleet, hogs, load_average
+from services.contracts import Settings
 from services.contracts.flinkrest import FlinkRest
 from services.localstack.flinkstack import cluster_dir
 from services.localstack.layout import RUN_ROOT
@@ -76,11 +85,12 @@ def queried(uuid: str, run_dir: Path) -> bool:
 
 
 def served(history_rest: str, jid: str, uuid: str) -> bool:
-    """Whether the history's REST API has Flink's record of the rescale (committed)."""
+    """Whether the history's REST API has Flink's record of the rescale as ended (committed):
+    the bridge may have kept a revision of it in progress before, which does not count."""
     url = f"{history_rest}/jobs/{jid}/rescales/details/{uuid}?source=flink"
     try:
         with urllib.request.urlopen(url, timeout=5) as answer:
-            return bool(answer.status == 200)
+            return json.load(answer).get("endTimestampInMillis") is not None
     except urllib.error.HTTPError:
         return False
 
@@ -139,6 +149,11 @@ def main() -> None:
         "history provisions it, rescales only so",
     )
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--hogs", type=int, default=0, help="busy processes beside the rounds")
+    parser.add_argument(
+        "--fleet", action="store_true", help="the example logs as new jobs beside the rounds"
+    )
+    parser.add_argument("--settle", type=float, default=30.0, help="seconds of that load first")
     args = parser.parse_args()
     flink = rest(args.run_dir)
     jid = running_job(flink)
@@ -148,10 +163,23 @@ def main() -> None:
         else ["taskmanager", "add"]
         for i in range(args.rescales)
     ]
-    rounds = [one_round(flink, jid, args.run_dir, action) for action in actions]
+    loads = [load_average()]
+    with ExitStack() as busy:
+        if args.hogs:
+            busy.enter_context(hogs(args.hogs, args.settle + 200.0 * len(actions)))
+        if args.fleet:
+            bootstrap = (args.run_dir / "bootstrap").read_text().strip()
+            busy.enter_context(Fleet(Settings().with_overrides(bootstrap_servers=bootstrap)))
+        if args.hogs or args.fleet:
+            time.sleep(args.settle)
+        rounds = []
+        for action in actions:
+            loads.append(load_average())
+            rounds.append(one_round(flink, jid, args.run_dir, action))
     if args.json:
-        print(json.dumps(rounds))
+        print(json.dumps({"rounds": rounds, "load_average_1m": loads, "hogs": args.hogs}))
         return
+    print(f"load average (1 min) before each round: {' '.join(f'{x:.1f}' for x in loads)}")
     for r in rounds:
         print(
             f"{r['rescaleUuid']} {r['triggerCause']}: queryable {r['committed_s']:.1f} s after "

@@ -200,6 +200,8 @@ class Probe:
         return {**seen, "service_cpu": used, **self._phases(started_wall)}
 
     def _in_delta(self, rescale_uuid: str) -> bool:
+        if not self.history.committed(LATEST_TABLE):  # a fresh stack: no record written yet
+            return False
         rows = self.history.rows(
             f"SELECT count(*) AS n FROM t WHERE job_id = '{PROBE_JOB}' "
             f"AND rescale_uuid = '{rescale_uuid}'",
