@@ -11,7 +11,9 @@ until both jobs run on 4 slots, and 40 s more (past the planner's grace of any r
 saw): each job's peak slots against its need (tools/slots.py, from `decisions`), every
 command with its outcome, and the breaches of issue 46's invariant (a TaskManager scalefold
 provisioned taking a job above its need plus the spare). Under `bench.busy` the fleet's jobs
-are counted too. Exits 1 on a breach, or when a job did not get its slots in `--timeout`.
+are counted too; `jobs_above_need_at_peak` counts those whose peak passed their need by any
+TaskManager, their own logs' included, which is not a breach (a log that adds TaskManagers
+after a provision was applied, or lowers its requirements). Exits 1 on a breach, or when a job did not get its slots in `--timeout`.
 """
 
 from __future__ import annotations
