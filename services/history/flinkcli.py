@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from services.history.conformance import ALL_FIELDS, CONFORMANCE, FIELDS, agreement
+from services.history.mistakes import no_rescales
 
 if TYPE_CHECKING:
     from services.clicontext import Context
@@ -77,10 +78,12 @@ def compare_command(args: argparse.Namespace, context: Context) -> int:
     if args.run_dir:  # the local stack's history, for every reader below
         args.data_dir = Path(args.run_dir) / "history"
     data_dir = Path(args.data_dir)
+    known: list[str] = []
     try:
-        paired = _conformance(args, context, data_dir)
+        every = _conformance(args, context, data_dir)
+        paired = every
         if args.job:
-            paired = paired.where(
+            paired = every.where(
                 (F.col("job_key") == args.job) | (F.col("flink_job_id") == args.job)
             )
         paired = paired.localCheckpoint()  # the pairing's joins once, for both reads below
@@ -89,13 +92,20 @@ def compare_command(args: argparse.Namespace, context: Context) -> int:
         ]
         order = agreement(paired).orderBy("scope", "job_key", "field_index")
         rates = [row.asDict() for row in order.collect()]
+        if not pairs and args.job:  # a typo: the jobs there are, in the same line
+            names = every.select("job_key").distinct().orderBy("job_key").collect()
+            known = [row["job_key"] for row in names]
     except PySparkException as error:
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         print(f"scalefold flink compare: {first}", file=sys.stderr)
         return 1
     if not pairs:
-        where = f"Flink job {args.job}" if args.job else "a real Flink"
-        print(f"scalefold flink compare: no rescales of {where} in {data_dir}", file=sys.stderr)
+        answer = (
+            no_rescales(f"Flink job {args.job}", data_dir, known)
+            if args.job
+            else f"no rescales of a real Flink in {data_dir}"
+        )
+        print(f"scalefold flink compare: {answer}", file=sys.stderr)
         return 1
     disagreeing = [p for p in pairs if p["settled"] and not p[f"{ALL_FIELDS}_agree"]]
     if args.format == "json":

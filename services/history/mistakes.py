@@ -82,11 +82,13 @@ def spark_error(error: SparkError, views: Sequence[str], tables_dir: Path) -> st
 
 
 def no_rescales(job: str, data_dir: Path | str, jobs: Sequence[str], shown: int = 10) -> str:
-    """A job id with no rescales in the history; the ones that have some, to spot a typo."""
+    """A job with no rescales in the history (`job`: its id, or words naming it, e.g.
+    `Flink job <id>`); the ones that have some, to spot a typo."""
+    named = job if " " in job else f"job {job}"
     if not jobs:
-        return f"no rescales of job {job} in {data_dir} (it holds no rescale yet)"
+        return f"no rescales of {named} in {data_dir} (it holds no rescale yet)"
     more = ", ..." if len(jobs) > shown else ""
-    return f"no rescales of job {job} in {data_dir} (jobs with rescales: {', '.join(jobs[:shown])}{more})"
+    return f"no rescales of {named} in {data_dir} (jobs with rescales: {', '.join(jobs[:shown])}{more})"
 
 
 def no_history(reason: str) -> str:

@@ -49,6 +49,10 @@ class FlinkClusterError(RuntimeError):
     """A Flink process did not come up; the message ends with its log's last lines."""
 
 
+class FlinkNotStartedError(FlinkClusterError):
+    """No JobManager was started in the cluster's directory: no local Flink to talk to."""
+
+
 @dataclass(frozen=True)
 class FlinkProcess:
     """One JVM of the cluster, found again by its pid file."""
@@ -142,7 +146,7 @@ class FlinkCluster:
     def rest(self, timeout: float = 5.0) -> FlinkRest:
         url = self.rest_url()
         if url is None:
-            raise FlinkClusterError(f"no Flink JobManager was started in {self.directory}")
+            raise FlinkNotStartedError(f"no Flink JobManager was started in {self.directory}")
         return FlinkRest(url, timeout, ca=self.rest_ca)
 
     def configure(self, config: FlinkConfig) -> None:

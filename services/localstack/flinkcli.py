@@ -149,15 +149,28 @@ def _rest(args: argparse.Namespace) -> FlinkRest:
 
 
 def _guarded(handler: Handler) -> Handler:
-    """A handler whose Flink errors end in one line and exit code 1, not a traceback."""
+    """A handler whose Flink errors end in one line, not a traceback: with no Flink to talk
+    to, the line says what to start and the exit code is EXIT_UNREACHABLE (69, as for a
+    broker not there); any other error exits 1."""
 
     def run(args: argparse.Namespace, context: Context) -> int:
-        from services.contracts.flinkrest import FlinkRestError
-        from services.localstack.flink import FlinkClusterError
+        from services.contracts.access import EXIT_UNREACHABLE
+        from services.contracts.flinkrest import (
+            FlinkRestError,
+            FlinkTlsError,
+            FlinkUnreachableError,
+        )
+        from services.localstack.flink import FlinkClusterError, FlinkNotStartedError
         from services.localstack.flinkdist import FlinkSetupError
 
         try:
             return handler(args, context)
+        except FlinkTlsError as error:
+            print(f"scalefold flink: {error}", file=sys.stderr)
+            return 1
+        except (FlinkUnreachableError, FlinkNotStartedError) as error:
+            print(f"scalefold flink: {_not_there(args, error)}", file=sys.stderr)
+            return EXIT_UNREACHABLE
         except (FlinkRestError, FlinkClusterError, FlinkSetupError, ValueError) as error:
             print(f"scalefold flink: {error}", file=sys.stderr)
             return 1
@@ -165,16 +178,31 @@ def _guarded(handler: Handler) -> Handler:
     return run
 
 
+def _not_there(args: argparse.Namespace, error: Exception) -> str:
+    """No Flink answered: what was asked, and the next step."""
+    if args.rest:
+        return f"no Flink answers at {args.rest} ({error}); check --rest URL"
+    run_dir = Path(args.run_dir)
+    start = "scalefold local up --flink"
+    if run_dir != (RUN_ROOT / "local").resolve():
+        start += f" --run-dir {run_dir}"
+    return (
+        f"no Flink runs in the local stack {run_dir} ({error}); start one with "
+        f"`{start}`, or name yours with --rest URL"
+    )
+
+
 @_guarded
 def _submit(args: argparse.Namespace, context: Context) -> int:
     from services.localstack.flinkdist import flink_home, sample_job
 
+    rest = _rest(args)
+    rest.overview()  # no Flink there: said before the sample job is built
     if args.jar:
         jar, arguments = Path(args.jar), list(args.program_args)
     else:
         jar = sample_job(context.cache_dir, flink_home(context.cache_dir, _say), _say)
         arguments = sample_arguments(args) + list(args.program_args)
-    rest = _rest(args)
     jar_id = rest.upload_jar(jar.name, jar.read_bytes())
     print(rest.run_jar(jar_id, arguments, args.entry_class))
     return 0
@@ -202,7 +230,8 @@ def _stop_taskmanager(args: argparse.Namespace, context: Context) -> int:
     running = [tm.name for tm in cluster.taskmanagers() if tm.pid() is not None]
     chosen = args.id or (running[-1] if running else None)
     if chosen is None or chosen not in running:
-        _say(f"no running TaskManager {chosen or ''} (running: {', '.join(running) or 'none'})")
+        named = f" {chosen}" if chosen else ""
+        _say(f"no running TaskManager{named} (running: {', '.join(running) or 'none'})")
         return 1
     cluster.stop_taskmanager(chosen, kill=args.kill)
     print(chosen)

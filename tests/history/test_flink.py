@@ -262,4 +262,6 @@ def _assert_compare(settings: Settings, data_dir: Path, capsys: pytest.CaptureFi
     assert "50 %" in total_line and "100 %" in total_line
 
     assert _compare(settings, data_dir, "--job", "nope") == 1
-    assert "no rescales of Flink job nope" in capsys.readouterr().err
+    (line,) = capsys.readouterr().err.splitlines()  # one line, naming the jobs there are
+    assert "no rescales of Flink job nope" in line
+    assert KEY in line and flink_job_key(CLUSTER, OTHER_JOB) in line, line

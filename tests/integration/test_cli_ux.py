@@ -101,6 +101,29 @@ def _startup() -> float:
     return time.monotonic() - started
 
 
+@pytest.mark.parametrize(
+    ("verb", "where", "next_step"),
+    [
+        (("jobs",), "run-dir", "`scalefold local up --flink --run-dir "),
+        (("submit",), "rest", "check --rest URL"),
+        (("requirements", "--job", "j1", "Bucket=1:2"), "rest", "check --rest URL"),
+        (("taskmanager", "add"), "run-dir", "`scalefold local up --flink --run-dir "),
+    ],
+)
+def test_with_no_flink_a_flink_verb_fails_in_one_line_naming_what_to_start(
+    verb: tuple[str, ...], where: str, next_step: str, tmp_path: Path
+) -> None:
+    """No Flink there: one line with the next step and exit 69, as with no broker (issue 48);
+    `submit` says so before it builds the sample job."""
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    place = ("--run-dir", str(tmp_path)) if where == "run-dir" else ("--rest", url)
+    done = _scalefold("flink", *verb, *place)
+    lines = done.stderr.splitlines()
+    assert done.returncode == EXIT_UNREACHABLE, done.stderr
+    assert len(lines) == 1 and next_step in lines[0], done.stderr
+    assert (str(tmp_path) if where == "run-dir" else url) in lines[0], lines[0]
+
+
 def test_with_no_actuator_a_cluster_command_fails_in_one_line() -> None:
     port = str(free_port())  # nothing listens there
     started = time.monotonic()
