@@ -220,7 +220,7 @@ class FlinkCluster:
     def taskmanagers(self) -> list[FlinkProcess]:
         """The TaskManagers started here and still recorded (running or not)."""
         names = [path.stem for path in self.directory.glob("tm-*.pid")]
-        return [FlinkProcess(name, self.directory) for name in sorted(names, key=_number)]
+        return [FlinkProcess(name, self.directory) for name in sorted(names, key=_order)]
 
     def add_taskmanagers(self, count: int = 1) -> list[str]:
         """Start `count` TaskManagers with fresh resource ids (`tm-N`, never reused: Flink
@@ -273,6 +273,12 @@ class FlinkCluster:
 def _number(name: str) -> int:
     match = TASKMANAGER_ID.match(name)
     return int(match.group(1)) if match else 0
+
+
+def _order(name: str) -> tuple[bool, int, str]:
+    """tm-1, tm-2, ..., tm-10 by number, then the others (the actuator's) by name."""
+    number = _number(name)
+    return (number == 0, number, name)
 
 
 def _java() -> str:

@@ -110,8 +110,10 @@ def status_lines(run_dir: Path) -> list[str]:
     ]
     if pid:
         lines.append(f"{'':<10}   {'rest':<8} {cluster.rest_url()}")
-    for tm in cluster.taskmanagers():
+    taskmanagers = cluster.taskmanagers()
+    width = max([8, *(len(tm.name) for tm in taskmanagers)])  # the actuator's names are long
+    for tm in taskmanagers:
         tm_pid = tm.pid()
         state = f"running  pid {tm_pid}" if tm_pid else "stopped"
-        lines.append(f"{'':<10}   {tm.name:<8} {state}  log {tm.log}")
+        lines.append(f"{'':<10}   {tm.name:<{width}} {state}  log {tm.log}")
     return lines

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+from pathlib import Path
 
 import pytest
 
@@ -158,3 +160,20 @@ def test_a_jar_upload_is_one_multipart_file_field() -> None:
     assert body.startswith(f"--{boundary}\r\n".encode())
     assert b'name="jarfile"; filename="sample.jar"' in body
     assert body.endswith(f"PK\x03\x04jar\r\n--{boundary}--\r\n".encode())
+
+
+def test_local_status_lists_taskmanagers_by_number_then_the_actuators_aligned(
+    tmp_path: Path,
+) -> None:
+    """`local status`: tm-2 before tm-10, the actuator's long names after, one column."""
+    from services.localstack.flinkstack import cluster_dir, status_lines
+
+    directory = cluster_dir(tmp_path)
+    directory.mkdir()
+    names = ["tm-10", "tm-provision-bff811b4-1", "tm-2", "tm-provision-6a25e8cd-0", "tm-1"]
+    for name in names:
+        (directory / f"{name}.pid").write_text(str(os.getpid()))  # a live pid: "running"
+    lines = status_lines(tmp_path)[1:]  # after the JobManager's, which never ran here
+    shown = [line.split()[0] for line in lines]
+    assert shown == ["tm-1", "tm-2", "tm-10", "tm-provision-6a25e8cd-0", "tm-provision-bff811b4-1"]
+    assert len({line.index("running") for line in lines}) == 1, lines
