@@ -241,13 +241,14 @@ def _stop_taskmanager(args: argparse.Namespace, context: Context) -> int:
 @_guarded
 def _requirements(args: argparse.Namespace, context: Context) -> int:
     rest = _rest(args)
+    vertices = rest.job(args.job)["vertices"]
     if args.bounds:
-        vertices = rest.job(args.job)["vertices"]
         wanted = vertex_ids(parse_bounds(args.bounds), vertices)
         rest.set_requirements(args.job, merged(rest.requirements(args.job), wanted))
+    names = {vertex["id"]: vertex["name"] for vertex in vertices}
     for vertex, wanted in rest.requirements(args.job).items():
-        bound = wanted["parallelism"]
-        print(f"{vertex}  {bound['lowerBound']}:{bound['upperBound']}")
+        bound = wanted["parallelism"]  # the id and bounds for a script, the name for a person
+        print(f"{vertex}  {bound['lowerBound']}:{bound['upperBound']}  {names.get(vertex, '')}")
     return 0
 
 

@@ -119,7 +119,7 @@ def test_the_flink_cli_submits_sets_requirements_lists_and_cancels(
     assert main(["flink", "requirements", *rest, "--job", jid, *bounds]) == 0
     shown = capsys.readouterr().out
     bucket = next(v["id"] for v in flink.job(jid)["vertices"] if v["name"] == BUCKET)
-    assert f"{bucket}  1:1" in shown
+    assert f"{bucket}  1:1  {BUCKET}" in shown  # the id for a script, the name for a person
     flink.wait_running(jid, {BUCKET: 1, SUM: 2})
     assert ("UPDATE_REQUIREMENT", "COMPLETED") in causes(flink.history(jid))
 
