@@ -245,6 +245,27 @@ def unseen_losses(log: str, job_id: str, killed: Iterable[str] = ()) -> list[tup
     ]
 
 
+def before_straight_restarts(
+    pairs: list[dict[str, tuple[Any, Any]]], killed: Iterable[str]
+) -> list[dict[str, tuple[Any, Any]]]:
+    """The pairs that must agree when the scenario killed a TaskManager: those before a
+    failover of Flink's that restarted straight through (Restarting > CreatingExecutionGraph,
+    no WaitingForResources). Flink restarts so only when the first failure of the kill (a
+    surviving task's broken connection) ends the graph's cancelling before the JobMaster
+    has released the dead TaskManager's slots; the restarted graph then fails again on
+    them. Which comes first is a race inside the JobManager that no REST answer shows
+    (docs/flink-conformance.md, "A TaskManager killed with a restart strategy"); the
+    prediction follows the usual order, through WaitingForResources. Issue 47 makes such
+    pairs ambiguous in the product; here they, and the pairs after them, are left out."""
+    if not tuple(killed):
+        return pairs
+    for index, pair in enumerate(pairs):
+        trigger, states = pair["triggerCause"][0], pair["states"][0] or []
+        if trigger == "RECOVERABLE_FAILOVER" and "WaitingForResources" not in states:
+            return pairs[:index]
+    return pairs
+
+
 def before_losses(
     flink: list[dict[str, Any]],
     pairs: list[dict[str, tuple[Any, Any]]],
