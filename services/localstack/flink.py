@@ -275,6 +275,12 @@ def _number(name: str) -> int:
     return int(match.group(1)) if match else 0
 
 
+def newest(names: list[str]) -> str | None:
+    """The TaskManager `flink taskmanager stop` takes by default: the highest-numbered
+    `tm-N` (they are numbered as started), else the last of the actuator's by name."""
+    return max(names, key=lambda name: (_number(name), name), default=None)
+
+
 def _order(name: str) -> tuple[bool, int, str]:
     """tm-1, tm-2, ..., tm-10 by number, then the others (the actuator's) by name."""
     number = _number(name)

@@ -223,12 +223,12 @@ def _add_taskmanagers(args: argparse.Namespace, context: Context) -> int:
 
 @_guarded
 def _stop_taskmanager(args: argparse.Namespace, context: Context) -> int:
-    from services.localstack.flink import FlinkCluster
+    from services.localstack.flink import FlinkCluster, newest
     from services.localstack.flinkstack import cluster_dir
 
     cluster = FlinkCluster(cluster_dir(Path(args.run_dir)), Path())
     running = [tm.name for tm in cluster.taskmanagers() if tm.pid() is not None]
-    chosen = args.id or (running[-1] if running else None)
+    chosen = args.id or newest(running)
     if chosen is None or chosen not in running:
         named = f" {chosen}" if chosen else ""
         _say(f"no running TaskManager{named} (running: {', '.join(running) or 'none'})")

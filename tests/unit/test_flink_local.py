@@ -177,3 +177,11 @@ def test_local_status_lists_taskmanagers_by_number_then_the_actuators_aligned(
     shown = [line.split()[0] for line in lines]
     assert shown == ["tm-1", "tm-2", "tm-10", "tm-provision-6a25e8cd-0", "tm-provision-bff811b4-1"]
     assert len({line.index("running") for line in lines}) == 1, lines
+
+
+def test_taskmanager_stop_takes_the_highest_numbered_by_default() -> None:
+    from services.localstack.flink import newest
+
+    assert newest(["tm-1", "tm-10", "tm-2", "tm-provision-a-0"]) == "tm-10"
+    assert newest(["tm-provision-a-0", "tm-provision-b-0"]) == "tm-provision-b-0"
+    assert newest([]) is None
