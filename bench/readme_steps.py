@@ -83,10 +83,8 @@ class Reading:
                 self.running.add(record["jobId"])
 
     def report(self, waited_s: float) -> dict[str, Any]:
-        statuses = Counter(
-            str(self.outcomes[c.command_id].status) if c.command_id in self.outcomes else "none"
-            for c in self.commands
-        )
+        answered = {c.command_id: self.outcomes.get(c.command_id) for c in self.commands}
+        statuses = Counter(str(o.status) if o else "none" for o in answered.values())
         fleet = [j for j in self.ledger.jobs.values() if j.need is not None and j.peak]
         return {
             "waited_s": round(waited_s, 1),
@@ -106,12 +104,8 @@ class Reading:
                     "action": str(c.action),
                     "amount": c.amount,
                     "reason": c.reason,
-                    "outcome": str(self.outcomes[c.command_id].status)
-                    if c.command_id in self.outcomes
-                    else None,
-                    "answer": self.outcomes[c.command_id].message
-                    if c.command_id in self.outcomes
-                    else None,
+                    "outcome": str(o.status) if (o := answered[c.command_id]) else None,
+                    "answer": o.message if o else None,
                 }
                 for c in self.commands
                 if c.job_id in README_JOBS

@@ -101,7 +101,7 @@ def compare_command(args: argparse.Namespace, context: Context) -> int:
         return 1
     if not pairs:
         answer = (
-            no_rescales(f"Flink job {args.job}", data_dir, known)
+            no_rescales(args.job, data_dir, known, kind="Flink job")
             if args.job
             else f"no rescales of a real Flink in {data_dir}"
         )

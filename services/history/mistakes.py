@@ -81,10 +81,12 @@ def spark_error(error: SparkError, views: Sequence[str], tables_dir: Path) -> st
     return line
 
 
-def no_rescales(job: str, data_dir: Path | str, jobs: Sequence[str], shown: int = 10) -> str:
-    """A job with no rescales in the history (`job`: its id, or words naming it, e.g.
-    `Flink job <id>`); the ones that have some, to spot a typo."""
-    named = job if " " in job else f"job {job}"
+def no_rescales(
+    job: str, data_dir: Path | str, jobs: Sequence[str], shown: int = 10, kind: str = "job"
+) -> str:
+    """A job id with no rescales in the history (`kind`: what the id names, e.g. `Flink
+    job`); the ones that have some, to spot a typo."""
+    named = f"{kind} {job}"
     if not jobs:
         return f"no rescales of {named} in {data_dir} (it holds no rescale yet)"
     more = ", ..." if len(jobs) > shown else ""

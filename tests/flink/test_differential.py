@@ -125,8 +125,9 @@ class Observed:
     ) -> dict[str, Any]:
         """(2): the prediction of the bridge's events for `jid` against Flink's rescales.
         Every pair agrees but where docs/flink-conformance.md explains the difference:
-        which group got a spare slot, and what follows a TaskManager's slots lost
-        unseen by REST (differential.unseen_losses, read in the JobManager's log)."""
+        which group got a spare slot, what follows a TaskManager's slots lost unseen by
+        REST (differential.unseen_losses, read in the JobManager's log), and what follows
+        a failover Flink restarted straight through after a kill (before_straight_restarts)."""
         key = flink_job_key(CLUSTER, jid)
         _, effects = replay([e for e in read_events(self.kafka, self.codec) if e.job_id == key])
         assert not [e for e in effects if isinstance(e, Rejected)]
@@ -136,6 +137,7 @@ class Observed:
         log = self.flink.cluster.jobmanager.log
         text = log.read_text(errors="replace") if log.exists() else ""
         losses = unseen_losses(text, jid, killed)
+        judged = before_straight_restarts(before_losses(flink, pairs, losses), killed)
         result = {
             "scenario": name,
             "job": jid,
@@ -143,13 +145,11 @@ class Observed:
             "agreement": agreement(pairs),
             "differences": differences(pairs),
             "unseen_losses": losses,
+            "judged_pairs": len(judged),  # the rest: explained (differential.py)
         }
         RESULTS.mkdir(parents=True, exist_ok=True)
         (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=2))
         (RESULTS / f"{name}.jobmanager.log").write_text(text)  # what settles a disagreement
-        judged = before_straight_restarts(before_losses(flink, pairs, losses), killed)
-        result["judged_pairs"] = len(judged)  # the rest: explained (differential.py)
-        (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=2))
         assert unexplained(judged) == []
         return result
 
