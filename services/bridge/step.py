@@ -6,7 +6,10 @@ argument. What REST cannot show is approximated here, and docs/bridge.md says ho
 - a TaskManager's registration instant: TaskManagers listed at the job's first
   observation are registered at the job's start, later ones when a poll first lists them;
 - a failure caused by a lost TaskManager is not sent as a task failure: the scheduler
-  derives it from `TaskManagerLost`, as Flink derives it from the lost heartbeat;
+  derives it from `TaskManagerLost`, as Flink derives it from the lost heartbeat. Such a
+  failure is an entry of a TaskManager no longer listed, or one whose message names it
+  (the JobMaster's "TaskManager with id X is no longer reachable", which Flink records
+  without a task when the TaskManager dies while its tasks are still being deployed);
 - a TaskManager's loss: at the poll that no longer lists it, or at the first exception
   this poll finds, if earlier. Flink's graph cannot finish cancelling before its JobMaster
   has released the lost TaskManager's slots, so the restart a failure starts ends without
@@ -16,6 +19,7 @@ argument. What REST cannot show is approximated here, and docs/bridge.md says ho
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
@@ -49,6 +53,9 @@ TERMINAL: Final = {
 }
 """Flink's terminal (or terminating) job states, and the input each becomes, once."""
 UNRECOVERABLE_STATES: Final = frozenset({"FAILING", "FAILED"})
+LOST_TASK_MANAGER: Final = re.compile(r"TaskManager with id (\S+?)\.?(?:\s|$)")
+"""How the JobMaster's exceptions name a TaskManager it lost (its heartbeat listener's
+"TaskManager with id %s is no longer reachable." and "Heartbeat of ... timed out.")."""
 
 
 @dataclass(frozen=True)
@@ -314,8 +321,7 @@ def _failures(
         if at <= offset.last_exception_ms:
             continue
         newest = max(newest, at)
-        where = entry.get("taskManagerId")
-        if isinstance(where, str) and where and where not in listed:
+        if any(tm not in listed for tm in _task_managers_of(entry)):
             continue  # its TaskManager is gone: the scheduler derives it from TaskManagerLost
         kind = JobEventKind.TASK_FAILURE if entry.get("taskName") else JobEventKind.GLOBAL_FAILURE
         exception = entry.get("exceptionName")
@@ -323,6 +329,17 @@ def _failures(
             JobLifecycle(offset.key, at, kind, recoverable, str(exception) if exception else None)
         )
     return replace(offset, last_exception_ms=newest), events
+
+
+def _task_managers_of(entry: Mapping[str, Any]) -> list[str]:
+    """The TaskManagers an exception entry is about: where its task ran, and any its
+    message or its causes name as lost."""
+    where = entry.get("taskManagerId")
+    named = [where] if isinstance(where, str) and where else []
+    trace = entry.get("stacktrace")
+    if isinstance(trace, str):
+        named += LOST_TASK_MANAGER.findall(trace)
+    return named
 
 
 def _checkpoints(

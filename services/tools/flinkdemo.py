@@ -130,8 +130,8 @@ def story(
     flink.jid = jid
     watcher.say(f"  Flink job {jid}: scalefold predicts it as {CLUSTER}.{jid}")
     ok = flink.until(
-        f"Flink runs the job at parallelism {PARALLELISM}",
-        lambda: flink.parallelism() == PARALLELISM,
+        f"Flink runs the job at parallelism {PARALLELISM}, all its tasks running",
+        lambda: flink.parallelism() == PARALLELISM and flink.settled(),
     )
     if not ok:  # no TaskManager came: the loop is broken, the rest of the story cannot follow
         return _stopped(watcher, processes, 1)

@@ -306,3 +306,26 @@ def test_a_killed_task_manager_gives_one_failover_through_waiting_for_resources(
     assert [[s["state"] for s in r["schedulerStates"]] for r in failovers] == [
         ["Executing", "Restarting", "WaitingForResources", "CreatingExecutionGraph", "Executing"]
     ]
+
+
+def test_a_failure_without_a_task_that_names_a_lost_task_manager_is_its_loss() -> None:
+    # Killed while its tasks were still being deployed, Flink's exception history holds
+    # the JobMaster's own exception, with no task and no taskManagerId (the demo on a
+    # busy CI machine): sent as a global failure, it failed the predicted job.
+    seen = first_poll()
+    lost = {
+        "exceptionName": "org.apache.flink.runtime.jobmaster.JobMasterException",
+        "timestamp": NOW + 100,
+        "stacktrace": "org.apache.flink.runtime.jobmaster.JobMasterException: "
+        "TaskManager with id tm-1 is no longer reachable.\n\tat org.apache.flink...",
+        "taskName": None,
+        "taskManagerId": None,
+    }
+    gone = without_tm_1(seen, lost)
+    assert [(type(e), e.timestamp) for e in gone.events] == [(TaskManagerLost, NOW + 100)]
+    listed = tr.task_managers(answer("taskmanagers.json"))
+    still = later(seen, task_managers=listed, exceptions={"exceptionHistory": {"entries": [lost]}})
+    # a TaskManager still listed: a global failure like any other
+    assert [e.kind for e in still.events if isinstance(e, JobLifecycle)] == [
+        JobEventKind.GLOBAL_FAILURE
+    ]
