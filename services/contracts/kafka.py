@@ -9,7 +9,7 @@ Every librdkafka client raises `KafkaAccessError` when the broker refuses it
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -407,3 +407,73 @@ def wait_for_leaders(
         if time.monotonic() > deadline:
             raise LeadersNotReadyError(f"no partition leader after {timeout:.0f} s: {waiting}")
         time.sleep(0.1)
+
+
+class TopicReadError(RuntimeError):
+    """A topic that could not be read to its end (missing, or the broker away too long)."""
+
+
+def read_to_end(
+    settings: Settings,
+    topic: str,
+    group: str,
+    *,
+    partitions: Callable[[int], list[int]] | None = None,
+    timeout: float = 30.0,
+    patience: float = 600.0,
+) -> Iterator[Any]:
+    """Every message of `topic` from the beginning to its end when asked (confluent_kafka
+    messages, in order per partition): all partitions, or those `partitions(count)` picks
+    (e.g. the one a key hashes to). The end is each partition's end-of-partition event, as
+    offsets may have gaps (retention, compaction). `group` names the throwaway consumer
+    group (`Topics.own(...)`); `patience` is how long a broker may be away meanwhile."""
+    import time
+    import uuid
+
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer(
+        librdkafka_config(
+            settings,
+            **{
+                "group.id": f"{group}-{uuid.uuid4().hex}",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+            },
+        )
+    )
+    try:
+        metadata = retry_transient(
+            lambda: consumer.list_topics(topic, timeout=timeout).topics[topic],
+            f"partitions of {topic}",
+            timeout=patience,
+        )
+        if metadata.error is not None:
+            raise TopicReadError(f"cannot read {topic}: {metadata.error}")
+        chosen = sorted(metadata.partitions)
+        if partitions is not None:
+            chosen = partitions(len(chosen))
+
+        def ends() -> dict[int, int]:
+            return {
+                p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1]
+                for p in chosen
+            }
+
+        high = retry_transient(ends, f"end offsets of {topic}", patience)
+        pending = {p for p, end in high.items() if end > 0}
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in pending])
+        deadline = time.monotonic() + patience
+        while pending:
+            message = consumer.poll(1.0)
+            if message is None:
+                if time.monotonic() > deadline:
+                    raise TopicReadError(f"timed out reading {topic} up to offsets {high}")
+                continue
+            error = message.error()
+            if error is None:
+                yield message
+            elif error.code() == KafkaError._PARTITION_EOF:
+                pending.discard(message.partition())
+    finally:
+        consumer.close()

@@ -12,8 +12,6 @@ sent again; it counts as issued once the broker acknowledges it.
 from __future__ import annotations
 
 import logging
-import time
-import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +20,7 @@ from services.contracts import Codec, DecodeError, Settings
 from services.contracts import records as r
 from services.contracts.access import raise_refusal
 from services.contracts.commands import ScalingCommand
-from services.contracts.kafka import librdkafka_config, retry_transient
+from services.contracts.kafka import TopicReadError, librdkafka_config, read_to_end
 
 log = logging.getLogger(__name__)
 
@@ -49,63 +47,15 @@ class IssuedCommands:
 
 def read_issued(settings: Settings, codec: Codec, timeout: float = 30.0) -> IssuedCommands:
     """Every command on the commands topic, read from the beginning to its current end."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
-
     topic = settings.topics.commands
-    consumer = Consumer(
-        librdkafka_config(
-            settings,
-            **{
-                "group.id": f"{settings.topics.own('history')}-ledger-{uuid.uuid4().hex}",
-                "enable.auto.commit": False,
-                # End of partition as an event: offsets may have gaps (retention, compaction).
-                "enable.partition.eof": True,
-            },
-        )
-    )
     issued = IssuedCommands()
     try:
-        metadata = retry_transient(
-            lambda: consumer.list_topics(topic, timeout=timeout).topics[topic],
-            f"partitions of {topic}",
-            timeout=600,
-        )
-        if metadata.error is not None:
-            raise CommandSendError(f"cannot read {topic}: {metadata.error}")
-        ends = _end_offsets(consumer, topic, list(metadata.partitions), timeout)
-        pending = {p for p, end in ends.items() if end > 0}
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in pending])
-        deadline = time.monotonic() + 600  # the broker may be restarting
-        while pending:
-            message = consumer.poll(1.0)
-            if message is None:
-                if time.monotonic() > deadline:
-                    raise CommandSendError(f"timed out reading {topic} up to offsets {ends}")
-                continue
-            error = message.error()
-            if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    pending.discard(message.partition())
-                continue
+        group = f"{settings.topics.own('history')}-ledger"
+        for message in read_to_end(settings, topic, group, timeout=timeout):
             _remember(issued, codec, message.value(), topic)
-    finally:
-        consumer.close()
+    except TopicReadError as error:
+        raise CommandSendError(str(error)) from None
     return issued
-
-
-def _end_offsets(
-    consumer: Any, topic: str, partitions: list[int], timeout: float
-) -> dict[int, int]:
-    """High watermarks; retried while a just-created topic has no partition leaders yet."""
-    from confluent_kafka import TopicPartition
-
-    def ends() -> dict[int, int]:
-        return {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1]
-            for p in partitions
-        }
-
-    return retry_transient(ends, f"end offsets of {topic}", 600)
 
 
 def _remember(issued: IssuedCommands, codec: Codec, value: bytes | None, topic: str) -> None:

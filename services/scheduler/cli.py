@@ -69,7 +69,64 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "B after) and print the difference, a what-if; must come last",
     )
     replay.set_defaults(handler=_replay)
+    register_whatif(commands)
     register_service(commands)
+
+
+WHATIF_EPILOG = """\
+The job's inputs are read from the job-events topic (everything the scheduler folded,
+the bridge's observations of a Flink job included), Flink's own rescales from
+flink-rescales: no JobManager is needed, a job that ended answers the same. Each -D
+key is pinned over the job's own configuration (its submission and later updates).
+
+examples:
+  scalefold whatif --job 1ceee2b0... \\
+      -D jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling=60s
+  scalefold whatif --job local.1ceee2b0... \\
+      -D jobmanager.adaptive-scheduler.submission.resource-stabilization-timeout=0s
+  scalefold whatif --cluster local -D jobmanager.adaptive-scheduler.scaling-policy=...
+  scalefold whatif --all -D scheduler-mode=REACTIVE
+"""
+
+
+def register_whatif(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    whatif = commands.add_parser(
+        "whatif",
+        help="what a recorded job (a real Flink's too) would have done with other settings",
+        description="Fold a job's recorded inputs through the scheduler twice, as recorded "
+        "and with the -D keys pinned, and print what changes (rescales, their triggers and "
+        "outcomes, restarts, downtime, time below the desired parallelism) beside what "
+        "Flink did, where the bridge recorded Flink's own rescales.",
+        epilog=WHATIF_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    which = whatif.add_mutually_exclusive_group(required=True)
+    which.add_argument("--job", help="a job id: a Flink job id, cluster.id, or a producer's")
+    which.add_argument("--cluster", help="every job the bridge observed on this cluster")
+    which.add_argument("--all", action="store_true", help="every job with recorded inputs")
+    whatif.add_argument(
+        "-D",
+        dest="define",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a setting to pin over the job's own configuration (repeatable; at least one)",
+    )
+    whatif.add_argument(
+        "--default",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a default for both runs, as the scheduler service's own -D was (repeatable)",
+    )
+    whatif.set_defaults(handler=_whatif)
+
+
+def _whatif(args: argparse.Namespace, context: Context) -> int:
+    from services.contracts import Codec, SchemaRegistry
+    from services.scheduler.whatif import run_command
+
+    return run_command(
+        args, context.settings, Codec(SchemaRegistry.load(context.settings.schemas_dir))
+    )
 
 
 def register_service(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

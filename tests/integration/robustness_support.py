@@ -233,18 +233,25 @@ def quiescent_snapshot(settings: Settings, timeout: float, alive: Callable[[], N
     log and the folded offsets unchanged (nothing new happened while reading)."""
     deadline = give_up_at(timeout)
     topics = settings.topics
+    looks: list[str] = []  # what each look saw, for the failure's message
     while time.monotonic() < deadline:
         alive()
         log = read_topic(settings, topics.job_events, timeout=60)
         ends = _ends(log)
-        if folded_offsets(settings) != ends:
+        folded = folded_offsets(settings)
+        if folded != ends:
+            looks.append(f"ends {ends} folded {folded}")
             time.sleep(1)
             continue
         rescales = read_topic(settings, topics.rescales, timeout=60)
         again = read_topic(settings, topics.job_events, timeout=60)
         if _ends(again) == ends and folded_offsets(settings) == ends:
             return Snapshot(log, rescales)
-    raise AssertionError(f"the scheduler did not fold the whole log within {timeout} s")
+        looks.append(f"ends {ends} folded, then ends {_ends(again)} while reading the rescales")
+    raise AssertionError(
+        f"the scheduler did not fold the whole log within {timeout} s; the last looks:\n"
+        + "\n".join(looks[-5:])
+    )
 
 
 def _ends(log: list[Received]) -> dict[int, int]:

@@ -555,7 +555,10 @@ def _check(
     failure = f"(chaos seed {seed})"
     topics = settings.topics
     began = time.monotonic()
-    snapshot = quiescent_snapshot(settings, timeout=300, alive=alive)
+    try:
+        snapshot = quiescent_snapshot(settings, timeout=300, alive=alive)
+    except AssertionError as error:
+        raise AssertionError(f"{failure} {error}") from None
     timings["scheduler folded all"] = time.monotonic() - began
     replayed = replay_log(codec, topics.job_events, snapshot.log, DEFAULTS)
 

@@ -1,0 +1,124 @@
+"""`scalefold whatif` against a real broker: a Flink job's recorded inputs (the bridge's
+observations of real Flink answers) and Flink's own records on their topics, and the
+what-if's figures checked against a replay this test computes itself."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import replace
+
+from services.contracts import Codec
+from services.contracts import records as r
+from services.contracts.events import (
+    JobEventKind,
+    JobLifecycle,
+    JobSubmitted,
+    TaskManagerRegistered,
+    to_record,
+)
+from services.contracts.settings import Settings
+from services.scheduler.core.driver import replay
+from services.scheduler.core.effects import RescaleUpdated
+from tests.kafka_support import produce
+from tests.unit.bridge.test_step import JID, NOW, first_poll
+
+SCALEFOLD = [sys.executable, "-m", "services.cli"]
+COOLDOWN = "jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling"
+
+
+def whatif(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "SCALEFOLD_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
+        "SCALEFOLD_TOPIC_PREFIX": settings.topics.prefix,
+    }
+    return subprocess.run(
+        [*SCALEFOLD, "whatif", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+
+
+def row(output: str, name: str) -> list[str]:
+    """A row of the what-if's table, its cells (two spaces apart) after the name."""
+    line = next(x for x in output.splitlines() if x[2:].startswith(f"{name}  "))
+    return re.split(r"\s{2,}", line[2:].strip())[1:]
+
+
+def test_a_flink_jobs_whatif_reads_its_recorded_inputs_and_flinks_records(
+    kafka: Settings, codec: Codec
+) -> None:
+    seen = first_poll()  # a real Flink's answers, observed: the job, 3 TaskManagers
+    key = f"local.{JID}"
+    inputs = [
+        *seen.events,
+        TaskManagerRegistered(key, NOW + 5_000, "tm-9", 2, None),
+        JobLifecycle(key, NOW + 120_000, JobEventKind.CANCEL, True, "Flink job CANCELED"),
+    ]
+    produce(
+        kafka,
+        kafka.topics.job_events,
+        ((key.encode(), codec.encode(*to_record(e))) for e in inputs),
+    )
+    produce(
+        kafka,
+        kafka.topics.flink_rescales,
+        ((key.encode(), codec.encode(r.FLINK_RESCALE, rec)) for rec in seen.rescales),
+    )
+    # another job's inputs on the same topic are not this job's
+    other = JobLifecycle("local.other", NOW, JobEventKind.CANCEL, True, None)
+    produce(kafka, kafka.topics.job_events, [(b"local.other", codec.encode(*to_record(other)))])
+
+    def replayed(cooldown: str | None) -> tuple[str, dict[str, str]]:
+        """This test's own replay, the cooldown pinned or not: outcomes, last parallelism."""
+        events = [
+            replace(e, configuration=(*own(e.configuration), (COOLDOWN, cooldown)))
+            if isinstance(e, JobSubmitted) and cooldown is not None
+            else e
+            for e in inputs
+        ]
+        _, effects = replay(events)
+        latest = {e.rescale_uuid: e.record for e in effects if isinstance(e, RescaleUpdated)}
+        ended = Counter(rec["terminalState"] for rec in latest.values())
+        done = [rec for rec in latest.values() if rec["terminalState"] == "COMPLETED"]
+        last = max(done, key=lambda rec: rec["startTimestampInMillis"])
+        return (
+            ", ".join(f"{n} {state}" for state, n in sorted(ended.items())),
+            {v["jobVertexName"]: str(v["postRescaleParallelism"]) for v in last["vertices"]},
+        )
+
+    assert replayed("0s") != replayed("10min")  # the key matters for these inputs
+    # The job named by Flink's id alone; the cooldown pinned at 0 s and at 10 min.
+    for cooldown in ("0s", "10min"):
+        result = whatif(kafka, "--job", JID, "-D", f"{COOLDOWN}={cooldown}")
+        assert result.returncode == 0, result.stderr
+        out = result.stdout
+        assert out.splitlines()[0] == (
+            f"job {key}: {len(inputs)} recorded inputs; what-if: {COOLDOWN}={cooldown}"
+        ), out
+        assert row(out, "rescales")[0] == str(len(seen.rescales)), out  # Flink's
+        assert row(out, "outcomes")[1:] == [replayed(None)[0], replayed(cooldown)[0]], out
+        for vertex, parallelism in replayed(cooldown)[1].items():
+            assert row(out, f"  {vertex}")[1:] == [replayed(None)[1][vertex], parallelism], out
+        assert "\nFlink:\n" in out, out
+
+    # A cluster's table; a job the topics do not know, answered with the ones they do.
+    table = whatif(kafka, "--cluster", "local", "-D", f"{COOLDOWN}=0s")
+    assert table.returncode == 0, table.stderr
+    assert [line.split()[0] for line in table.stdout.splitlines()] == ["job", key, "local.other"]
+    unknown = whatif(kafka, "--job", "nosuchjob", "-D", f"{COOLDOWN}=0s")
+    assert unknown.returncode == 2
+    assert unknown.stderr.count("\n") == 1 and key in unknown.stderr, unknown.stderr
+    nothing = whatif(kafka, "--job", JID)
+    assert nothing.returncode == 2 and "-D key=value" in nothing.stderr, nothing.stderr
+
+
+def own(configuration: tuple[tuple[str, str], ...]) -> list[tuple[str, str]]:
+    return [(k, v) for k, v in configuration if k != COOLDOWN]
