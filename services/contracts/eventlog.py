@@ -8,7 +8,8 @@ for example
 
 Blank lines and lines starting with `#` are skipped. Fields with defaults may be
 left out; union values are wrapped as Avro's JSON encoding says ({"long": 5}).
-`scalefold replay` folds such a log offline; `scalefold produce --from` sends it.
+`scalefold replay` folds such a log offline; `scalefold produce --from` sends it;
+`scalefold tail job-events --format log` writes one from the topic (`log_line`).
 """
 
 from __future__ import annotations
@@ -46,3 +47,10 @@ def parse_line(line: str, codec: Codec, where: str) -> Event:
     except (ValueError, DecodeError) as error:
         raise LogError(f"{where}: {error}") from None
     return from_record(name, record)
+
+
+def log_line(codec: Codec, schema: str, record: dict[str, object]) -> str:
+    """One input event, decoded from the topic, as a line of the log (the inverse of
+    `parse_line`): unions wrapped as Avro's JSON encoding says."""
+    event = json.loads(codec.to_avro_json(schema, record))
+    return json.dumps({"type": r.short_name(schema), "event": event}, separators=(", ", ": "))

@@ -111,8 +111,21 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     tail.add_argument(
         "--idle", type=float, metavar="SECONDS", help="stop after this long without a record"
     )
+    tail.add_argument(
+        "--to-end",
+        action="store_true",
+        help="read from the beginning to the topic's end as it is now, then stop (a "
+        "topic that never goes quiet, like job-events with a bridge running, ends too)",
+    )
     tail.add_argument("--job", help="only records of this job")
-    tail.add_argument("--format", choices=["text", "json"], default="text")
+    tail.add_argument(
+        "--format",
+        choices=["text", "json", "log"],
+        default="text",
+        help="text (default), json, or log: the event log `scalefold replay` reads "
+        "(job-events only; TimerFired inputs as comments: replay fires its own timers), "
+        "e.g. tail job-events --job J --format log --to-end > J.jsonl",
+    )
     tail.set_defaults(handler=_tail)
 
 
@@ -202,8 +215,13 @@ def _tail(args: argparse.Namespace, context: Context) -> int:
         short = ", ".join(spec.suffix for spec in topics.all().values())
         print(f"scalefold tail: {args.topic!r} is not a scalefold topic ({short})", file=sys.stderr)
         return 2
+    if args.format == "log" and name != topics.job_events:
+        print("scalefold tail: --format log is for job-events, the inputs", file=sys.stderr)
+        return 2
     # before the Kafka client is imported: at once, on a slow machine too
     _require_broker(args, context)
+    if args.to_end:
+        return _tail_to_end(args, context, name)
 
     import time
     import uuid
@@ -213,7 +231,7 @@ def _tail(args: argparse.Namespace, context: Context) -> int:
     from services.contracts import Codec, SchemaRegistry
     from services.contracts.access import raise_refusal
     from services.contracts.kafka import CLI_CONNECT_TIMEOUT, connect, librdkafka_config
-    from services.tools.tail import STILL_S, render, still_line, waiting_line
+    from services.tools.tail import STILL_S, located, render, still_line, waiting_line
 
     codec = Codec(SchemaRegistry.load(context.settings.schemas_dir))
     offset_reset = "earliest" if args.from_beginning else "latest"
@@ -250,11 +268,33 @@ def _tail(args: argparse.Namespace, context: Context) -> int:
             if args.job and message.key() != args.job.encode():
                 continue
             print(
-                f"p{message.partition()}@{message.offset():<6} {render(codec, message.value(), args.format)}",
+                located(message, render(codec, message.value(), args.format), args.format),
                 flush=True,
             )
             seen += 1
             shown, quiet = time.monotonic(), STILL_S
     finally:
         consumer.close()
+    return 0
+
+
+def _tail_to_end(args: argparse.Namespace, context: Context, name: str) -> int:
+    """`tail --to-end`: the topic from its beginning to its end as it is now."""
+    from services.contracts import Codec, SchemaRegistry
+    from services.contracts.kafka import CLI_CONNECT_TIMEOUT, connect, read_to_end
+    from services.tools.tail import located, render
+
+    codec = Codec(SchemaRegistry.load(context.settings.schemas_dir))
+    connect(context.settings, CLI_CONNECT_TIMEOUT)
+    group = context.settings.topics.own("cli") + "-tail"
+    seen = 0
+    for message in read_to_end(context.settings, name, group):
+        if args.job and message.key() != args.job.encode():
+            continue
+        print(
+            located(message, render(codec, message.value(), args.format), args.format), flush=True
+        )
+        seen += 1
+        if args.max is not None and seen >= args.max:
+            break
     return 0

@@ -8,16 +8,28 @@ from typing import Any
 from services.contracts import Codec, DecodeError
 from services.contracts import records as r
 from services.contracts.commands import CommandOutcome, ScalingCommand
+from services.contracts.eventlog import log_line
 from services.contracts.render import instant, rescale_line
 
 
 def render(codec: Codec, value: bytes | None, fmt: str = "text") -> str:
-    """One record as a line: JSON of the decoded record, or a short text."""
+    """One record as a line: JSON of the decoded record, a short text, or (`log`) a line
+    of the event log `scalefold replay` reads."""
     try:
         decoded = codec.decode(value or b"")
     except DecodeError as error:
-        return f"(not a scalefold record: {error})"
+        return (
+            f"# (not a scalefold record: {error})"
+            if fmt == "log"
+            else f"(not a scalefold record: {error})"
+        )
     record = decoded.record
+    if fmt == "log":
+        if decoded.schema == r.TIMER_FIRED:  # replay fires the timers of its own run
+            return f"# TimerFired {record['jobId']} @{record['timestamp']}"
+        if decoded.schema not in r.INPUT_EVENTS:
+            return f"# (not an input event: {r.short_name(decoded.schema)})"
+        return log_line(codec, decoded.schema, record)
     if fmt == "json":
         return json.dumps(
             {"schema": decoded.schema, "version": decoded.writer_version, "record": record},
@@ -25,6 +37,12 @@ def render(codec: Codec, value: bytes | None, fmt: str = "text") -> str:
             sort_keys=True,
         )
     return f"{r.short_name(decoded.schema):<26} {_text(decoded.schema, record)}"
+
+
+def located(message: Any, line: str, fmt: str) -> str:
+    """A rendered record after its partition and offset (`p4@17`), bar the log format,
+    whose lines replay reads as they are."""
+    return line if fmt == "log" else f"p{message.partition()}@{message.offset():<6} {line}"
 
 
 def _text(schema: str, record: dict[str, Any]) -> str:

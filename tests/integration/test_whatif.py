@@ -1,6 +1,7 @@
 """`scalefold whatif` against a real broker: a Flink job's recorded inputs (the bridge's
 observations of real Flink answers) and Flink's own records on their topics, and the
-what-if's figures checked against a replay this test computes itself."""
+what-if's figures checked against a replay this test computes itself; and `tail
+--format log --to-end`, the recorded inputs as the log `scalefold replay` reads."""
 
 from __future__ import annotations
 
@@ -10,14 +11,17 @@ import subprocess
 import sys
 from collections import Counter
 from dataclasses import replace
+from pathlib import Path
 
 from services.contracts import Codec
 from services.contracts import records as r
+from services.contracts.eventlog import read_log
 from services.contracts.events import (
     JobEventKind,
     JobLifecycle,
     JobSubmitted,
     TaskManagerRegistered,
+    TimerFired,
     to_record,
 )
 from services.contracts.settings import Settings
@@ -122,3 +126,54 @@ def test_a_flink_jobs_whatif_reads_its_recorded_inputs_and_flinks_records(
 
 def own(configuration: tuple[tuple[str, str], ...]) -> list[tuple[str, str]]:
     return [(k, v) for k, v in configuration if k != COOLDOWN]
+
+
+def test_tail_writes_the_log_replay_reads_and_ends_at_the_topics_end(
+    kafka: Settings, codec: Codec, tmp_path: Path
+) -> None:
+    example = Path("examples/failover.jsonl")
+    events = read_log(example, codec)
+    timer = TimerFired("payments", events[2].timestamp)  # the scheduler's own tick
+    produce(
+        kafka,
+        kafka.topics.job_events,
+        (
+            (e.job_id.encode(), codec.encode(*to_record(e)))
+            for e in [*events[:2], timer, *events[2:]]
+        ),
+    )
+    env = {
+        **os.environ,
+        "SCALEFOLD_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
+        "SCALEFOLD_TOPIC_PREFIX": kafka.topics.prefix,
+    }
+    tail = [*SCALEFOLD, "tail", "job-events", "--job", "payments", "--format", "log", "--to-end"]
+    written = subprocess.run(
+        tail, check=False, capture_output=True, text=True, env=env, timeout=120
+    )
+    assert written.returncode == 0, written.stderr
+    log = tmp_path / "payments.jsonl"
+    log.write_text(written.stdout)
+    assert written.stdout.count("# TimerFired payments") == 1, written.stdout
+
+    def replayed(path: Path) -> str:
+        run = subprocess.run(
+            [*SCALEFOLD, "replay", str(path)],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert run.returncode == 0, run.stderr
+        return run.stdout
+
+    assert replayed(log) == replayed(example)
+    wrong = subprocess.run(
+        [*SCALEFOLD, "tail", "rescales", "--format", "log", "--to-end"],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert wrong.returncode == 2 and "job-events" in wrong.stderr, wrong.stderr
