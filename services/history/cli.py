@@ -76,12 +76,30 @@ def _add_summary(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         "Counts of in-progress, completed, failed and ignored rescales, the latest\n"
         "rescale per terminal state, and duration statistics per terminal state\n"
         "(Flink's /jobs/:jobid/rescales/overview and /summary).\n\n"
-        "Read from the committed Delta table DATA_DIR/tables/rescales_latest (the view\n"
-        "`rescales`) without Spark, whether or not the history service runs.",
+        "A real Flink's job (by Flink's job id) shows Flink's own records and scalefold's\n"
+        "prediction of it, one after the other (--source).\n\n"
+        "Read from the committed Delta tables DATA_DIR/tables/rescales_latest (the view\n"
+        "`rescales`) and flink_rescales_latest (`flink_rescales`) without Spark, whether\n"
+        "or not the history service runs.",
         spark=False,
     )
-    summary.add_argument("--job", help="one job id (default: the whole fleet)")
+    summary.add_argument(
+        "--job",
+        help="one job id (default: the whole fleet); a real Flink's job by Flink's job id "
+        "or cluster.id",
+    )
+    _add_source(summary)
     summary.set_defaults(handler=reading.summary)
+
+
+def _add_source(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--source",
+        choices=("both", "flink", "scalefold"),
+        default="both",
+        help="a real Flink's own records (from the bridge), scalefold's (for a Flink job: "
+        "its prediction), or both where there are (default)",
+    )
 
 
 def _add_timeline(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -91,11 +109,16 @@ def _add_timeline(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "draw a job's rescales as a Gantt chart of scheduler states",
         "One row per rescale, its scheduler-state spans as coloured bars; open spans\n"
         "(rescales in progress) are hatched. The file type follows --out: .png or .html.\n\n"
-        "Read from the committed Delta tables rescales_latest and rescale_states without\n"
-        "Spark, whether or not the history service runs.",
+        "A real Flink's job (by Flink's job id) draws Flink's own rescales and scalefold's\n"
+        "predicted ones interleaved by start, each labelled (--source).\n\n"
+        "Read from the committed Delta tables rescales_latest and rescale_states (and\n"
+        "flink_rescales_latest) without Spark, whether or not the history service runs.",
         spark=False,
     )
-    timeline.add_argument("--job", required=True, help="the job id")
+    timeline.add_argument(
+        "--job", required=True, help="the job id; a real Flink's by Flink's job id or cluster.id"
+    )
+    _add_source(timeline)
     timeline.add_argument("--out", required=True, type=Path, help="FILE.png or FILE.html")
     timeline.add_argument(
         "--last", type=int, default=30, metavar="N", help="draw the N most recent rescales"

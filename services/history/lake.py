@@ -14,6 +14,10 @@ read each table's newest version at every query).
 The tables are read as the views show them: the table `rescales_latest` is the
 view `rescales` (each rescale's latest revision), and the view `rescale_states`
 is the rows of `rescale_states` that came with that revision's Kafka message.
+A real Flink's own records (`flink_rescales_latest`, the view `flink_rescales`) have
+the same columns where they mean the same; their job is `job_key`
+(`<cluster>.<Flink job id>`, the id of scalefold's prediction of it), their spans the
+array `scheduler_states` (`Source`).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from services.history.flink_tables import LATEST_TABLE as FLINK_TABLE
 from services.history.overview import STAT_PERCENTILES, label
 from services.history.paths import Layout
 from services.history.sinklog import is_delta
@@ -98,37 +103,51 @@ class Lake:
         return builder
 
 
-def _where_job(job: str | None, prefix: str = "WHERE") -> str:
-    return f"{prefix} job_id = {quoted(job)}" if job is not None else ""
+@dataclass(frozen=True)
+class Source:
+    """Where a side's rescales are: scalefold's records (and predictions), or a real
+    Flink's own, and the column that names a job there."""
+
+    name: str
+    table: str
+    job_column: str
 
 
-def counts_sql(job: str | None) -> str:
+SCALEFOLD = Source("scalefold", LATEST_TABLE, "job_id")
+FLINK = Source("flink", FLINK_TABLE, "job_key")
+
+
+def _where_job(job: str | None, prefix: str = "WHERE", column: str = "job_id") -> str:
+    return f"{prefix} {column} = {quoted(job)}" if job is not None else ""
+
+
+def counts_sql(job: str | None, column: str = "job_id") -> str:
     state = "terminal_state"
     return f"""SELECT count(CASE WHEN {state} IS NULL THEN 1 END) AS in_progress,
         count(CASE WHEN {state} = 'COMPLETED' THEN 1 END) AS completed,
         count(CASE WHEN {state} = 'FAILED' THEN 1 END) AS failed,
         count(CASE WHEN {state} = 'IGNORED' THEN 1 END) AS ignored,
         count(*) AS total
-        FROM rescales {_where_job(job)}"""
+        FROM rescales {_where_job(job, column=column)}"""
 
 
-def latest_sql(job: str | None) -> str:
+def latest_sql(job: str | None, column: str = "job_id") -> str:
     """The newest ended rescale of each terminal state: Spark's max_by over
     (end_timestamp_ms, rescale_uuid) in overview.latest_per_terminal_state."""
     return f"""SELECT terminal_state, job_id, rescale_uuid, trigger_cause, terminated_reason,
         start_timestamp_ms, end_timestamp_ms, duration_ms FROM (
           SELECT *, row_number() OVER (PARTITION BY terminal_state
             ORDER BY end_timestamp_ms DESC NULLS LAST, rescale_uuid DESC) AS _n
-          FROM rescales WHERE terminal_state IS NOT NULL {_where_job(job, "AND")})
+          FROM rescales WHERE terminal_state IS NOT NULL {_where_job(job, "AND", column)})
         WHERE _n = 1 ORDER BY terminal_state"""
 
 
-def stats_sql(job: str | None) -> str:
+def stats_sql(job: str | None, column: str = "job_id") -> str:
     """Duration statistics per terminal state and over all terminated rescales (`ALL`),
     with each group's durations sorted, for `percentiles`. (DataFusion's percentile_cont
     is an estimate: over 1587, 2251 and 13007 ms its p95 was 11931.389 where the
     exact linear interpolation is 11931.4.)"""
-    ended = f"FROM rescales WHERE terminal_state IS NOT NULL {_where_job(job, 'AND')}"
+    ended = f"FROM rescales WHERE terminal_state IS NOT NULL {_where_job(job, 'AND', column)}"
     return f"""SELECT terminal_state, count(*) AS count, min(duration_ms) AS min,
         avg(duration_ms) AS avg, max(duration_ms) AS max,
         array_agg(duration_ms ORDER BY duration_ms) FILTER (WHERE duration_ms IS NOT NULL)
@@ -161,19 +180,32 @@ class Summary:
 EMPTY_COUNTS: Row = {"in_progress": 0, "completed": 0, "failed": 0, "ignored": 0, "total": 0}
 
 
-def summary(lake: Lake, job: str | None) -> Summary:
-    """The overview and duration statistics from `rescales_latest`; all zero before
-    its first commit."""
-    if not lake.committed(LATEST_TABLE):
+def summary(lake: Lake, job: str | None, source: Source = SCALEFOLD) -> Summary:
+    """The overview and duration statistics from the source's latest revisions
+    (`rescales_latest`, or a real Flink's `flink_rescales_latest`); all zero before its
+    first commit."""
+    if not lake.committed(source.table):
         return Summary(dict(EMPTY_COUNTS), [], [])
-    tables = {"rescales": LATEST_TABLE}
-    (counts,) = lake.rows(counts_sql(job), tables)
-    latest = [with_times(row) for row in lake.rows(latest_sql(job), tables)]
+    tables, column = {"rescales": source.table}, source.job_column
+    (counts,) = lake.rows(counts_sql(job, column), tables)
+    latest = [with_times(row) for row in lake.rows(latest_sql(job, column), tables)]
     stats = [
         {**row, **{label(p): percentile(row["durations"] or [], p) for p in STAT_PERCENTILES}}
-        for row in lake.rows(stats_sql(job), tables)
+        for row in lake.rows(stats_sql(job, column), tables)
     ]
     return Summary(counts, latest, stats)
+
+
+def flink_keys(lake: Lake, job: str) -> list[str]:
+    """The keys (`cluster.id`) of the real Flink jobs `job` names: by Flink's job id, or
+    by the key itself."""
+    if not lake.committed(FLINK_TABLE):
+        return []
+    sql = (
+        f"SELECT DISTINCT job_key FROM f WHERE job_id = {quoted(job)} "
+        f"OR job_key = {quoted(job)} ORDER BY job_key"
+    )
+    return [row["job_key"] for row in lake.rows(sql, {"f": FLINK_TABLE})]
 
 
 def with_times(row: Row) -> Row:
@@ -189,12 +221,13 @@ def with_times(row: Row) -> Row:
     return {**row, **times}
 
 
-def jobs(lake: Lake, limit: int = 10) -> list[str]:
-    """Up to `limit` job ids with rescales, sorted: what a mistyped job id is told."""
-    if not lake.committed(LATEST_TABLE):
+def jobs(lake: Lake, limit: int = 10, source: Source = SCALEFOLD) -> list[str]:
+    """Up to `limit` job ids with rescales, sorted: what a mistyped job id is told (a real
+    Flink's jobs by Flink's job id)."""
+    if not lake.committed(source.table):
         return []
     sql = f"SELECT DISTINCT job_id FROM rescales ORDER BY job_id LIMIT {int(limit) + 1}"
-    return [row["job_id"] for row in lake.rows(sql, {"rescales": LATEST_TABLE})]
+    return [row["job_id"] for row in lake.rows(sql, {"rescales": source.table})]
 
 
 CHOSEN_COLUMNS = (
@@ -242,3 +275,22 @@ def _spans_of(lake: Lake, job: str, chosen: Sequence[Row]) -> dict[tuple[Any, ..
         key = (row["rescale_uuid"], row["kafka_partition"], row["kafka_offset"])
         grouped.setdefault(key, []).append({name: row[name] for name in SPAN_COLUMNS})
     return grouped
+
+
+def flink_timeline_spans(lake: Lake, key: str, last: int) -> list[Row]:
+    """`timeline_spans` of a real Flink's job (its key `cluster.id`): the spans are the
+    array `scheduler_states` of each rescale's latest revision."""
+    if not lake.committed(FLINK_TABLE):
+        return []
+    chosen = lake.rows(
+        "SELECT rescale_uuid, start_timestamp_ms, trigger_cause, terminal_state, "
+        f"terminated_reason, scheduler_states FROM f {_where_job(key, column='job_key')} "
+        f"ORDER BY start_timestamp_ms DESC, rescale_uuid DESC LIMIT {int(last)}",
+        {"f": FLINK_TABLE},
+    )
+    rows = []
+    for rescale in sorted(chosen, key=lambda r: (r["start_timestamp_ms"], r["rescale_uuid"])):
+        spans = rescale.pop("scheduler_states") or [dict.fromkeys(SPAN_COLUMNS)]
+        for index, span in enumerate(spans):
+            rows.append({**rescale, **{c: span.get(c) for c in SPAN_COLUMNS}, "span_index": index})
+    return rows

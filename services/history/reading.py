@@ -128,18 +128,56 @@ def summary(args: argparse.Namespace, context: Context) -> int:
 
     try:
         history = _lake(args)
-        found = lake.summary(history, args.job)
-        if args.job and found.counts["total"] == 0:
-            known = lake.jobs(history)
-            return fail(args, "summary", mistakes.no_rescales(args.job, args.data_dir, known))
+        shown = _sources(history, args)
+        if isinstance(shown, str):
+            return fail(args, "summary", shown)
+        found = [(scope, lake.summary(history, job, source)) for scope, job, source in shown]
+        if args.job and all(summary.counts["total"] == 0 for _, summary in found):
+            return fail(args, "summary", _unknown(history, args))
     except (lake.HistoryNotFoundError, lake.HistoryUnreadableError) as error:
         return fail(args, "summary", str(error))
     verbose(args, f"read the committed Delta tables under {history.data_dir / 'tables'}")
-    scope = f"job {args.job}" if args.job else "the fleet"
-    print(overview.format_overview(scope, found.counts, found.latest))
-    print()
-    print(overview.format_summary(scope, found.stats))
+    # a side with no rescale is left out where another has some (the fleet's with no Flink)
+    shown_found = [side for side in found if side[1].counts["total"]] or found[:1]
+    for number, (scope, summary) in enumerate(shown_found):
+        print("\n" if number else "", end="")
+        print(overview.format_overview(scope, summary.counts, summary.latest))
+        print()
+        print(overview.format_summary(scope, summary.stats))
     return 0
+
+
+def _sources(history: lake.Lake, args: argparse.Namespace) -> list[Shown] | str:
+    """What to show of `--job` (or of the fleet) by `--source`: (scope, job, source).
+
+    A real Flink's job is named by Flink's job id or by its key `cluster.id`, which is
+    also the id of scalefold's prediction of it: `both` (the default) shows Flink's
+    records and the prediction, each where there is one."""
+    job, source = args.job, args.source
+    if job is None:
+        sides = [("the fleet", None, lake.SCALEFOLD), ("a real Flink's jobs", None, lake.FLINK)]
+        return [side for side in sides if source in ("both", side[2].name)]
+    keys = lake.flink_keys(history, job) if source != "scalefold" else []
+    if len(keys) > 1:
+        return f"job {job} is on several Flink clusters ({', '.join(keys)}); give its cluster.id"
+    key = keys[0] if keys else job
+    shown: list[Shown] = []
+    if keys:
+        shown.append((f"Flink's records of job {key}", key, lake.FLINK))
+    if source != "flink":
+        named = f"scalefold's prediction of job {key}" if keys else f"job {key}"
+        shown.append((named, key, lake.SCALEFOLD))
+    return shown
+
+
+Shown = tuple[str, "str | None", lake.Source]
+
+
+def _unknown(history: lake.Lake, args: argparse.Namespace) -> str:
+    """A job no chosen source knows, with the ones they do."""
+    known = [] if args.source == "flink" else lake.jobs(history)
+    flink = [] if args.source == "scalefold" else lake.jobs(history, source=lake.FLINK)
+    return mistakes.no_rescales(args.job, args.data_dir, sorted({*known, *flink}))
 
 
 def timeline(args: argparse.Namespace, context: Context) -> int:
@@ -150,17 +188,36 @@ def timeline(args: argparse.Namespace, context: Context) -> int:
         return fail(args, "timeline", f"--out must end in .png or .html, not {args.out}")
     try:
         history = _lake(args)
-        rows = chart.timeline_rows(lake.timeline_spans(history, args.job, args.last))
+        shown = _sources(history, args)
+        if isinstance(shown, str):
+            return fail(args, "timeline", shown)
+        rows, drawn = [], set()
+        for _, job, source in shown:
+            spans = (
+                lake.flink_timeline_spans(history, job or "", args.last)
+                if source is lake.FLINK
+                else lake.timeline_spans(history, job or "", args.last)
+            )
+            found = chart.timeline_rows(spans, _label(source) if len(shown) > 1 else "")
+            drawn |= {source.name} if found else set()
+            rows += found
         if not rows:
-            known = lake.jobs(history)
-            return fail(args, "timeline", mistakes.no_rescales(args.job, args.data_dir, known))
+            return fail(args, "timeline", _unknown(history, args))
     except (lake.HistoryNotFoundError, lake.HistoryUnreadableError) as error:
         return fail(args, "timeline", str(error))
+    rows.sort(key=lambda row: (row.start_ms, row.label))
     verbose(args, f"read the committed Delta tables under {history.data_dir / 'tables'}")
-    title = f"Rescales of job {args.job}"
+    title = f"Rescales of job {shown[0][1]}" + (
+        ": Flink's, and scalefold's prediction" if len(drawn) > 1 else ""
+    )
     if suffix == ".png":
         chart.render_png(rows, args.out, title, args.relative)
     else:
         args.out.write_text(chart.render_html(rows, title, args.relative), encoding="utf-8")
     say(f"wrote {len(rows)} rescales to {args.out}")
     return 0
+
+
+def _label(source: lake.Source) -> str:
+    """A chart row's prefix when both sides are drawn: whose rescale it is."""
+    return "Flink" if source is lake.FLINK else "scalefold"

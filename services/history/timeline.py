@@ -78,8 +78,9 @@ def timeline_frame(rescales: DataFrame, states: DataFrame, job_id: str, last: in
     )
 
 
-def timeline_rows(rows: Sequence[Mapping[str, Any]]) -> list[TimelineRow]:
-    """Collected `timeline_frame` rows into chart rows, oldest rescale first."""
+def timeline_rows(rows: Sequence[Mapping[str, Any]], prefix: str = "") -> list[TimelineRow]:
+    """Collected `timeline_frame` rows into chart rows, oldest rescale first; `prefix`
+    goes before each label (whose rescale it is, when two sides are drawn)."""
     grouped: dict[str, list[Mapping[str, Any]]] = {}
     for row in rows:
         grouped.setdefault(row["rescale_uuid"], []).append(row)
@@ -87,7 +88,8 @@ def timeline_rows(rows: Sequence[Mapping[str, Any]]) -> list[TimelineRow]:
     for uuid, spans in grouped.items():
         first = spans[0]
         outcome = first["terminated_reason"] or "IN PROGRESS"
-        label = f"{uuid[:8]} {first['trigger_cause']} -> {outcome}"
+        label = f"{prefix} {uuid[:8]}" if prefix else uuid[:8]
+        label += f" {first['trigger_cause']} -> {outcome}"
         bars = tuple(
             Bar(
                 state=s["state"],

@@ -11,10 +11,13 @@ answers; the web page shows both side by side with the disagreement marked.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -58,10 +61,15 @@ def _predictions() -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def served(spark: Any, codec: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def layout(spark: Any, codec: Any, tmp_path_factory: pytest.TempPathFactory) -> Layout:
     layout = Layout(tmp_path_factory.mktemp("rest-flink"))
     write_flink_records(spark, codec, _flink_records(), layout)
     write_records(spark, codec, _predictions(), layout)
+    return layout
+
+
+@pytest.fixture(scope="module")
+def served(layout: Layout) -> Iterator[str]:
     server = make_server(layout.data_dir / "tables", "127.0.0.1", 0)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1})
     thread.daemon = True
@@ -128,3 +136,44 @@ def test_the_page_shows_flinks_records_beside_the_predictions(served: str) -> No
     assert page.count('class="disagrees"') == 2
     assert '<span class="disagrees">COMPLETED<br>IGNORED</span>' in page
     assert "2 disagreeing fields" in page
+
+
+def history(layout: Layout, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "services.cli", "history", *args]
+    where = ("--data-dir", str(layout.data_dir))
+    return subprocess.run(
+        [*command, *where], check=False, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_summary_and_timeline_take_flinks_job_id_and_show_both_sides(
+    layout: Layout, tmp_path: Path
+) -> None:
+    overview = golden.answer("overview")  # what the JobManager answered for the job
+    both = history(layout, "summary", "--job", golden.JOB_ID)
+    assert both.returncode == 0, both.stderr
+    flink, predicted = both.stdout.split("Rescale overview of ")[1:]
+    assert flink.startswith(f"Flink's records of job {KEY}\n"), both.stdout
+    assert predicted.startswith(f"scalefold's prediction of job {KEY}\n"), both.stdout
+
+    def count(text: str, label: str) -> int:
+        return int(next(x for x in text.splitlines() if x.strip().startswith(label)).split()[-1])
+
+    flink_counts = overview["rescalesCounts"]
+    assert count(flink, "completed") == flink_counts["completed"]
+    assert count(flink, "total") == sum(flink_counts.values())
+    assert (count(predicted, "completed"), count(predicted, "ignored")) == (1, 1)
+
+    only = history(layout, "summary", "--job", KEY, "--source", "flink")
+    assert only.returncode == 0 and only.stdout.count("Rescale overview of ") == 1, only.stdout
+    assert only.stdout.startswith(f"Rescale overview of Flink's records of job {KEY}")
+
+    page = tmp_path / "both.html"
+    drawn = history(layout, "timeline", "--job", golden.JOB_ID, "--out", str(page))
+    assert drawn.returncode == 0, drawn.stderr
+    text = page.read_text("utf-8")
+    assert text.count(">Flink ") == len(golden.UUIDS) and text.count(">scalefold ") == 2, text
+    assert f"<h1>Rescales of job {KEY}: Flink&#x27;s, and scalefold&#x27;s prediction</h1>" in text
+
+    unknown = history(layout, "summary", "--job", "nosuchjob")
+    assert unknown.returncode == 1 and golden.JOB_ID in unknown.stderr, unknown.stderr
