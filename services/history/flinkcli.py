@@ -1,9 +1,9 @@
 """`scalefold flink compare`: how well scalefold predicted the rescales a real Flink recorded.
 
-It reads the views `flink_agreement` and `flink_conformance` (conformance.py),
-from the running history service's SQL endpoint when there is one, else with
-a Spark session of its own on the Delta tables (as `history sql` does), and
-prints the agreement rate per field, per job and in total, then every settled
+It computes what the views `flink_conformance` and `flink_agreement` show
+(conformance.py) from the committed Delta tables with delta-rs (pairing.py), as
+`history summary` reads them: no Spark, whether a history service runs or not.
+It prints the agreement rate per field, per job and in total, then every settled
 pair that disagrees, field by field. `register(verbs)` adds the verb to the
 `scalefold flink` group (services/cli.py).
 """
@@ -17,8 +17,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from services.history.conformance import ALL_FIELDS, CONFORMANCE, FIELDS, agreement
-from services.history.mistakes import no_rescales
+from services.history.conformance import ALL_FIELDS, FIELDS
+from services.history.mistakes import no_history, no_rescales
 
 if TYPE_CHECKING:
     from services.clicontext import Context
@@ -48,8 +48,9 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "prediction for the same job (the n-th with the n-th) and print the agreement per "
         "field (trigger, terminal state, reason, pre/post parallelism per vertex, slots per "
         "slot-sharing group, scheduler states), per job and in total, then the pairs that "
-        "disagree. Only settled pairs count (neither side in progress). Reads the running "
-        "history service (DATA_DIR/sql.url), else the Delta tables with a Spark of its own.",
+        "disagree. Only settled pairs count (neither side in progress). Reads the committed "
+        "Delta tables without Spark (the views flink_conformance and flink_agreement show "
+        "the same in SQL).",
     )
     compare.add_argument("--job", help="one job: Flink's job id, or <cluster>.<job id>")
     compare.add_argument(
@@ -67,38 +68,27 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         type=Path,
         help="a local stack (as the other `flink` verbs take it): its RUN_DIR/history",
     )
-    compare.add_argument("--master", help="Spark master URL when no history service runs")
     compare.set_defaults(handler=compare_command)
 
 
 def compare_command(args: argparse.Namespace, context: Context) -> int:
-    from pyspark.errors import PySparkException
-    from pyspark.sql import functions as F
+    from services.history import lake, pairing
+    from services.history.handlers import verbose
 
-    if args.run_dir:  # the local stack's history, for every reader below
+    if args.run_dir:  # the local stack's history
         args.data_dir = Path(args.run_dir) / "history"
     data_dir = Path(args.data_dir)
-    known: list[str] = []
     try:
-        every = _conformance(args, context, data_dir)
-        paired = every
-        if args.job:
-            paired = every.where(
-                (F.col("job_key") == args.job) | (F.col("flink_job_id") == args.job)
-            )
-        paired = paired.localCheckpoint()  # the pairing's joins once, for both reads below
-        pairs = [
-            r.asDict(recursive=True) for r in paired.orderBy("job_key", "pair_index").collect()
-        ]
-        order = agreement(paired).orderBy("scope", "job_key", "field_index")
-        rates = [row.asDict() for row in order.collect()]
-        if not pairs and args.job:  # a typo: the jobs there are, in the same line
-            names = every.select("job_key").distinct().orderBy("job_key").collect()
-            known = [row["job_key"] for row in names]
-    except PySparkException as error:
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        print(f"scalefold flink compare: {first}", file=sys.stderr)
+        history = lake.Lake.at(data_dir)
+        pairs, rates = pairing.compare(history, args.job)
+        known = pairing.flink_jobs(history) if not pairs and args.job else []
+    except lake.HistoryNotFoundError as error:
+        print(f"scalefold flink compare: {no_history(str(error))}", file=sys.stderr)
         return 1
+    except lake.HistoryUnreadableError as error:
+        print(f"scalefold flink compare: {error}", file=sys.stderr)
+        return 1
+    verbose(args, f"read the committed Delta tables under {data_dir / 'tables'}")
     if not pairs:
         answer = (
             no_rescales(args.job, data_dir, known, kind="Flink job")
@@ -113,29 +103,6 @@ def compare_command(args: argparse.Namespace, context: Context) -> int:
     else:
         print(as_text(rates, pairs, disagreeing))
     return 0
-
-
-def _conformance(args: argparse.Namespace, context: Context, data_dir: Path) -> Any:
-    """The view `flink_conformance`: from the history service running for `data_dir` (Spark
-    Connect), else from a Spark session of this command's own on the Delta tables."""
-    from services.contracts import SchemaRegistry
-    from services.history.catalog import build_views
-    from services.history.decode import RescaleSchemas
-    from services.history.endpoint import GLOBAL_TEMP, remote_session
-    from services.history.handlers import _layout, _session, say, verbose
-    from services.history.reading import served
-    from services.history.spark import one_shot_output
-
-    url = served(data_dir.resolve())
-    if url is not None:
-        verbose(args, f"querying the running history service at {url}")
-        return remote_session(url).table(f"{GLOBAL_TEMP}.{CONFORMANCE}")
-    verbose(args, f"no running history service for {data_dir}; using a local Spark")
-    show = say if getattr(args, "verbose", False) else (lambda _: None)
-    output = one_shot_output(getattr(args, "verbose", False))
-    spark = _session(args, context, jvm_output=output, show=show)
-    registry = SchemaRegistry.load(context.settings.schemas_dir)
-    return build_views(spark, _layout(args), RescaleSchemas.of(registry))[CONFORMANCE]
 
 
 def as_json(

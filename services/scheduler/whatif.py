@@ -103,10 +103,8 @@ def downtime(record: Mapping[str, Any]) -> int:
 
 
 def vertex_name(vertex: Mapping[str, Any]) -> str:
-    """A vertex as a person reads it: Flink's name up to its first space after a colon
-    (`Source: numbers` stays whole), else its id."""
-    name = vertex.get("jobVertexName") or vertex["jobVertexId"]
-    return str(name)
+    """A vertex as a person reads it: Flink's name (whole: `Source: numbers`), else its id."""
+    return str(vertex.get("jobVertexName") or vertex["jobVertexId"])
 
 
 def pinned(events: Iterable[Event], overrides: Mapping[str, str]) -> list[Event]:
@@ -325,7 +323,9 @@ def run_command(
         recorded = read_recorded(settings, codec, _wanted(args))
         if args.job:
             key = resolve(args.job, recorded.inputs.keys() or recorded.known)
-            events = recorded.inputs[key]
+            events = recorded.inputs.get(key)
+            if not events:
+                raise WhatIfError(f"job {key} has no input the scheduler could fold")
             shown = sides(events, recorded.flink.get(key, ()), overrides, defaults)
             lines = report(key, shown, len(events), overrides)
         else:

@@ -144,7 +144,7 @@ def story(
         lambda: flink.parallelism() == PARALLELISM and flink.settled(),
     )
     flink.until("the history holds both sides' records", lambda: _kept(flink), seconds=120)
-    # read while the history service runs: `flink compare` asks its SQL endpoint
+    # read while the history service runs: `flink compare` reads its committed tables
     status = report(context, f"{CLUSTER}.{jid}", flink.records()) if ok else 1
     return _stopped(watcher, processes, status)
 

@@ -157,6 +157,7 @@ def test_flink_rescales_are_kept_once_compared_with_the_predictions_and_bad_ones
     ]
 
     _assert_conformance(found)
+    _assert_pairing_is_the_views(found, tmp_path)
     _assert_dead_letters(settings, codec)
     _assert_compare(settings, tmp_path, capsys)
 
@@ -207,6 +208,27 @@ def _assert_conformance(found: dict[str, Any]) -> None:
     assert rates[("total", None, "trigger_cause")] == (3, 2, pytest.approx(2 / 3))
     assert rates[("total", None, "slots")] == (3, 1, pytest.approx(1 / 3))
     assert rates[("job", flink_job_key(CLUSTER, OTHER_JOB), "terminal_state")] == (1, 0, 0.0)
+
+
+def _assert_pairing_is_the_views(found: dict[str, Any], data_dir: Path) -> None:
+    """`flink compare`'s pairing without Spark (pairing.py) gives the views' rows."""
+    from services.history import lake, pairing
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [plain(v) for v in value]
+        return value
+
+    views = [plain(r.asDict(recursive=True)) for r in found["flink_conformance"].collect()]
+    views.sort(key=lambda p: (p["job_key"], p["pair_index"]))
+    pairs, rates = pairing.compare(lake.Lake.at(data_dir), None)
+    assert pairs == views
+    spark_rates = [r.asDict() for r in found["flink_agreement"].collect()]
+    order = ("scope", "job_key", "field_index")
+    spark_rates.sort(key=lambda r: tuple((r[c] is not None, r[c]) for c in order))
+    assert rates == spark_rates
 
 
 def _assert_dead_letters(settings: Settings, codec: Codec) -> None:

@@ -1,0 +1,218 @@
+"""`flink compare` without Spark: the view `flink_conformance` and `flink_agreement`
+(conformance.py, module doc) computed from the committed Delta tables with delta-rs.
+
+The same pairs, fields and verdicts as the views, as dicts with the views' column names:
+Flink's rescales from `flink_rescales_latest` (arrays of structs), scalefold's from
+`rescales_latest` and the child tables' rows of each rescale's latest revision (its
+Kafka message), numbered per job in `ORDER` and paired by number.
+tests/history/test_pairing.py checks both give the same rows on the same tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from services.history.conformance import ALL_FIELDS, FIELDS, JOB, ORDER
+from services.history.flink_tables import LATEST_TABLE as FLINK_TABLE
+from services.history.lake import Lake, Row, quoted
+from services.history.tables import LATEST_TABLE
+
+Entries = list[dict[str, Any]]
+SIDE_COLUMNS = (*ORDER, "in_progress", "trigger_cause", "terminal_state", "terminated_reason")
+
+
+def _entries(pairs: Iterable[tuple[Any, Any]]) -> Entries:
+    """`{key, value}` entries sorted by key, then value (Spark's array_sort of structs)."""
+    return [{"key": k, "value": v} for k, v in sorted(pairs, key=_nulls_first)]
+
+
+def _nulls_first(pair: tuple[Any, Any]) -> tuple[Any, ...]:
+    return tuple((value is not None, value) for value in pair)
+
+
+def _group(slot: Mapping[str, Any]) -> Any:
+    return slot["slot_sharing_group_name"] or slot["slot_sharing_group_id"]
+
+
+def flink_side(lake: Lake, job: str | None) -> list[Row]:
+    """Flink's rescales in the compared columns (conformance._flink_side)."""
+    if not lake.committed(FLINK_TABLE):
+        return []
+    where = f"WHERE job_key = {quoted(job)} OR job_id = {quoted(job)}" if job else ""
+    rows = lake.rows(
+        f"SELECT cluster, job_id, job_key, {', '.join(SIDE_COLUMNS)}, vertices, slots, "
+        f"scheduler_states FROM f {where}",
+        {"f": FLINK_TABLE},
+    )
+    return [
+        {
+            "cluster": row["cluster"],
+            "flink_job_id": row["job_id"],
+            "job_key": row["job_key"],
+            **{c: row[c] for c in SIDE_COLUMNS},
+            "pre_parallelism": _entries(
+                (v["job_vertex_id"], v["pre_rescale_parallelism"]) for v in row["vertices"] or []
+            ),
+            "post_parallelism": _entries(
+                (v["job_vertex_id"], v["post_rescale_parallelism"]) for v in row["vertices"] or []
+            ),
+            "slots": _entries((_group(s), s["post_rescale_slots"]) for s in row["slots"] or []),
+            "scheduler_states": [s["state"] for s in row["scheduler_states"] or []],
+        }
+        for row in rows
+    ]
+
+
+def predicted_side(lake: Lake, keys: Sequence[str]) -> list[Row]:
+    """scalefold's rescales of the jobs `keys` in the compared columns
+    (conformance.predictions): the children of each rescale's latest revision only."""
+    if not keys or not lake.committed(LATEST_TABLE):
+        return []
+    among = f"job_id IN ({', '.join(quoted(k) for k in keys)})"
+    latest = lake.rows(
+        f"SELECT job_id, kafka_partition, kafka_offset, {', '.join(SIDE_COLUMNS)} "
+        f"FROM r WHERE {among}",
+        {"r": LATEST_TABLE},
+    )
+    message = {row["rescale_uuid"]: (row["kafka_partition"], row["kafka_offset"]) for row in latest}
+
+    def children(table: str, columns: str) -> dict[str, list[Row]]:
+        if not lake.committed(table):
+            return {}
+        found: dict[str, list[Row]] = {}
+        sql = f"SELECT rescale_uuid, kafka_partition, kafka_offset, {columns} FROM c WHERE {among}"
+        for row in lake.rows(sql, {"c": table}):
+            if message.get(row["rescale_uuid"]) == (row["kafka_partition"], row["kafka_offset"]):
+                found.setdefault(row["rescale_uuid"], []).append(row)
+        return found
+
+    vertices = children(
+        "rescale_vertices", "job_vertex_id, pre_rescale_parallelism, post_rescale_parallelism"
+    )
+    slots = children(
+        "rescale_slots", "slot_sharing_group_id, slot_sharing_group_name, post_rescale_slots"
+    )
+    states = children("rescale_states", "span_index, state")
+    return [
+        {
+            "job_key": row["job_id"],
+            **{c: row[c] for c in SIDE_COLUMNS},
+            "pre_parallelism": _entries(
+                (v["job_vertex_id"], v["pre_rescale_parallelism"])
+                for v in vertices.get(row["rescale_uuid"], [])
+            ),
+            "post_parallelism": _entries(
+                (v["job_vertex_id"], v["post_rescale_parallelism"])
+                for v in vertices.get(row["rescale_uuid"], [])
+            ),
+            "slots": _entries(
+                (_group(s), s["post_rescale_slots"]) for s in slots.get(row["rescale_uuid"], [])
+            ),
+            "scheduler_states": [
+                s["state"]
+                for s in sorted(states.get(row["rescale_uuid"], []), key=lambda s: s["span_index"])
+            ],
+        }
+        for row in latest
+    ]
+
+
+def _numbered(side: Sequence[Row]) -> dict[tuple[str, int], Row]:
+    """Each row under (job_key, its number in ORDER within the job, from 1)."""
+    by_job: dict[str, list[Row]] = {}
+    for row in side:
+        by_job.setdefault(row["job_key"], []).append(row)
+    numbered = {}
+    for job, rows in by_job.items():
+        ordered = sorted(rows, key=lambda r: tuple((r[c] is not None, r[c]) for c in ORDER))
+        for index, row in enumerate(ordered, start=1):
+            numbered[(job, index)] = row
+    return numbered
+
+
+def conformance(flink: Sequence[Row], predicted: Sequence[Row]) -> list[Row]:
+    """One row per pair, in the view's columns (conformance.conformance), by job and pair."""
+    jobs = {row["job_key"]: row for row in flink}
+    f = _numbered(flink)
+    p = _numbered([row for row in predicted if row["job_key"] in jobs])
+    pairs = []
+    for job, index in sorted(f.keys() | p.keys()):
+        left, right = f.get((job, index)), p.get((job, index))
+        agrees = {
+            name: left is not None and right is not None and left[name] == right[name]
+            for name in FIELDS
+        }
+        origin = jobs[job]
+        pairs.append(
+            {
+                "cluster": origin["cluster"],
+                "flink_job_id": origin["flink_job_id"],
+                "job_key": job,
+                "pair_index": index,
+                "paired": "both" if left and right else "flink_only" if left else "predicted_only",
+                "settled": not (left or {}).get("in_progress")
+                and not (right or {}).get("in_progress"),
+                "flink_rescale_uuid": (left or {}).get("rescale_uuid"),
+                "predicted_rescale_uuid": (right or {}).get("rescale_uuid"),
+                "flink_start_timestamp_ms": (left or {}).get("start_timestamp_ms"),
+                "predicted_start_timestamp_ms": (right or {}).get("start_timestamp_ms"),
+                **{
+                    column: value
+                    for name in FIELDS
+                    for column, value in (
+                        (f"flink_{name}", (left or {}).get(name)),
+                        (f"predicted_{name}", (right or {}).get(name)),
+                        (f"{name}_agrees", agrees[name]),
+                    )
+                },
+                f"{ALL_FIELDS}_agree": all(agrees.values()),
+            }
+        )
+    return pairs
+
+
+def agreement(pairs: Sequence[Row]) -> list[Row]:
+    """Per job and field, then over every job (`scope` = `total`): settled pairs compared,
+    those that agree, the rate (conformance.agreement), ordered as `flink compare` reads."""
+    names = [*FIELDS, ALL_FIELDS]
+    verdicts = [f"{name}_agrees" for name in FIELDS] + [f"{ALL_FIELDS}_agree"]
+    settled = [pair for pair in pairs if pair["settled"]]
+    rows: list[Row] = []
+    scopes: list[tuple[str, dict[str, Any], list[Row]]] = []
+    for job in sorted({pair["job_key"] for pair in settled}):
+        mine = [pair for pair in settled if pair["job_key"] == job]
+        scopes.append(("job", {c: mine[0][c] for c in JOB}, mine))
+    if settled:
+        scopes.append(("total", dict.fromkeys(JOB), settled))
+    for scope, job_columns, chosen in scopes:
+        for index, (name, verdict) in enumerate(zip(names, verdicts, strict=True)):
+            agreed = sum(1 for pair in chosen if pair[verdict])
+            rows.append(
+                {
+                    "scope": scope,
+                    **job_columns,
+                    "field": name,
+                    "compared": len(chosen),
+                    "agreed": agreed,
+                    "rate": agreed / len(chosen),
+                    "field_index": index,
+                }
+            )
+    return rows
+
+
+def compare(lake: Lake, job: str | None) -> tuple[list[Row], list[Row]]:
+    """The pairs of `job` (Flink's job id or its key; every job without one) and their
+    agreement."""
+    flink = flink_side(lake, job)
+    pairs = conformance(flink, predicted_side(lake, sorted({row["job_key"] for row in flink})))
+    return pairs, agreement(pairs)
+
+
+def flink_jobs(lake: Lake) -> list[str]:
+    """The keys of every real Flink job with records: what a mistyped job is told."""
+    if not lake.committed(FLINK_TABLE):
+        return []
+    rows = lake.rows("SELECT DISTINCT job_key FROM f ORDER BY job_key", {"f": FLINK_TABLE})
+    return [row["job_key"] for row in rows]
