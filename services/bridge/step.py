@@ -8,8 +8,10 @@ argument. What REST cannot show is approximated here, and docs/bridge.md says ho
 - a failure caused by a lost TaskManager is not sent as a task failure: the scheduler
   derives it from `TaskManagerLost`, as Flink derives it from the lost heartbeat. Such a
   failure is an entry of a TaskManager no longer listed, or one whose message names it
-  (the JobMaster's "TaskManager with id X is no longer reachable", which Flink records
-  without a task when the TaskManager dies while its tasks are still being deployed);
+  by id ("TaskManager with id X is no longer reachable", "remote task manager '... [ X ]'")
+  or by address (an RPC to it that found no recipient). Flink 2.3's adaptive scheduler
+  records its failures without a task, so each is sent as a global failure: one caused by
+  the loss after the prediction restarted for the loss would fail the predicted job;
 - a TaskManager's loss: at the poll that no longer lists it, or at the first exception
   this poll finds, if earlier. Flink's graph cannot finish cancelling before its JobMaster
   has released the lost TaskManager's slots, so the restart a failure starts ends without
@@ -53,9 +55,18 @@ TERMINAL: Final = {
 }
 """Flink's terminal (or terminating) job states, and the input each becomes, once."""
 UNRECOVERABLE_STATES: Final = frozenset({"FAILING", "FAILED"})
-LOST_TASK_MANAGER: Final = re.compile(r"TaskManager with id (\S+?)\.?(?:\s|$)")
-"""How the JobMaster's exceptions name a TaskManager it lost (its heartbeat listener's
-"TaskManager with id %s is no longer reachable." and "Heartbeat of ... timed out.")."""
+LOST_TASK_MANAGER: Final = re.compile(
+    r"TaskManager with id (\S+?)\.?(?:\s|$)|remote task manager '[^']*\[ (\S+) \] ?'"
+)
+"""How Flink's exceptions name a TaskManager by its id: the JobMaster's heartbeat listener
+("TaskManager with id %s is no longer reachable.", "Heartbeat of ... timed out.") and a
+task's lost connection ("Connection unexpectedly closed by remote task manager
+'host/ip:port [ id ]'")."""
+UNREACHABLE_TASK_MANAGER: Final = re.compile(
+    r"to recipient \[Actor\[(pekko(?:\.ssl)?\.tcp://\S+?/user/rpc/taskmanager_\d+)\]\]"
+)
+"""How an RPC to a TaskManager that is gone fails (RecipientUnreachableException: "Could
+not send message [...submitTask...] from sender [...] to recipient [Actor[<its path>]]")."""
 
 
 @dataclass(frozen=True)
@@ -315,13 +326,15 @@ def _failures(
         problems.append(("exceptions", str(error)))
         return offset, []
     recoverable = answers.job.get("state") not in UNRECOVERABLE_STATES
+    views = answers.task_managers
+    paths = None if views is None else frozenset(tm.path for tm in views if tm.path)
     events: list[Event] = []
     newest = offset.last_exception_ms
     for at, entry in sorted(stamped, key=lambda pair: pair[0]):
         if at <= offset.last_exception_ms:
             continue
         newest = max(newest, at)
-        if any(tm not in listed for tm in _task_managers_of(entry)):
+        if any(tm not in listed for tm in _task_managers_of(entry)) or _unreachable(entry, paths):
             continue  # its TaskManager is gone: the scheduler derives it from TaskManagerLost
         kind = JobEventKind.TASK_FAILURE if entry.get("taskName") else JobEventKind.GLOBAL_FAILURE
         exception = entry.get("exceptionName")
@@ -338,8 +351,17 @@ def _task_managers_of(entry: Mapping[str, Any]) -> list[str]:
     named = [where] if isinstance(where, str) and where else []
     trace = entry.get("stacktrace")
     if isinstance(trace, str):
-        named += LOST_TASK_MANAGER.findall(trace)
+        named += [a or b for a, b in LOST_TASK_MANAGER.findall(trace)]
     return named
+
+
+def _unreachable(entry: Mapping[str, Any], paths: frozenset[str] | None) -> bool:
+    """Whether the entry is an RPC to a TaskManager no longer listed (by its address:
+    a deployment to the slots of a TaskManager that died, before Flink released them)."""
+    trace = entry.get("stacktrace")
+    if paths is None or not isinstance(trace, str):
+        return False
+    return any(path not in paths for path in UNREACHABLE_TASK_MANAGER.findall(trace))
 
 
 def _checkpoints(

@@ -179,6 +179,7 @@ class TaskManagerView:
     id: str
     slots: int
     profile: Profile | None
+    path: str | None = None  # its RPC address (pekko.tcp://flink@host:port/user/rpc/...)
 
 
 def task_managers(answer: Any) -> tuple[TaskManagerView, ...]:
@@ -189,8 +190,14 @@ def task_managers(answer: Any) -> tuple[TaskManagerView, ...]:
         where = f"taskmanagers[{i}]"
         slots = field(entry, "slotsNumber", int, where)
         total = entry.get("totalResource") if isinstance(entry, Mapping) else None
+        path = entry.get("path") if isinstance(entry, Mapping) else None
         views.append(
-            TaskManagerView(field(entry, "id", str, where), slots, _slot_profile(total, slots))
+            TaskManagerView(
+                field(entry, "id", str, where),
+                slots,
+                _slot_profile(total, slots),
+                path if isinstance(path, str) else None,
+            )
         )
     return tuple(sorted(views, key=lambda v: v.id))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,10 +20,14 @@ def instant(ms: int) -> str:
     return f"+{ms / 1000:.3f}s"
 
 
+FLINK_ID = re.compile(r"[0-9a-f]{32}")
+"""Flink's ids (JobVertexID, JobID): 16 bytes in hex."""
+
+
 def rescale_line(record: dict[str, Any]) -> str:
     """`#3 NEW_RESOURCE_AVAILABLE COMPLETED/SUCCEEDED src 2->4 (rev 4)`."""
     vertices = " ".join(
-        f"{v['jobVertexId']} {_n(v['preRescaleParallelism'])}->{_n(v['postRescaleParallelism'])}"
+        f"{vertex_label(v)} {_n(v['preRescaleParallelism'])}->{_n(v['postRescaleParallelism'])}"
         for v in record["vertices"]
     )
     ending = (
@@ -34,6 +39,13 @@ def rescale_line(record: dict[str, Any]) -> str:
         f"{record['rescaleUuid'][:8]} attempt {record['rescaleAttemptId']} "
         f"{record['triggerCause']} {ending}: {vertices} (rev {record['revision']})"
     )
+
+
+def vertex_label(vertex: dict[str, Any]) -> str:
+    """A vertex as a person reads it: its id, unless that is a Flink JobVertexID (32 hex
+    digits, what the bridge's jobs carry), then its name, where it has one."""
+    vid, name = str(vertex["jobVertexId"]), vertex.get("jobVertexName")
+    return str(name) if name and FLINK_ID.fullmatch(vid) else vid
 
 
 def _n(value: int | None) -> str:

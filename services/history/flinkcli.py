@@ -81,6 +81,7 @@ def compare_command(args: argparse.Namespace, context: Context) -> int:
     try:
         history = lake.Lake.at(data_dir)
         pairs, rates = pairing.compare(history, args.job)
+        names = pairing.vertex_names(history, args.job) if pairs else {}
         known = pairing.flink_jobs(history) if not pairs and args.job else []
     except lake.HistoryNotFoundError as error:
         print(f"scalefold flink compare: {no_history(str(error))}", file=sys.stderr)
@@ -101,7 +102,7 @@ def compare_command(args: argparse.Namespace, context: Context) -> int:
     if args.format == "json":
         print(json.dumps(as_json(rates, pairs, disagreeing), indent=2, default=str))
     else:
-        print(as_text(rates, pairs, disagreeing))
+        print(as_text(rates, pairs, disagreeing, names))
     return 0
 
 
@@ -147,19 +148,23 @@ def rate_table(rates: Iterable[Mapping[str, Any]]) -> list[str]:
     return [line(head), rule, *[line(cells) for cells in body]]
 
 
-def _value(value: Any) -> str:
-    """A compared value for people: `{key, value}` entries as key=value (vertex ids cut)."""
+def _value(value: Any, names: Mapping[str, str]) -> str:
+    """A compared value for people: `{key, value}` entries as key=value, a vertex by its
+    name where Flink gave one (else its id, cut to 8 characters)."""
     if value is None:
         return "-"
     if isinstance(value, list) and value and isinstance(value[0], dict):
-        return ", ".join(f"{str(e['key'])[:8]}={e['value']}" for e in value) or "(none)"
+        shown = (f"{names.get(str(e['key'])) or str(e['key'])[:8]}={e['value']}" for e in value)
+        return ", ".join(shown) or "(none)"
     if isinstance(value, list):
         return " > ".join(str(v) for v in value) or "(none)"
     return str(value)
 
 
-def pair_lines(pair: Mapping[str, Any]) -> list[str]:
-    """A disagreeing pair: which rescales, then each field that differs."""
+def pair_lines(pair: Mapping[str, Any], names: Mapping[str, str] | None = None) -> list[str]:
+    """A disagreeing pair: which rescales, then each field that differs (`names`: the
+    vertices' names by id)."""
+    names = names or {}
     flink = pair["flink_rescale_uuid"] or "(none)"
     ours = pair["predicted_rescale_uuid"] or "(none)"
     lines = [f"  {pair['job_key']} #{pair['pair_index']}: flink {flink}, predicted {ours}"]
@@ -169,14 +174,17 @@ def pair_lines(pair: Mapping[str, Any]) -> list[str]:
     for name in FIELDS:
         if not pair[f"{name}_agrees"]:
             lines.append(
-                f"    {name}: flink {_value(pair[f'flink_{name}'])}; "
-                f"predicted {_value(pair[f'predicted_{name}'])}"
+                f"    {name}: flink {_value(pair[f'flink_{name}'], names)}; "
+                f"predicted {_value(pair[f'predicted_{name}'], names)}"
             )
     return lines
 
 
 def as_text(
-    rates: list[dict[str, Any]], pairs: list[dict[str, Any]], disagreeing: list[dict[str, Any]]
+    rates: list[dict[str, Any]],
+    pairs: list[dict[str, Any]],
+    disagreeing: list[dict[str, Any]],
+    names: Mapping[str, str] | None = None,
 ) -> str:
     pending = sum(1 for p in pairs if not p["settled"])
     lines = ["Agreement of scalefold's predictions with the rescales Flink recorded"]
@@ -185,5 +193,5 @@ def as_text(
         lines.append(f"  ({pending} pairs still in progress are not counted yet)")
     lines += ["", f"Disagreeing rescales ({len(disagreeing)})"]
     for pair in disagreeing:
-        lines += pair_lines(pair)
+        lines += pair_lines(pair, names)
     return "\n".join(lines)

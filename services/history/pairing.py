@@ -216,3 +216,16 @@ def flink_jobs(lake: Lake) -> list[str]:
         return []
     rows = lake.rows("SELECT DISTINCT job_key FROM f ORDER BY job_key", {"f": FLINK_TABLE})
     return [row["job_key"] for row in rows]
+
+
+def vertex_names(lake: Lake, job: str | None) -> dict[str, str]:
+    """Each vertex's name by its id, as Flink's records of `job` (every job) name it."""
+    if not lake.committed(FLINK_TABLE):
+        return {}
+    where = f"WHERE job_key = {quoted(job)} OR job_id = {quoted(job)}" if job else ""
+    names: dict[str, str] = {}
+    for row in lake.rows(f"SELECT vertices FROM f {where}", {"f": FLINK_TABLE}):
+        for vertex in row["vertices"] or []:
+            if vertex.get("job_vertex_name"):
+                names[vertex["job_vertex_id"]] = vertex["job_vertex_name"]
+    return names

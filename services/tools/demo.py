@@ -38,6 +38,7 @@ from services.contracts.events import (
     to_record,
 )
 from services.contracts.kafka import ensure_topics, librdkafka_config, producer_config
+from services.contracts.render import vertex_label
 from services.localstack.layout import RUN_ROOT
 from services.tools.slots import SlotLedger
 
@@ -228,7 +229,7 @@ class Watcher(threading.Thread):
                         v["postRescaleParallelism"] or 0 for v in record["vertices"]
                     )
                 post = ", ".join(
-                    f"{v['jobVertexId']}={v['postRescaleParallelism']}" for v in record["vertices"]
+                    f"{vertex_label(v)}={v['postRescaleParallelism']}" for v in record["vertices"]
                 )
                 self.say(
                     f"{record['jobId']:<7} rescale {record['triggerCause']} -> {record['terminatedReason']} ({post})"

@@ -171,7 +171,7 @@ class FlinkWatch:
             if self.shown.get(entry["rescaleUuid"]) != state and entry["terminatedReason"]:
                 details = self.rest.rescale_details(self.jid, entry["rescaleUuid"])
                 post = ", ".join(
-                    f"{v['jobVertexName'].split(' ')[0]}={v['postRescaleParallelism']}"
+                    f"{v['jobVertexName']}={v['postRescaleParallelism']}"
                     for v in details["vertices"].values()
                 )
                 self.say(f"flink   rescale {state} ({post})")

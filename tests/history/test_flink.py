@@ -274,7 +274,8 @@ def _assert_compare(settings: Settings, data_dir: Path, capsys: pytest.CaptureFi
     text = capsys.readouterr().out
     assert f"{KEY} #2: flink {RESCALED}, predicted p-2" in text
     assert (
-        "post_parallelism: flink 90bea66d=1, cbc357cc=2; predicted 90bea66d=1, cbc357cc=1" in text
+        "post_parallelism: flink Sum -> Discard: Writer=1, Source: Numbers -> Slow map=2; "
+        "predicted Sum -> Discard: Writer=1, Source: Numbers -> Slow map=1" in text
     )
     assert "slots: flink default=2, sums=1; predicted default=1, sums=1" in text
     assert OTHER_JOB not in text

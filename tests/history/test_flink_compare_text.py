@@ -73,6 +73,12 @@ def test_a_disagreeing_pair_shows_only_the_fields_that_differ() -> None:
         "    post_parallelism: flink cbc357cc=2, sums=1; predicted cbc357cc=1, sums=1",
         "    scheduler_states: flink Executing > Restarting; predicted Executing",
     ]
+    # a vertex by the name Flink gave it, where it gave one
+    named = pair_lines(pair, {"cbc357ccb763df2852fee8c4fc7d55f2": "Source: Numbers -> Slow map"})
+    assert named[1] == (
+        "    post_parallelism: flink Source: Numbers -> Slow map=2, sums=1; "
+        "predicted Source: Numbers -> Slow map=1, sums=1"
+    )
     missing = _pair(paired="flink_only", predicted_rescale_uuid=None)
     assert pair_lines(missing)[-1] == "    only Flink recorded this rescale"
 

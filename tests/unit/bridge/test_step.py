@@ -329,3 +329,36 @@ def test_a_failure_without_a_task_that_names_a_lost_task_manager_is_its_loss() -
     assert [e.kind for e in still.events if isinstance(e, JobLifecycle)] == [
         JobEventKind.GLOBAL_FAILURE
     ]
+
+
+def test_failures_that_name_a_lost_task_manager_by_connection_or_address_are_its_loss() -> None:
+    # Flink 2.3's adaptive scheduler records failures without a task: after tm-1 was
+    # killed, a task's closed connection to it and a deployment to its slots (sent
+    # before the JobMaster released them) are both entries with no taskName (the demo
+    # on a busy machine, 2026-12-02); sent, the second failed a prediction that was
+    # waiting for resources.
+    seen = first_poll()
+    closed = {
+        "exceptionName": "org.apache.flink.runtime.io.network.netty.exception.RemoteTransportException",
+        "timestamp": NOW + 100,
+        "stacktrace": "org.apache.flink...RemoteTransportException: Connection unexpectedly "
+        "closed by remote task manager '127.0.0.1/127.0.0.1:35451 [ tm-1 ] '. This might...",
+    }
+    tm_1 = "pekko.tcp://flink@127.0.0.1:38337/user/rpc/taskmanager_0"  # taskmanagers.json
+    tm_2 = "pekko.tcp://flink@127.0.0.1:42439/user/rpc/taskmanager_0"
+
+    def deploy(at: int, path: str) -> dict[str, Any]:
+        return {
+            "exceptionName": "org.apache.flink.runtime.rpc.exceptions.RecipientUnreachableException",
+            "timestamp": at,
+            "stacktrace": "org.apache.flink...RecipientUnreachableException: Could not send "
+            "message [RemoteRpcInvocation(TaskExecutorGateway.submitTask(...))] from sender "
+            f"[Actor[pekko://flink/temp/taskmanager_0$9i]] to recipient [Actor[{path}]], "
+            "because the recipient is unreachable.",
+        }
+
+    gone = without_tm_1(seen, closed, deploy(NOW + 1300, tm_1))
+    assert [(type(e), e.timestamp) for e in gone.events] == [(TaskManagerLost, NOW + 100)]
+    # the same to a TaskManager still listed is a failure like any other
+    listed = without_tm_1(seen, deploy(NOW + 1300, tm_2))
+    assert [type(e) for e in listed.events] == [TaskManagerLost, JobLifecycle]
