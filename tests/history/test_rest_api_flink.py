@@ -138,6 +138,18 @@ def test_the_page_shows_flinks_records_beside_the_predictions(served: str) -> No
     assert "2 disagreeing fields" in page
 
 
+def test_the_fleet_page_shows_a_flink_job_and_its_prediction_in_one_row(served: str) -> None:
+    status, page, _ = get(f"{served}/web/")
+    assert status == 200
+    rows = [row for row in page.split("<tr>")[1:] if "<td>" in row]
+    assert len(rows) == 1, page  # not two unrelated jobs
+    (row,) = rows
+    assert f">{golden.JOB_ID}</a><br><small>{CLUSTER} &middot; scalefold-sample</small>" in row
+    assert "<td>2 / 2</td>" in row  # rescales: Flink's / the prediction's
+    assert "<td>2 / 1</td>" in row and "<td>0 / 1</td>" in row  # completed, ignored
+    assert "<td>1 of 2 pairs</td>" in row, row
+
+
 def history(layout: Layout, *args: str) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "services.cli", "history", *args]
     where = ("--data-dir", str(layout.data_dir))

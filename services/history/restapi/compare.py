@@ -98,3 +98,29 @@ def section(history: Any, name: str, job_id: str, rows: Sequence[Row]) -> str:
         f"Flink's value over the prediction; {disagreements} disagreeing fields are marked.</p>"
         f'<table class="compare"><thead><tr>{head}</tr></thead><tbody>{"".join(lines)}</tbody></table>'
     )
+
+
+def agreement(history: Any, flink_id: str, rows: Sequence[Row]) -> tuple[int, int] | None:
+    """(pairs equal in every field above, settled pairs) of a Flink job and its prediction
+    (`rows`: Flink's of the job); None when scalefold has no prediction of it."""
+    found = _counterpart(history, "flink", flink_id, rows)
+    if found is None:
+        return None
+    flink_rows, predicted_rows, _, _ = found
+    paired = [
+        (f, p)
+        for _, f, p in pairs(flink_rows, predicted_rows)
+        if not (f and f["terminal_state"] is None) and not (p and p["terminal_state"] is None)
+    ]
+    kinds = ("vertices", "states")
+    flink_kids = history.sources["flink"].details([f for f, _ in paired if f], kinds)
+    predicted_kids = history.sources["scalefold"].details([p for _, p in paired if p], kinds)
+    agreed = sum(
+        1
+        for f, p in paired
+        if f
+        and p
+        and facts(f, flink_kids.get(f["rescale_uuid"]))
+        == facts(p, predicted_kids.get(p["rescale_uuid"]))
+    )
+    return agreed, len(paired)

@@ -20,7 +20,7 @@ from urllib.parse import quote
 
 from services.history.overview import human_ms
 from services.history.restapi import compare
-from services.history.restapi.fleet import figures
+from services.history.restapi.fleet import JobFigures, figures
 from services.history.restapi.markup import esc, page_answer, table, utc
 from services.history.restapi.routes import (
     FLINK,
@@ -32,7 +32,7 @@ from services.history.restapi.routes import (
     NotFoundError,
     _int,
 )
-from services.history.restapi.store import Jobs, Row
+from services.history.restapi.store import Row
 from services.history.timeline import render_html, timeline_rows
 
 TIMELINE_RESCALES = 30
@@ -71,28 +71,50 @@ def _outcome(row: Row) -> str:
     return f'<span class="outcome {esc(state.lower())}">{esc(state)}</span> {esc(row["terminated_reason"])}'
 
 
-def _fleet_lines(name: str, jobs: Jobs) -> list[list[str]]:
-    """The fleet table's rows of one source (`fleet.figures`, once per table version)."""
+def _counts(f: JobFigures) -> list[str]:
+    return [str(n) for n in (f.total, f.completed, f.failed, f.ignored, f.in_progress, f.flapping)]
+
+
+def _latest(f: JobFigures) -> list[str]:
     return [
-        [
-            f'<a href="{_job_link(f.job_id, name)}">{esc(f.job_id)}</a>',
-            esc(name),
-            str(f.total),
-            *(str(n) for n in (f.completed, f.failed, f.ignored, f.in_progress)),
-            str(f.flapping),
-            f"{esc(f.latest['trigger_cause'])} &rarr; {_outcome(f.latest)}",
-            utc(f.latest["start_timestamp_ms"]),
-        ]
-        for f in figures(jobs)
+        f"{esc(f.latest['trigger_cause'])} &rarr; {_outcome(f.latest)}",
+        utc(f.latest["start_timestamp_ms"]),
     ]
 
 
+def _fleet_line(f: JobFigures, name: str) -> list[str]:
+    job = f'<a href="{_job_link(f.job_id, name)}">{esc(f.job_id)}</a>'
+    return [job, esc(name), *_counts(f), *_latest(f), "-"]
+
+
+def _flink_line(history: History, f: JobFigures, predicted: JobFigures | None) -> list[str]:
+    """A real Flink's job and scalefold's prediction of it in one row: each count as
+    Flink's / the prediction's, and how many settled pairs agree in every field."""
+    latest = f.latest
+    named = (latest.get("cluster"), latest.get("job_name"))
+    about = " &middot; ".join(esc(v) for v in named if v)
+    job = f'<a href="{_job_link(f.job_id, FLINK)}">{esc(f.job_id)}</a>'
+    if about:
+        job += f"<br><small>{about}</small>"
+    if predicted is None:
+        return [job, "flink", *_counts(f), *_latest(f), "no prediction"]
+    link = f'<a href="{_job_link(predicted.job_id, SCALEFOLD)}">prediction</a>'
+    counts = [f"{a} / {b}" for a, b in zip(_counts(f), _counts(predicted), strict=True)]
+    rows = history.sources[FLINK].jobs().rows(f.job_id) or []
+    mine = [r for r in rows if r.get("cluster") == latest.get("cluster")]
+    agreed = compare.agreement(history, f.job_id, mine)
+    shown = "-" if not agreed or not agreed[1] else f"{agreed[0]} of {agreed[1]} pairs"
+    return [job, f"flink / {link}", *counts, *_latest(f), shown]
+
+
 def fleet(history: History) -> str:
-    lines = []
-    for name in (SCALEFOLD, FLINK):
-        source = history.sources.get(name)
-        if source is not None:
-            lines += _fleet_lines(name, source.jobs())
+    ours = history.sources.get(SCALEFOLD)
+    theirs = history.sources.get(FLINK)
+    predicted = {f.job_id: f for f in figures(ours.jobs())} if ours is not None else {}
+    flink = figures(theirs.jobs()) if theirs is not None else []
+    paired = {f.latest.get("job_key") for f in flink}
+    lines = [_fleet_line(f, SCALEFOLD) for f in predicted.values() if f.job_id not in paired]
+    lines += [_flink_line(history, f, predicted.get(f.latest.get("job_key") or "")) for f in flink]
     header = (
         "job",
         "source",
@@ -104,10 +126,13 @@ def fleet(history: History) -> str:
         "flapping",
         "latest rescale",
         "its start (UTC)",
+        "agreement",
     )
     note = (
         "<p>Flapping: direction reversals of the job's slots within the hour of its latest "
-        "completed rescale.</p>"
+        "completed rescale. A real Flink's job and scalefold's prediction of it share a row: "
+        "each count is Flink's / the prediction's; agreement: settled pairs equal in trigger, "
+        "outcome, parallelism and scheduler states.</p>"
     )
     return f"<p>{len(lines)} jobs.</p>" + table(header, lines, "fleet") + note
 

@@ -311,7 +311,7 @@ class FlinkSource(Source):
     @staticmethod
     def latest_columns() -> Sequence[str]:
         flink_has = [c for c in LATEST_COLUMNS if c not in FLINK_LACKS]
-        return [*flink_has, "cluster", "job_key", *FLINK_NESTED.values()]
+        return [*flink_has, "cluster", "job_key", "job_name", *FLINK_NESTED.values()]
 
     def details(
         self, messages: Sequence[Row], kinds: Sequence[str] = KINDS
