@@ -136,9 +136,13 @@ def story(
     if not ok:  # no TaskManager came: the loop is broken, the rest of the story cannot follow
         return _stopped(watcher, processes, 1)
     victim = flink.busy()[-1]
+    failovers = flink.failovers()
     watcher.say(f"> TaskManager {victim} is killed (SIGKILL)")
     cluster.stop_taskmanager(victim, kill=True)
     flink.until("Flink notices the loss", lambda: victim not in flink.registered())
+    ok &= flink.until(
+        "Flink restarts the job: a failover ends", lambda: flink.failovers() > failovers
+    )
     ok &= flink.until(
         f"the job recovers: parallelism {PARALLELISM} again",
         lambda: flink.parallelism() == PARALLELISM and flink.settled(),
@@ -206,6 +210,13 @@ class FlinkWatch:
         tasks = [v["tasks"] for v in self.rest.job(self.jid)["vertices"]]
         return not any(n for t in tasks for state, n in t.items() if state != "RUNNING")
 
+    def failovers(self) -> int:
+        """How many RECOVERABLE_FAILOVER rescales of the job Flink has ended."""
+        history = self.rest.rescale_history(self.jid)
+        return sum(
+            1 for e in history if e["triggerCause"] == "RECOVERABLE_FAILOVER" and e["terminalState"]
+        )
+
     def registered(self) -> set[str]:
         return {tm["id"] for tm in self.rest.taskmanagers()}
 
@@ -242,7 +253,12 @@ def _kept(flink: FlinkWatch) -> bool:
         )
     except (HistoryNotFoundError, HistoryUnreadableError):
         return False
-    return len(kept) >= shown and len(predicted) >= shown
+    from services.history import pairing
+
+    # and the predictions' children committed (they come after the latest revision)
+    pairs, _ = pairing.compare(lake, f"{CLUSTER}.{flink.jid}")
+    complete = all(p["settled"] for p in pairs if p["paired"] == "both")
+    return len(kept) >= shown and len(predicted) >= shown and complete
 
 
 def report(context: Context, job: str, flink_records: list[dict[str, Any]]) -> int:

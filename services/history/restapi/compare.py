@@ -115,6 +115,12 @@ def agreement(history: Any, flink_id: str, rows: Sequence[Row]) -> tuple[int, in
     kinds = ("vertices", "states")
     flink_kids = history.sources["flink"].details([f for f, _ in paired if f], kinds)
     predicted_kids = history.sources["scalefold"].details([p for _, p in paired if p], kinds)
+    # settled as flink_conformance says: a prediction's vertices committed (they come later)
+    paired = [
+        (f, p)
+        for f, p in paired
+        if p is None or (predicted_kids.get(p["rescale_uuid"]) or {}).get("vertices")
+    ]
     agreed = sum(
         1
         for f, p in paired
