@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Literal
 
 from services.contracts.access import KafkaUnreachableError
+from services.contracts.settings import DEFAULT_BOOTSTRAP
 
 Answer = Literal["listening", "refused", "unsure"]
 
@@ -63,10 +64,15 @@ def _knock(host: str, port: int, timeout: float) -> Answer:
 
 def not_running(servers: str, local: bool) -> str:
     """The one line for a broker nobody runs: which, and what to run."""
+    if local and servers == DEFAULT_BOOTSTRAP:  # no stack wrote its address: none is up
+        return (
+            "the local stack is not running: `make up` starts it (its broker on a port of its "
+            "own), or set SCALEFOLD_BOOTSTRAP_SERVERS to use another broker"
+        )
     if local:
         return (
-            f"the local stack is not running (no broker at {servers}): `make up` starts it, "
-            "or set SCALEFOLD_BOOTSTRAP_SERVERS to use another broker"
+            f"the local stack is not running (no broker at {servers}, where it last ran): "
+            "`make up` starts it, or set SCALEFOLD_BOOTSTRAP_SERVERS to use another broker"
         )
     return (
         f"the stack is not running: no broker listens at {servers} "

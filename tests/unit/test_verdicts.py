@@ -97,6 +97,9 @@ def test_a_port_nobody_listens_on_is_refused_and_one_that_listens_is_not() -> No
     assert look("127.0.0.1:1") == "refused"
     assert addresses("[::1]:9092, h:1") == [("::1", 9092), ("h", 1)]
     assert "`make up` starts it" in not_running("127.0.0.1:9092", local=True)
+    # no stack ever wrote its address: the default is not where a stack would be
+    assert "9092" not in not_running("127.0.0.1:9092", local=True)
+    assert "127.0.0.1:20046" in not_running("127.0.0.1:20046", local=True)  # where it ran
     assert "SCALEFOLD_BOOTSTRAP_SERVERS" in not_running("h:1", local=False)
 
 
