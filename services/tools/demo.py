@@ -38,7 +38,7 @@ from services.contracts.events import (
     to_record,
 )
 from services.contracts.kafka import ensure_topics, librdkafka_config, producer_config
-from services.contracts.render import vertex_label
+from services.contracts.render import FLINK_ID, vertex_label
 from services.localstack.layout import RUN_ROOT
 from services.tools.slots import SlotLedger
 
@@ -198,6 +198,7 @@ class Watcher(threading.Thread):
         self.applied: set[tuple[str, str]] = set()  # (job, action) of the commands applied
         self.superseded = 0
         self.slots = SlotLedger()  # each job's slots against its need (issue 46's invariant)
+        self.names: dict[str, str] = {}  # a Flink job's vertex ids -> names, from its records
         self.stopping = threading.Event()
 
     def run(self) -> None:
@@ -223,6 +224,7 @@ class Watcher(threading.Thread):
         record = decoded.record
         if decoded.schema == r.RESCALE:
             self.records += 1
+            self.names |= {v["jobVertexId"]: vertex_label(v) for v in record["vertices"]}
             if record["terminalState"]:
                 if record["terminatedReason"] == "SUCCEEDED":
                     self.parallelism[record["jobId"]] = max(
@@ -240,7 +242,8 @@ class Watcher(threading.Thread):
                 if (item["kind"] == "STATE_TRANSITION" and " -> " in item["message"]) or item[
                     "kind"
                 ] == "CONFIGURATION_UPDATED":
-                    self.say(f"{record['jobId']:<7} {item['message']}")
+                    message = FLINK_ID.sub(lambda m: self.names.get(m[0], m[0]), item["message"])
+                    self.say(f"{record['jobId']:<7} {message}")
         elif decoded.schema == r.SCALING_COMMAND:
             command = ScalingCommand.from_record(record)
             self.say(
