@@ -257,7 +257,8 @@ def _kept(flink: FlinkWatch) -> bool:
 
     # and the predictions' children committed (they come after the latest revision)
     pairs, _ = pairing.compare(lake, f"{CLUSTER}.{flink.jid}")
-    complete = all(p["settled"] for p in pairs if p["paired"] == "both")
+    ended = [p for p in pairs if p["flink_terminal_state"] and p["predicted_terminal_state"]]
+    complete = all(p["settled"] for p in ended)
     return len(kept) >= shown and len(predicted) >= shown and complete
 
 
