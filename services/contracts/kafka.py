@@ -418,13 +418,11 @@ def read_to_end(
     topic: str,
     group: str,
     *,
-    partitions: Callable[[int], list[int]] | None = None,
     timeout: float = 30.0,
     patience: float = 600.0,
 ) -> Iterator[Any]:
     """Every message of `topic` from the beginning to its end when asked (confluent_kafka
-    messages, in order per partition): all partitions, or those `partitions(count)` picks
-    (e.g. the one a key hashes to). The end is each partition's end-of-partition event, as
+    messages, in order per partition). The end is each partition's end-of-partition event, as
     offsets may have gaps (retention, compaction). `group` names the throwaway consumer
     group (`Topics.own(...)`); `patience` is how long a broker may be away meanwhile."""
     import time
@@ -451,8 +449,6 @@ def read_to_end(
         if metadata.error is not None:
             raise TopicReadError(f"cannot read {topic}: {metadata.error}")
         chosen = sorted(metadata.partitions)
-        if partitions is not None:
-            chosen = partitions(len(chosen))
 
         def ends() -> dict[int, int]:
             return {

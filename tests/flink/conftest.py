@@ -14,38 +14,21 @@ the first time a test asks for it, stopped when the session ends.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
 
 from services.contracts.settings import Settings
-from services.localstack.flink import FlinkCluster
-from services.localstack.flinkconf import SHORT_WAITS, FlinkConfig
-from services.localstack.flinkdist import flink_home, sample_job
-from services.localstack.layout import cache_dir
-from services.localstack.ports import free_ports
-from tests.flink.flink_support import FlinkTestCluster
+from tests.flink.flink_support import FlinkTestCluster, session_cluster
 from tests.flink.history_support import FlinkHistory
 from tests.integration.conftest import broker_settings  # noqa: F401  (a fixture)
 from tests.kafka_support import unique_settings
-from tests.patience import patient
 
 
 @pytest.fixture(scope="session")
 def flink_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FlinkTestCluster]:
-    cache = cache_dir(os.environ)
-    home = flink_home(cache)
-    jar = sample_job(cache, home)
-    cluster = FlinkCluster(tmp_path_factory.mktemp("flink"), home)
-    rest_port, rpc_port = free_ports(2)
-    cluster.configure(FlinkConfig(rest_port, rpc_port, waits=SHORT_WAITS))
-    try:
-        cluster.start_jobmanager()
-        cluster.wait_rest(timeout=patient(120.0))
-        yield FlinkTestCluster(cluster, jar)
-    finally:
-        cluster.stop(progress=lambda _: None)
+    with session_cluster(tmp_path_factory.mktemp("flink")) as cluster:
+        yield cluster
 
 
 @pytest.fixture

@@ -7,9 +7,11 @@ what its scenario needs; `reset` puts the cluster back afterwards.
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -162,3 +164,28 @@ class FlinkTestCluster:
         for resource_id in self.running_taskmanagers():
             self.cluster.stop_taskmanager(resource_id)
         wait_for("no TaskManager registered", lambda: not self.registered() or None)
+
+
+@contextmanager
+def session_cluster(directory: Path) -> Iterator[FlinkTestCluster]:
+    """A Flink session cluster in `directory` on free loopback ports, with the adaptive
+    scheduler's waits short (flinkconf.SHORT_WAITS); stopped, TaskManagers and all, at
+    the end."""
+    from services.localstack.flinkconf import SHORT_WAITS, FlinkConfig
+    from services.localstack.flinkdist import flink_home, sample_job
+    from services.localstack.layout import cache_dir
+    from services.localstack.ports import free_ports
+    from tests.patience import patient
+
+    cache = cache_dir(os.environ)
+    home = flink_home(cache)
+    jar = sample_job(cache, home)
+    cluster = FlinkCluster(directory, home)
+    rest_port, rpc_port = free_ports(2)
+    cluster.configure(FlinkConfig(rest_port, rpc_port, waits=SHORT_WAITS))
+    try:
+        cluster.start_jobmanager()
+        cluster.wait_rest(timeout=patient(120.0))
+        yield FlinkTestCluster(cluster, jar)
+    finally:
+        cluster.stop(progress=lambda _: None)

@@ -17,7 +17,6 @@ tests, and stopping its JobManager would leave them without it.
 
 from __future__ import annotations
 
-import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -44,19 +43,13 @@ from services.contracts.events import (
 from services.contracts.flinkrest import FlinkRest, FlinkRestError
 from services.contracts.settings import Settings
 from services.contracts.topics import flink_job_key
-from services.localstack.flink import FlinkCluster
 from services.localstack.flinkcli import merged, vertex_ids
-from services.localstack.flinkconf import SHORT_WAITS, FlinkConfig
-from services.localstack.flinkdist import flink_home, sample_job
-from services.localstack.layout import cache_dir
-from services.localstack.ports import free_ports
 from services.scheduler.core.driver import replay
 from services.scheduler.core.effects import RescaleUpdated
-from tests.flink.flink_support import FlinkTestCluster, wait_for
+from tests.flink.flink_support import FlinkTestCluster, session_cluster, wait_for
 from tests.integration.bridge_support import read_all, read_events
 from tests.integration.conftest import kafka  # noqa: F401  (a fixture)
 from tests.integration.test_whatif import row, whatif
-from tests.patience import patient
 
 T = TypeVar("T")
 
@@ -120,18 +113,8 @@ def replayed(inputs: Sequence[Event], pin: tuple[str, str] | None = None) -> Fig
 def own_flink(tmp_path: Path) -> Iterator[FlinkTestCluster]:
     """A Flink session cluster of this test's own, as conftest's `flink_session` starts
     one; stopped (whatever is left of it) at the end."""
-    cache = cache_dir(os.environ)
-    home = flink_home(cache)
-    jar = sample_job(cache, home)
-    cluster = FlinkCluster(tmp_path / "flink", home)
-    rest_port, rpc_port = free_ports(2)
-    cluster.configure(FlinkConfig(rest_port, rpc_port, waits=SHORT_WAITS))
-    try:
-        cluster.start_jobmanager()
-        cluster.wait_rest(timeout=patient(120.0))
-        yield FlinkTestCluster(cluster, jar)
-    finally:
-        cluster.stop(progress=lambda _: None)
+    with session_cluster(tmp_path / "flink") as cluster:
+        yield cluster
 
 
 @dataclass
