@@ -10,7 +10,7 @@ import difflib
 import statistics
 import sys
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -105,7 +105,7 @@ def _state(job: JobState | None) -> str:
     return f"{job.state.name} {status}" if status is not None else str(job.state.name)
 
 
-def downtime(record: dict[str, Any]) -> int:
+def downtime(record: Mapping[str, Any]) -> int:
     """Time outside Executing in a rescale's scheduler-state spans."""
     return sum(
         span["durationInMillis"] or 0

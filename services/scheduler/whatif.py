@@ -29,7 +29,7 @@ from services.scheduler.core.config import ConfigError
 from services.scheduler.core.driver import replay
 from services.scheduler.core.effects import RescaleUpdated
 from services.scheduler.core.fold import Defaults
-from services.scheduler.replay import parse_defines
+from services.scheduler.replay import downtime, parse_defines
 
 SHOWN_JOBS = 10
 """How many known jobs an unknown job's message lists."""
@@ -91,15 +91,6 @@ class Tally:
         if not done:
             return {}
         return {vertex_name(v): str(v["postRescaleParallelism"]) for v in done[-1]["vertices"]}
-
-
-def downtime(record: Mapping[str, Any]) -> int:
-    """Time outside Executing in a rescale's scheduler-state spans."""
-    return sum(
-        span["durationInMillis"] or 0
-        for span in record["schedulerStates"]
-        if span["state"] != "Executing"
-    )
 
 
 def vertex_name(vertex: Mapping[str, Any]) -> str:
