@@ -42,9 +42,14 @@ def rescale_line(record: dict[str, Any]) -> str:
 
 
 def vertex_label(vertex: dict[str, Any]) -> str:
+    """A record's vertex (`jobVertexId`, `jobVertexName`) as a person reads it (`labelled`)."""
+    return labelled(vertex["jobVertexId"], vertex.get("jobVertexName"))
+
+
+def labelled(vertex_id: Any, name: Any) -> str:
     """A vertex as a person reads it: its id, unless that is a Flink JobVertexID (32 hex
     digits, what the bridge's jobs carry), then its name, where it has one."""
-    vid, name = str(vertex["jobVertexId"]), vertex.get("jobVertexName")
+    vid = str(vertex_id)
     return str(name) if name and FLINK_ID.fullmatch(vid) else vid
 
 

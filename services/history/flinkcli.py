@@ -80,8 +80,8 @@ def compare_command(args: argparse.Namespace, context: Context) -> int:
     data_dir = Path(args.data_dir)
     try:
         history = lake.Lake.at(data_dir)
-        pairs, rates = pairing.compare(history, args.job)
-        names = pairing.vertex_names(history, args.job) if pairs else {}
+        found = pairing.compare(history, args.job)
+        pairs, rates = found.pairs, found.rates
         known = pairing.flink_jobs(history) if not pairs and args.job else []
     except lake.HistoryNotFoundError as error:
         print(f"scalefold flink compare: {no_history(str(error))}", file=sys.stderr)
@@ -102,7 +102,7 @@ def compare_command(args: argparse.Namespace, context: Context) -> int:
     if args.format == "json":
         print(json.dumps(as_json(rates, pairs, disagreeing), indent=2, default=str))
     else:
-        print(as_text(rates, pairs, disagreeing, names))
+        print(as_text(rates, pairs, disagreeing, found.names))
     return 0
 
 

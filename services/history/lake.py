@@ -201,11 +201,14 @@ def flink_keys(lake: Lake, job: str) -> list[str]:
     by the key itself."""
     if not lake.committed(FLINK_TABLE):
         return []
-    sql = (
-        f"SELECT DISTINCT job_key FROM f WHERE job_id = {quoted(job)} "
-        f"OR job_key = {quoted(job)} ORDER BY job_key"
-    )
+    sql = f"SELECT DISTINCT job_key FROM f WHERE {flink_job(job)} ORDER BY job_key"
     return [row["job_key"] for row in lake.rows(sql, {"f": FLINK_TABLE})]
+
+
+def flink_job(job: str) -> str:
+    """The SQL condition on a real Flink's table for the job `job` names: Flink's job id
+    or its key (`cluster.id`)."""
+    return f"(job_id = {quoted(job)} OR job_key = {quoted(job)})"
 
 
 def with_times(row: Row) -> Row:

@@ -5,17 +5,18 @@ The same pairs, fields and verdicts as the views, as dicts with the views' colum
 Flink's rescales from `flink_rescales_latest` (arrays of structs), scalefold's from
 `rescales_latest` and the child tables' rows of each rescale's latest revision (its
 Kafka message), numbered per job in `ORDER` and paired by number.
-tests/history/test_pairing.py checks both give the same rows on the same tables.
+tests/history/test_flink.py checks both give the same rows on the same tables.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from services.history.conformance import ALL_FIELDS, FIELDS, JOB, ORDER
 from services.history.flink_tables import LATEST_TABLE as FLINK_TABLE
-from services.history.lake import Lake, Row, quoted
+from services.history.lake import Lake, Row, flink_job, quoted
 from services.history.tables import LATEST_TABLE
 
 Entries = list[dict[str, Any]]
@@ -35,16 +36,20 @@ def _group(slot: Mapping[str, Any]) -> Any:
     return slot["slot_sharing_group_name"] or slot["slot_sharing_group_id"]
 
 
-def flink_side(lake: Lake, job: str | None) -> list[Row]:
-    """Flink's rescales in the compared columns (conformance._flink_side)."""
+def flink_rows(lake: Lake, job: str | None) -> list[Row]:
+    """Flink's latest revisions of `job` (Flink's job id or its key; every job without one)."""
     if not lake.committed(FLINK_TABLE):
         return []
-    where = f"WHERE job_key = {quoted(job)} OR job_id = {quoted(job)}" if job else ""
-    rows = lake.rows(
+    where = f"WHERE {flink_job(job)}" if job else ""
+    return lake.rows(
         f"SELECT cluster, job_id, job_key, {', '.join(SIDE_COLUMNS)}, vertices, slots, "
         f"scheduler_states FROM f {where}",
         {"f": FLINK_TABLE},
     )
+
+
+def flink_side(rows: Sequence[Row]) -> list[Row]:
+    """Flink's rescales (`flink_rows`) in the compared columns (conformance._flink_side)."""
     return [
         {
             "cluster": row["cluster"],
@@ -210,12 +215,29 @@ def agreement(pairs: Sequence[Row]) -> list[Row]:
     return rows
 
 
-def compare(lake: Lake, job: str | None) -> tuple[list[Row], list[Row]]:
-    """The pairs of `job` (Flink's job id or its key; every job without one) and their
-    agreement."""
-    flink = flink_side(lake, job)
+@dataclass(frozen=True)
+class Comparison:
+    """What `flink compare` prints: the pairs, their agreement (the views' rows), and the
+    vertices' names by id, as Flink's records name them."""
+
+    pairs: list[Row]
+    rates: list[Row]
+    names: dict[str, str]
+
+
+def compare(lake: Lake, job: str | None) -> Comparison:
+    """The pairs of `job` (Flink's job id or its key; every job without one), their
+    agreement, and the vertices' names: Flink's table read once."""
+    rows = flink_rows(lake, job)
+    flink = flink_side(rows)
     pairs = conformance(flink, predicted_side(lake, sorted({row["job_key"] for row in flink})))
-    return pairs, agreement(pairs)
+    names = {
+        vertex["job_vertex_id"]: vertex["job_vertex_name"]
+        for row in rows
+        for vertex in row["vertices"] or []
+        if vertex.get("job_vertex_name")
+    }
+    return Comparison(pairs, agreement(pairs), names)
 
 
 def flink_jobs(lake: Lake) -> list[str]:
@@ -224,16 +246,3 @@ def flink_jobs(lake: Lake) -> list[str]:
         return []
     rows = lake.rows("SELECT DISTINCT job_key FROM f ORDER BY job_key", {"f": FLINK_TABLE})
     return [row["job_key"] for row in rows]
-
-
-def vertex_names(lake: Lake, job: str | None) -> dict[str, str]:
-    """Each vertex's name by its id, as Flink's records of `job` (every job) name it."""
-    if not lake.committed(FLINK_TABLE):
-        return {}
-    where = f"WHERE job_key = {quoted(job)} OR job_id = {quoted(job)}" if job else ""
-    names: dict[str, str] = {}
-    for row in lake.rows(f"SELECT vertices FROM f {where}", {"f": FLINK_TABLE}):
-        for vertex in row["vertices"] or []:
-            if vertex.get("job_vertex_name"):
-                names[vertex["job_vertex_id"]] = vertex["job_vertex_name"]
-    return names

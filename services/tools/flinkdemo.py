@@ -256,7 +256,7 @@ def _kept(flink: FlinkWatch) -> bool:
     from services.history import pairing
 
     # and the predictions' children committed (they come after the latest revision)
-    pairs, _ = pairing.compare(lake, f"{CLUSTER}.{flink.jid}")
+    pairs = pairing.compare(lake, f"{CLUSTER}.{flink.jid}").pairs
     ended = [p for p in pairs if p["flink_terminal_state"] and p["predicted_terminal_state"]]
     complete = all(p["settled"] for p in ended)
     return len(kept) >= shown and len(predicted) >= shown and complete

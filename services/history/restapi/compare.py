@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from itertools import zip_longest
 from typing import Any
 
-from services.contracts.render import FLINK_ID
+from services.contracts.render import labelled
 from services.history.restapi.store import Row
 
 SHOWN_PAIRS = 50
@@ -32,7 +32,10 @@ def facts(row: Row | None, kids: Mapping[str, Sequence[Row]] | None) -> dict[str
     """What is compared of one side of a pair (None: that side has no such rescale)."""
     if row is None or kids is None:
         return dict.fromkeys(FIELDS)
-    post = {_vertex(v): v["post_rescale_parallelism"] for v in kids["vertices"]}
+    post = {
+        labelled(v["job_vertex_id"], v.get("job_vertex_name")): v["post_rescale_parallelism"]
+        for v in kids["vertices"]
+    }
     spans = sorted(kids["states"], key=lambda s: s["span_index"])
     return {
         "trigger_cause": row["trigger_cause"],
@@ -41,12 +44,6 @@ def facts(row: Row | None, kids: Mapping[str, Sequence[Row]] | None) -> dict[str
         "post_parallelism": ", ".join(f"{k}={v}" for k, v in sorted(post.items())),
         "states": " > ".join(s["state"] for s in spans),
     }
-
-
-def _vertex(vertex: Row) -> str:
-    """A vertex as a person reads it: a Flink JobVertexID as its name, where it has one."""
-    vid, name = str(vertex["job_vertex_id"]), vertex.get("job_vertex_name")
-    return str(name) if name and FLINK_ID.fullmatch(vid) else vid
 
 
 def pairs(
