@@ -8,7 +8,7 @@ argument. What REST cannot show is approximated here, and docs/bridge.md says ho
 - a failure caused by a lost TaskManager is not sent as a task failure: the scheduler
   derives it from `TaskManagerLost`, as Flink derives it from the lost heartbeat. Such a
   failure is an entry of a TaskManager no longer listed, or one whose message names it
-  by id ("TaskManager with id X is no longer reachable", "remote task manager '... [ X ]'")
+  by id ("TaskManager with id X is no longer reachable", "task manager '... [ X ]'")
   or by address (an RPC to it that found no recipient). Flink 2.3's adaptive scheduler
   records its failures without a task, so each is sent as a global failure: one caused by
   the loss after the prediction restarted for the loss would fail the predicted job;
@@ -56,12 +56,13 @@ TERMINAL: Final = {
 """Flink's terminal (or terminating) job states, and the input each becomes, once."""
 UNRECOVERABLE_STATES: Final = frozenset({"FAILING", "FAILED"})
 LOST_TASK_MANAGER: Final = re.compile(
-    r"TaskManager with id (\S+?)\.?(?:\s|$)|remote task manager '[^']*\[ (\S+) \] ?'"
+    r"TaskManager with id (\S+?)\.?(?:\s|$)|task manager '[^']*\[ (\S+) \] ?'"
 )
 """How Flink's exceptions name a TaskManager by its id: the JobMaster's heartbeat listener
 ("TaskManager with id %s is no longer reachable.", "Heartbeat of ... timed out.") and a
-task's lost connection ("Connection unexpectedly closed by remote task manager
-'host/ip:port [ id ]'")."""
+task's lost connection, each of the network stack's messages ("Connection unexpectedly
+closed by remote task manager 'host/ip:port [ id ] '", "Lost connection to task manager
+'... [ id ] '", "Fatal error at remote task manager '... [ id ] '")."""
 UNREACHABLE_TASK_MANAGER: Final = re.compile(
     r"to recipient \[Actor\[(pekko(?:\.ssl)?\.tcp://\S+?/user/rpc/taskmanager_\d+)\]\]"
 )

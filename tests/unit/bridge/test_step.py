@@ -359,6 +359,14 @@ def test_failures_that_name_a_lost_task_manager_by_connection_or_address_are_its
 
     gone = without_tm_1(seen, closed, deploy(NOW + 1300, tm_1))
     assert [(type(e), e.timestamp) for e in gone.events] == [(TaskManagerLost, NOW + 100)]
+    # the network stack's other wording of the same loss (a later busy run of the demo)
+    lost = {
+        **closed,
+        "stacktrace": "org.apache.flink...RemoteTransportException: Lost connection to task "
+        "manager '127.0.0.1/127.0.0.1:35451 [ tm-1 ] '. This indicates that the remote task "
+        "manager was lost.",
+    }
+    assert [type(e) for e in without_tm_1(seen, lost).events] == [TaskManagerLost]
     # the same to a TaskManager still listed is a failure like any other
     listed = without_tm_1(seen, deploy(NOW + 1300, tm_2))
     assert [type(e) for e in listed.events] == [TaskManagerLost, JobLifecycle]
