@@ -38,6 +38,8 @@ class JobOffset:
     last_exception_ms: int = 0
     terminal: str | None = None
     updated_at: int = 0
+    checkpoints_sent: tuple[int, ...] = ()
+    checkpoint_floor: int | None = None  # None: updated_at (an offset of version 1)
 
     @property
     def key(self) -> str:
@@ -78,6 +80,8 @@ def to_record(offset: JobOffset) -> dict[str, Any]:
         "lastExceptionMillis": offset.last_exception_ms,
         "terminal": offset.terminal,
         "updatedAtMillis": offset.updated_at,
+        "checkpointsSent": list(offset.checkpoints_sent),
+        "checkpointFloorMillis": offset.checkpoint_floor,
     }
 
 
@@ -101,4 +105,6 @@ def from_record(record: dict[str, Any]) -> JobOffset:
         last_exception_ms=int(record.get("lastExceptionMillis") or 0),
         terminal=record.get("terminal"),
         updated_at=int(record["updatedAtMillis"]),
+        checkpoints_sent=tuple(int(c) for c in record.get("checkpointsSent") or ()),
+        checkpoint_floor=record.get("checkpointFloorMillis"),
     )

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,7 @@ from services.bridge import rescales as rs
 from services.bridge import step
 from services.bridge import translate as tr
 from services.bridge.offsets import JobOffset
+from services.contracts.events import Window
 from services.contracts.flinkrest import (
     FlinkBadAnswerError,
     FlinkNotFoundError,
@@ -51,6 +53,40 @@ class NotThereError(Exception):
     """A 404 answer."""
 
 
+KEPT_DEPARTURES = 1024
+"""How many lost TaskManagers' windows a poller remembers (a job polled late still finds
+its TaskManager's; older ones are not asked for)."""
+
+
+def wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class Presence:
+    """When each TaskManager appeared in, and left, the cluster's listing, as windows:
+    after the request of the last listing that did not show the change, by the arrival of
+    the first one that did. A TaskManager appears when it is listed with slots (its slot
+    report in). Those of the first listing this poller read have no window (None)."""
+
+    listed_at: int | None = None  # the request instant of the last usable listing
+    appeared: dict[str, Window | None] = field(default_factory=dict)
+    departed: dict[str, Window] = field(default_factory=dict)
+
+    def update(self, views: tuple[tr.TaskManagerView, ...], asked: int, answered: int) -> None:
+        window = None if self.listed_at is None else Window(self.listed_at, answered)
+        offering = {tm.id for tm in views if tm.slots > 0}
+        for tm in sorted(offering - self.appeared.keys()):
+            self.appeared[tm] = window
+        for tm in sorted(self.appeared.keys() - offering):
+            del self.appeared[tm]
+            if window is not None:
+                self.departed[tm] = window
+        while len(self.departed) > KEPT_DEPARTURES:
+            del self.departed[next(iter(self.departed))]
+        self.listed_at = asked
+
+
 @dataclass
 class ClusterPoll:
     """What a poll of one cluster gave: each job's observation, and the unusable answers."""
@@ -62,9 +98,13 @@ class ClusterPoll:
 class ClusterPoller:
     """Polls one cluster; remembers what it said once (a vanished job, history off)."""
 
-    def __init__(self, name: str, rest: FlinkRest) -> None:
+    def __init__(self, name: str, rest: FlinkRest, clock: Callable[[], int] = wall_ms) -> None:
         self.name = name
         self.rest = rest
+        self.clock = clock
+        self.presence = Presence()
+        self.version: str | None = None  # Flink's, from /config
+        self._requirements_at: dict[str, int] = {}  # job -> its last answer's request instant
         self._said: set[str] = set()
         self._lettered: set[tuple[str, str, str]] = set()
 
@@ -76,10 +116,16 @@ class ClusterPoller:
     def poll(self, offsets: Mapping[str, JobOffset], now: int) -> ClusterPoll:
         """Every job the cluster lists that has something left to tell."""
         result = ClusterPoll()
+        if self.version is None:
+            self.version = self._version(result)
         overview = self._get("/jobs/overview", self.name, result)
         jobs = _job_ids(overview, self.name, result)
+        asked = self.clock()
         listed = self._get("/taskmanagers", self.name, result)
+        answered = self.clock()
         task_managers = self._read(tr.task_managers, listed, "/taskmanagers", self.name, result)
+        if task_managers is not None:
+            self.presence.update(task_managers, asked, answered)
         if jobs is not None:  # a usable list: what it lacks is gone
             result.observed += self._vanished(offsets, set(jobs), now)
         for jid in jobs or ():
@@ -94,6 +140,15 @@ class ClusterPoller:
                 result.observed.append(seen)
         result.letters = [x for x in result.letters if self._first_time(x)]
         return result
+
+    def _version(self, result: ClusterPoll) -> str | None:
+        """Flink's version ("" when the JobManager does not serve /config: not asked again;
+        None when its answer was unusable: asked again next poll)."""
+        try:
+            config = self._get("/config", self.name, result, missing=True)
+        except NotThereError:
+            return ""
+        return _version(config)
 
     def _vanished(
         self, offsets: Mapping[str, JobOffset], listed: set[str], now: int
@@ -139,10 +194,19 @@ class ClusterPoller:
             answer = self._optional(f"{base}/rescales/details/{uuid}", key, result)
             if answer is not None:
                 details[uuid] = answer
+        asked = self.clock()
+        requirements = self._optional(f"{base}/resource-requirements", key, result)
+        since = self._requirements_at.get(jid)
+        if requirements is not None:
+            self._requirements_at[jid] = asked
         return step.Answers(
             job=job,
             task_managers=task_managers,
-            requirements=self._optional(f"{base}/resource-requirements", key, result),
+            requirements=requirements,
+            requirements_window=None if since is None else Window(since, self.clock()),
+            appeared=self.presence.appeared,
+            departed=self.presence.departed,
+            flink_version=self.version or None,
             rescales_config=self._optional(f"{base}/rescales/config", key, result)
             if needed
             else None,
@@ -231,6 +295,12 @@ def _problem(cluster: str, jid: str, answers: step.Answers, where: str, why: str
     return Letter(
         cluster, f"/jobs/{jid}/{where}", flink_job_key(cluster, jid), body, "MalformedAnswer", why
     )
+
+
+def _version(config: Any) -> str | None:
+    """Flink's version from the web UI's /config ("flink-version": "2.3.0")."""
+    version = config.get("flink-version") if isinstance(config, Mapping) else None
+    return version if isinstance(version, str) and version else None
 
 
 def _open_rescales(offset: JobOffset) -> bool:

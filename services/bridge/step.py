@@ -5,6 +5,9 @@ scalefold input events (under `flink_job_key`) and the new offset out; time is a
 argument. What REST cannot show is approximated here, and docs/bridge.md says how:
 - a TaskManager's registration instant: TaskManagers listed at the job's first
   observation are registered at the job's start, later ones when a poll first lists them;
+  each such input carries the window it is known to lie in (`Window`: after the last
+  answer that did not show it, by the first that did), as does a requirements change
+  and a loss seen as absence, so that what cannot be decided is known;
 - a failure caused by a lost TaskManager is not sent as a task failure: the scheduler
   derives it from `TaskManagerLost`, as Flink derives it from the lost heartbeat. Such a
   failure is an entry of a TaskManager no longer listed, or one whose message names it
@@ -40,6 +43,7 @@ from services.contracts.events import (
     TaskManagerLost,
     TaskManagerRegistered,
     VertexSpec,
+    Window,
 )
 
 SSG_NAME_WAIT_MS: Final = 30_000
@@ -86,6 +90,10 @@ class Answers:
     history: Sequence[Mapping[str, Any]] | None = None  # None: disabled or unavailable
     history_enabled: bool = True
     details: Mapping[str, Any] = field(default_factory=dict)
+    requirements_window: Window | None = None  # since the previous requirements answer
+    appeared: Mapping[str, Window | None] = field(default_factory=dict)  # poll.Presence
+    departed: Mapping[str, Window] = field(default_factory=dict)
+    flink_version: str | None = None  # the JobManager's (/config), if known
 
 
 @dataclass(frozen=True)
@@ -200,7 +208,10 @@ def _submit(
     offering = _offering(answers.task_managers, ())
     events: list[Event] = [submitted]
     events += [
-        TaskManagerRegistered(offset.key, start, tm.id, tm.slots, tm.profile) for tm in offering
+        TaskManagerRegistered(
+            offset.key, start, tm.id, tm.slots, tm.profile, _since_start(answers, tm.id, start)
+        )
+        for tm in offering
     ]
     if any(q.lower != 1 for q in bounds):
         events.append(RequirementsUpdated(offset.key, start, bounds))
@@ -210,8 +221,24 @@ def _submit(
         task_managers=tuple(tm.id for tm in offering),
         requirements=bounds,
         last_exception_ms=start,
+        checkpoint_floor=now,
     )
     return offset, events
+
+
+def _since_start(answers: Answers, tm: str, start: int) -> Window | None:
+    """A TaskManager listed at the job's submission is the job's from its start, unless it
+    may have come after: then it lies in (start - 1, when it was first listed]."""
+    window = answers.appeared.get(tm)
+    if window is None or window.by <= start:
+        return None
+    return Window(max(window.after, start - 1), window.by)
+
+
+def _within(window: Window | None, at: int) -> Window | None:
+    """The window of an input stamped `at`, if it holds that instant (an observation made
+    in an earlier poll than the input's does not describe it)."""
+    return window if window is not None and window.after < at <= window.by else None
 
 
 def _submitted(
@@ -264,6 +291,10 @@ def _configuration(cluster: str, answers: Answers) -> dict[str, str]:
         entries.update(tr.scheduler_settings(answers.rescales_config))
     entries.update(tr.job_restart_strategy(answers.job_config))
     entries.update(tr.min_pause(answers.checkpoints_config))
+    if answers.flink_version is not None and not tr.triggers_active_checkpoints(
+        answers.flink_version
+    ):
+        entries[k.ACTIVE_CHECKPOINT] = "false"
     return entries
 
 
@@ -276,12 +307,26 @@ def _changes(
         listed = {tm.id for tm in answers.task_managers}
         lost = set(offset.task_managers) - listed
         events += [
-            TaskManagerLost(offset.key, now, tm, "no longer listed by /taskmanagers")
+            TaskManagerLost(
+                offset.key,
+                now,
+                tm,
+                "no longer listed by /taskmanagers",
+                _within(answers.departed.get(tm), now),
+            )
             for tm in sorted(lost)
         ]
         new = _offering(answers.task_managers, offset.task_managers)
         events += [
-            TaskManagerRegistered(offset.key, now, tm.id, tm.slots, tm.profile) for tm in new
+            TaskManagerRegistered(
+                offset.key,
+                now,
+                tm.id,
+                tm.slots,
+                tm.profile,
+                _within(answers.appeared.get(tm.id), now),
+            )
+            for tm in new
         ]
         known = (set(offset.task_managers) & listed) | {tm.id for tm in new}
         offset = replace(offset, task_managers=tuple(sorted(known)))
@@ -292,16 +337,19 @@ def _changes(
             problems.append(("resource-requirements", str(error)))
             bounds = offset.requirements
         if bounds != offset.requirements:
-            events.append(RequirementsUpdated(offset.key, now, bounds))
+            window = _within(answers.requirements_window, now)
+            events.append(RequirementsUpdated(offset.key, now, bounds, window))
             offset = replace(offset, requirements=bounds)
     before = offset
     offset, failures = _failures(offset, answers, problems)
     if offset.last_exception_ms > before.last_exception_ms:
         lost_at = max(before.updated_at, min(now, _first_new_exception(before, answers)))
-        events = [
-            replace(e, timestamp=lost_at) if isinstance(e, TaskManagerLost) else e for e in events
+        events = [  # Flink's own instant: exact
+            replace(e, timestamp=lost_at, window=None) if isinstance(e, TaskManagerLost) else e
+            for e in events
         ]
-    events += failures + _checkpoints(offset, answers, now, problems)
+    offset, ended = _checkpoints(offset, answers, problems)
+    events += failures + ended
     return _terminal(offset, answers, now, events)
 
 
@@ -366,26 +414,33 @@ def _unreachable(entry: Mapping[str, Any], paths: frozenset[str] | None) -> bool
 
 
 def _checkpoints(
-    offset: JobOffset, answers: Answers, now: int, problems: list[tuple[str, str]]
-) -> list[Event]:
-    """Checkpoints that ended since the last poll (the offset's `updated_at`): the
-    scheduler's rescale trigger waits for one (FLIP-461) and counts failed ones."""
+    offset: JobOffset, answers: Answers, problems: list[tuple[str, str]]
+) -> tuple[JobOffset, list[Event]]:
+    """Checkpoints that ended since the job's submission and were not sent yet, by id: the
+    scheduler's rescale trigger waits for one (FLIP-461) and counts failed ones. Flink
+    serves /checkpoints from a cache refreshed every `web.refresh-interval`, so a
+    checkpoint may first show a poll or two after it ended; it is sent then."""
     if answers.checkpoints is None:
-        return []
+        return offset, []
     try:
         ended = tr.checkpoints(answers.checkpoints)
     except tr.MalformedAnswerError as error:
         problems.append(("checkpoints", str(error)))
-        return []
-    return [
+        return offset, []
+    floor = offset.updated_at if offset.checkpoint_floor is None else offset.checkpoint_floor
+    sent = set(offset.checkpoints_sent)
+    new = [(cid, completed, at) for cid, completed, at in ended if cid not in sent and at > floor]
+    listed = {cid for cid, _, _ in ended}
+    kept = tuple(sorted((sent & listed) | {cid for cid, _, _ in new}))
+    offset = replace(offset, checkpoints_sent=kept, checkpoint_floor=floor)
+    return offset, [
         JobLifecycle(
             offset.key,
             at,
             JobEventKind.CHECKPOINT_COMPLETED if completed else JobEventKind.CHECKPOINT_FAILED,
             checkpoint_id=cid,
         )
-        for cid, completed, at in ended
-        if offset.updated_at < at <= now
+        for cid, completed, at in new
     ]
 
 

@@ -71,6 +71,23 @@ def scheduler_settings(config: Any) -> dict[str, str]:
     return entries
 
 
+# -- /config: the JobManager's version --------------------------------------------------
+
+ACTIVE_CHECKPOINT_SINCE = (2, 4)
+"""The first Flink release whose adaptive scheduler asks for a checkpoint when a rescale is
+desired (FLINK-36753, merged into master after release-2.3 was cut). The core does by
+default, as Flink's master does; a job observed on an older Flink is predicted without."""
+
+
+def triggers_active_checkpoints(version: str) -> bool:
+    """Whether Flink `version` ("2.3.0", "2.4-SNAPSHOT") has the active checkpoint trigger;
+    a version that does not parse is taken to be a newer one."""
+    numbers = re.findall(r"\d+", version)[:2]
+    if len(numbers) < 2:
+        return True
+    return (int(numbers[0]), int(numbers[1])) >= ACTIVE_CHECKPOINT_SINCE
+
+
 # -- /jobs/:jid/config: the restart strategy, as RestartStrategyDescriptionUtils words it --
 
 _ISO = re.compile(r"^PT(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?$")

@@ -69,12 +69,23 @@ class JobSubmitted:
 
 
 @dataclass(frozen=True)
+class Window:
+    """When an observed event happened: after `after`, by `by` (epoch ms). The Flink
+    bridge sees a TaskManager or a requirements change only as presence in a REST answer:
+    it knows the answer that did not show it and the one that did, not the instant."""
+
+    after: int
+    by: int
+
+
+@dataclass(frozen=True)
 class TaskManagerRegistered:
     job_id: str
     timestamp: int
     task_manager_id: str
     slots: int
     profile: Profile | None
+    window: Window | None = None
 
 
 @dataclass(frozen=True)
@@ -83,6 +94,7 @@ class TaskManagerLost:
     timestamp: int
     task_manager_id: str
     reason: str
+    window: Window | None = None
 
 
 RUNTIME_CHECKPOINT_IDS = 9_000_000_000_000_000_000
@@ -107,6 +119,7 @@ class RequirementsUpdated:
     job_id: str
     timestamp: int
     requirements: tuple[Requirement, ...]
+    window: Window | None = None
 
 
 @dataclass(frozen=True)
@@ -192,12 +205,32 @@ def _registered(record: Mapping[str, Any]) -> TaskManagerRegistered:
         task_manager_id=record["taskManagerId"],
         slots=int(record["slots"]),
         profile=profile_from_record(record.get("slotProfile")),
+        window=_window(record),
     )
 
 
 def _lost(record: Mapping[str, Any]) -> TaskManagerLost:
     return TaskManagerLost(
-        record["jobId"], int(record["timestamp"]), record["taskManagerId"], record.get("reason", "")
+        record["jobId"],
+        int(record["timestamp"]),
+        record["taskManagerId"],
+        record.get("reason", ""),
+        _window(record),
+    )
+
+
+def _window(record: Mapping[str, Any]) -> Window | None:
+    after, by = record.get("observedAfterMillis"), record.get("observedByMillis")
+    return None if after is None or by is None else Window(int(after), int(by))
+
+
+def _window_fields(window: Window | None) -> dict[str, Any]:
+    """The window's fields, left out when there is none: an exact event's record (and
+    its line in a log) reads as before the window existed."""
+    return (
+        {}
+        if window is None
+        else {"observedAfterMillis": window.after, "observedByMillis": window.by}
     )
 
 
@@ -222,6 +255,7 @@ def _requirements(record: Mapping[str, Any]) -> RequirementsUpdated:
             Requirement(q["vertexId"], int(q["lowerBound"]), int(q["upperBound"]))
             for q in record["requirements"]
         ),
+        window=_window(record),
     )
 
 
@@ -291,7 +325,10 @@ def _requirements_fields(event: Any) -> tuple[str, dict[str, Any]]:
         {"vertexId": q.vertex_id, "lowerBound": q.lower, "upperBound": q.upper}
         for q in event.requirements
     ]
-    return r.RESOURCE_REQUIREMENTS_UPDATED, {"requirements": requirements}
+    return r.RESOURCE_REQUIREMENTS_UPDATED, {
+        "requirements": requirements,
+        **_window_fields(event.window),
+    }
 
 
 _WRITERS: dict[type, Callable[[Any], tuple[str, dict[str, Any]]]] = {
@@ -302,11 +339,12 @@ _WRITERS: dict[type, Callable[[Any], tuple[str, dict[str, Any]]]] = {
             "taskManagerId": e.task_manager_id,
             "slots": e.slots,
             "slotProfile": profile_to_record(e.profile),
+            **_window_fields(e.window),
         },
     ),
     TaskManagerLost: lambda e: (
         r.TASK_MANAGER_LOST,
-        {"taskManagerId": e.task_manager_id, "reason": e.reason},
+        {"taskManagerId": e.task_manager_id, "reason": e.reason, **_window_fields(e.window)},
     ),
     JobLifecycle: _lifecycle_fields,
     RequirementsUpdated: _requirements_fields,

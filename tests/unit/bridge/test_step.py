@@ -11,6 +11,7 @@ from services.bridge import rescales as rs
 from services.bridge import step
 from services.bridge import translate as tr
 from services.bridge.offsets import JobOffset, from_record, to_record
+from services.bridge.poll import Presence
 from services.contracts import Codec
 from services.contracts import jobconfig as k
 from services.contracts import records as r
@@ -21,6 +22,7 @@ from services.contracts.events import (
     RequirementsUpdated,
     TaskManagerLost,
     TaskManagerRegistered,
+    Window,
 )
 from services.contracts.events import (
     to_record as event_record,
@@ -243,11 +245,11 @@ def test_the_scheduler_core_takes_the_events_and_predicts_the_job() -> None:
     assert json.dumps(records[-1]["jobId"]) == json.dumps(f"local.{JID}")
 
 
-def test_checkpoints_ended_since_the_last_poll_reach_the_scheduler() -> None:
+def test_checkpoints_ended_since_the_submission_reach_the_scheduler_once() -> None:
     seen = first_poll()
     history = answer("checkpoints.json")["history"]
     stamps = sorted(c["latest_ack_timestamp"] for c in history)
-    offset = replace(seen.offset, updated_at=stamps[0])  # the last poll saw the oldest
+    offset = replace(seen.offset, checkpoint_floor=stamps[0])  # submitted as the oldest ended
     polled = step.observe(offset, answers(details={}, checkpoints={"history": history}), stamps[-1])
     assert [(e.kind, e.checkpoint_id) for e in polled.events if isinstance(e, JobLifecycle)] == [
         (JobEventKind.CHECKPOINT_COMPLETED, 1239),
@@ -370,3 +372,117 @@ def test_failures_that_name_a_lost_task_manager_by_connection_or_address_are_its
     # the same to a TaskManager still listed is a failure like any other
     listed = without_tm_1(seen, deploy(NOW + 1300, tm_2))
     assert [type(e) for e in listed.events] == [TaskManagerLost, JobLifecycle]
+
+
+def test_a_checkpoint_a_cached_answer_shows_late_is_still_sent_once() -> None:
+    """Flink serves /checkpoints from a cache (web.refresh-interval): a checkpoint that
+    ended before one poll may first show at the next; it is sent then, with its instant."""
+    seen = first_poll()
+    history = answer("checkpoints.json")["history"]
+    stamps = sorted(c["latest_ack_timestamp"] for c in history)
+    offset = replace(seen.offset, checkpoint_floor=stamps[0] - 1)
+    newest = max(history, key=lambda c: c["latest_ack_timestamp"])
+    stale = [c for c in history if c is not newest]
+    first = step.observe(offset, answers(details={}, checkpoints={"history": stale}), stamps[-1])
+    late = step.observe(
+        first.offset, answers(details={}, checkpoints={"history": history}), stamps[-1] + 2000
+    )
+    ids = [e.checkpoint_id for e in late.events if isinstance(e, JobLifecycle)]
+    assert ids == [newest["id"]]
+    assert [e.timestamp for e in late.events if isinstance(e, JobLifecycle)] == [stamps[-1]]
+    again = step.observe(
+        late.offset, answers(details={}, checkpoints={"history": history}), stamps[-1] + 4000
+    )
+    assert again.events == ()
+    assert from_record(to_record(late.offset)) == late.offset
+
+
+def test_an_offset_of_version_1_sends_what_ended_since_its_last_poll() -> None:
+    history = answer("checkpoints.json")["history"]
+    stamps = sorted(c["latest_ack_timestamp"] for c in history)
+    record = to_record(replace(first_poll().offset, updated_at=stamps[0]))
+    del record["checkpointsSent"], record["checkpointFloorMillis"]
+    offset = from_record(record)
+    polled = step.observe(offset, answers(details={}, checkpoints={"history": history}), stamps[-1])
+    ids = [e.checkpoint_id for e in polled.events if isinstance(e, JobLifecycle)]
+    assert ids == [c["id"] for c in sorted(history, key=lambda c: c["latest_ack_timestamp"])][1:]
+
+
+def test_a_job_on_flink_2_3_is_predicted_without_the_active_checkpoint_trigger() -> None:
+    def submitted(version: str | None) -> dict[str, str]:
+        polled = step.observe(JobOffset("local", JID), answers(flink_version=version), NOW)
+        (job,) = [e for e in polled.events if isinstance(e, JobSubmitted)]
+        return dict(job.configuration)
+
+    assert submitted("2.3.0")[k.ACTIVE_CHECKPOINT] == "false"
+    assert submitted("1.20.1")[k.ACTIVE_CHECKPOINT] == "false"
+    assert k.ACTIVE_CHECKPOINT not in submitted("2.4-SNAPSHOT")
+    assert k.ACTIVE_CHECKPOINT not in submitted(None)  # unknown: the core's default
+
+
+def test_observed_inputs_carry_the_window_they_are_known_to_lie_in() -> None:
+    seen = first_poll()
+    listed = answers().task_managers or ()
+    gone, kept = listed[0], listed[1:]
+    new = tr.TaskManagerView("tm-new", 2, None)
+    raised = {
+        v: {"parallelism": {"lowerBound": 1, "upperBound": 3}}
+        for v in answer("resource-requirements.json")
+    }
+    now = NOW + 2000
+    polled = step.observe(
+        seen.offset,
+        answers(
+            details={},
+            task_managers=(*kept, new),
+            requirements=raised,
+            appeared={"tm-new": Window(NOW + 100, now + 30)},
+            departed={gone.id: Window(NOW + 100, now + 30)},
+            requirements_window=Window(NOW + 120, now + 40),
+            exceptions={"exceptionHistory": {"entries": []}},
+        ),
+        now,
+    )
+    windows = {type(e).__name__: e.window for e in polled.events if hasattr(e, "window")}
+    assert windows == {
+        "TaskManagerLost": Window(NOW + 100, now + 30),
+        "TaskManagerRegistered": Window(NOW + 100, now + 30),
+        "RequirementsUpdated": Window(NOW + 120, now + 40),
+    }
+    stale = step.observe(
+        seen.offset,
+        answers(details={}, task_managers=(*listed, new), appeared={"tm-new": Window(1, 2)}),
+        now,
+    )
+    (registered,) = [e for e in stale.events if isinstance(e, TaskManagerRegistered)]
+    assert registered.window is None  # a window that does not hold the stamp is not its
+
+
+def test_a_task_manager_that_came_after_the_job_started_has_a_window_from_the_start() -> None:
+    start = answer("job.json")["start-time"]
+    listed = answers().task_managers or ()
+    windows = {
+        listed[0].id: Window(start - 50_000, start - 10_000),
+        listed[1].id: Window(start + 500, start + 1500),
+    }
+    polled = step.observe(JobOffset("local", JID), answers(appeared=windows), NOW)
+    registered = {
+        e.task_manager_id: e for e in polled.events if isinstance(e, TaskManagerRegistered)
+    }
+    assert registered[listed[0].id].window is None  # there before the job: exact, at its start
+    assert registered[listed[1].id].window == Window(start + 500, start + 1500)
+    assert all(e.timestamp == start for e in registered.values())
+
+
+def test_presence_windows_run_from_the_listing_before_to_the_one_that_shows_the_change() -> None:
+    presence = Presence()
+    one, two = tr.TaskManagerView("tm-1", 1, None), tr.TaskManagerView("tm-2", 1, None)
+    presence.update((one,), asked=1000, answered=1010)
+    assert presence.appeared == {"tm-1": None}  # the first listing read: no window
+    presence.update((one, tr.TaskManagerView("tm-2", 0, None)), asked=2000, answered=2010)
+    assert "tm-2" not in presence.appeared  # no slots reported yet
+    presence.update((one, two), asked=3000, answered=3020)
+    assert presence.appeared["tm-2"] == Window(2000, 3020)
+    presence.update((two,), asked=4000, answered=4005)
+    assert presence.departed == {"tm-1": Window(3000, 4005)}
+    assert set(presence.appeared) == {"tm-2"}
