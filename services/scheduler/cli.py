@@ -70,6 +70,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     replay.set_defaults(handler=_replay)
     register_whatif(commands)
+    register_ambiguities(commands)
     register_service(commands)
 
 
@@ -123,6 +124,35 @@ def register_whatif(commands: argparse._SubParsersAction[argparse.ArgumentParser
 def _whatif(args: argparse.Namespace, context: Context) -> int:
     from services.contracts import Codec, SchemaRegistry
     from services.scheduler.whatif import run_command
+
+    return run_command(
+        args, context.settings, Codec(SchemaRegistry.load(context.settings.schemas_dir))
+    )
+
+
+def register_ambiguities(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    found = commands.add_parser(
+        "ambiguities",
+        help="which predicted rescales of a job depend on when, within a poll, an input came",
+        description="Fold a job's recorded inputs through the scheduler as recorded, then "
+        "with each input the bridge saw only between two polls moved to either end of its "
+        "window, and print each predicted rescale (numbered by start, as `flink compare` "
+        "pairs them) that changes: ambiguous at this observation resolution.",
+    )
+    found.add_argument("--job", required=True, help="a job id: a Flink job id or cluster.id")
+    found.add_argument("--format", choices=("text", "json"), default="text")
+    found.add_argument(
+        "--default",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a default, as the scheduler service's own -D was (repeatable)",
+    )
+    found.set_defaults(handler=_ambiguities)
+
+
+def _ambiguities(args: argparse.Namespace, context: Context) -> int:
+    from services.contracts import Codec, SchemaRegistry
+    from services.scheduler.observationcli import run_command
 
     return run_command(
         args, context.settings, Codec(SchemaRegistry.load(context.settings.schemas_dir))

@@ -18,11 +18,14 @@ local`) and the actuator with a Flink backend for it (`--flink-local local=DIR`)
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from services.contracts import Codec, SchemaRegistry, Settings
@@ -32,9 +35,11 @@ from services.localstack.layout import PROJECT_ROOT, RUN_ROOT
 if TYPE_CHECKING:
     from services.clicontext import Context
     from services.contracts.flinkrest import FlinkRest
+    from services.history.lake import Lake
     from services.localstack.flink import FlinkCluster
     from services.localstack.processes import ServiceProcess
     from services.tools.demo import Watcher
+    from services.tools.flinkreport import Ambiguous, Verdict
 
 RUN_DIR = RUN_ROOT / "demo-flink"
 CLUSTER = "local"
@@ -44,6 +49,9 @@ STEP_LIMIT_S = 240
 well under a minute, and the whole story less than 5 minutes."""
 SETUP_LIMIT_S = 600
 """The longest wait for the history service's Spark to start (set-up, not the story)."""
+AMBIGUITIES_LIMIT_S = 300
+"""The longest wait for `scalefold ambiguities` (a hang guard: it reads two topics and folds
+the job's inputs once, and twice more per observed input: seconds)."""
 
 
 def run_flink_demo(context: Context, *, verbose: bool = False) -> int:
@@ -149,7 +157,7 @@ def story(
     )
     flink.until("the history holds both sides' records", lambda: _kept(flink), seconds=120)
     # read while the history service runs: `flink compare` reads its committed tables
-    status = report(context, f"{CLUSTER}.{jid}", flink.records()) if ok else 1
+    status = report(context, settings, f"{CLUSTER}.{jid}", flink.records()) if ok else 1
     return _stopped(watcher, processes, status)
 
 
@@ -231,39 +239,45 @@ class FlinkWatch:
 
 
 def _kept(flink: FlinkWatch) -> bool:
-    """Whether the history's tables hold as many settled rescales of the job as Flink shows,
-    Flink's own (flink_rescales) and scalefold's predicted ones (rescales)."""
+    """Whether each side's records are in the history's tables: every rescale Flink shows
+    ended is settled in flink_rescales, and scalefold's prediction has no rescale in
+    progress and the children of each committed (all its pairs settled). Not equal
+    counts: a different number of rescales is a disagreement to report, not to wait for."""
+    from services.history import pairing
     from services.history.flink_tables import LATEST_TABLE as FLINK_TABLE
     from services.history.lake import HistoryNotFoundError, HistoryUnreadableError, Lake
     from services.history.tables import LATEST_TABLE
 
-    shown = len([e for e in flink.rest.rescale_history(flink.jid) if e["terminalState"]])
-    settled = "terminal_state IS NOT NULL"
+    ended = {e["rescaleUuid"] for e in flink.rest.rescale_history(flink.jid) if e["terminalState"]}
+    job = f"{CLUSTER}.{flink.jid}"
     try:
         lake = Lake.at(RUN_DIR / "history")
         if not (lake.committed(FLINK_TABLE) and lake.committed(LATEST_TABLE)):
             return False
         kept = lake.rows(
-            f"SELECT rescale_uuid FROM f WHERE job_id = '{flink.jid}' AND {settled}",
+            f"SELECT rescale_uuid FROM f WHERE job_id = '{flink.jid}' "
+            "AND terminal_state IS NOT NULL",
             {"f": FLINK_TABLE},
         )
         predicted = lake.rows(
-            f"SELECT rescale_uuid FROM r WHERE job_id = '{CLUSTER}.{flink.jid}' AND {settled}",
+            f"SELECT rescale_uuid, in_progress FROM r WHERE job_id = '{job}'",
             {"r": LATEST_TABLE},
         )
+        pairs = pairing.compare(lake, job).pairs
     except (HistoryNotFoundError, HistoryUnreadableError):
         return False
-    from services.history import pairing
-
-    # and the predictions' children committed (they come after the latest revision)
-    pairs = pairing.compare(lake, f"{CLUSTER}.{flink.jid}").pairs
-    ended = [p for p in pairs if p["flink_terminal_state"] and p["predicted_terminal_state"]]
-    complete = all(p["settled"] for p in ended)
-    return len(kept) >= shown and len(predicted) >= shown and complete
+    flink_in = ended <= {row["rescale_uuid"] for row in kept}
+    # the prediction's children come after its latest revision (the tables' slower trigger)
+    children = all(p["predicted_post_parallelism"] for p in pairs if p["predicted_rescale_uuid"])
+    ours_in = bool(predicted) and not any(row["in_progress"] for row in predicted) and children
+    return flink_in and ours_in
 
 
-def report(context: Context, job: str, flink_records: list[dict[str, Any]]) -> int:
-    """Both histories side by side, `flink compare`, and a timeline picture of each."""
+def report(
+    context: Context, settings: Settings, job: str, flink_records: list[dict[str, Any]]
+) -> int:
+    """Both histories side by side, `flink compare`, the verdict (non-zero when a pair the
+    observation decides disagrees), and a timeline picture of each."""
     from services.history import timeline as chart
     from services.history.lake import Lake, timeline_spans
     from services.history.tables import LATEST_TABLE
@@ -282,6 +296,9 @@ def report(context: Context, job: str, flink_records: list[dict[str, Any]]) -> i
     compare += ["--data-dir", str(RUN_DIR / "history")]
     print(f"\n$ scalefold flink compare --job {job}\n", flush=True)
     subprocess.run(compare, cwd=PROJECT_ROOT, check=False)
+    judged = judge(settings, lake, job)
+    print("\nThe verdict, pair by pair:\n")
+    print("\n".join(f"  {line}" for line in judged.lines), flush=True)
     pictures = {
         "flink": (flink_timeline_rows(flink_records), f"Flink's rescales of {job}"),
         "scalefold": (
@@ -294,4 +311,53 @@ def report(context: Context, job: str, flink_records: list[dict[str, Any]]) -> i
         if rows:
             chart.render_png(rows, out, title, relative=False)
             _say(f"timeline picture ({name}): {out}")
-    return 0 if flink_records and predicted else 1
+    return judged.status if flink_records and predicted else 1
+
+
+def judge(settings: Settings, lake: Lake, job: str) -> Verdict:
+    """The verdict on the job's pairs (`flink compare`'s), with the pairs its observation
+    cannot decide: `scalefold ambiguities` folds the job's recorded inputs (the tools
+    reach the scheduler core only through the command line). When it cannot say, every
+    pair counts as decidable: a disagreement fails the demo rather than pass unexplained."""
+    from services.history import pairing
+    from services.tools.flinkreport import verdict
+
+    comparison = pairing.compare(lake, job)
+    found, trouble = ambiguities(settings, job)
+    judged = verdict(comparison.pairs, found, comparison.names)
+    if trouble:
+        return replace(judged, lines=(f"(no ambiguities known: {trouble})", *judged.lines))
+    return judged
+
+
+def ambiguities(settings: Settings, job: str) -> tuple[list[Ambiguous], str | None]:
+    """`scalefold ambiguities --job JOB --format json` against the demo's broker: the
+    ambiguous pairs, or none and why."""
+    from services.localstack.secure import PLAINTEXT_ENV
+    from services.tools.flinkreport import Ambiguous
+
+    env = {  # the demo's broker, as its services reach it (stack.start)
+        **os.environ,
+        **(PLAINTEXT_ENV if settings.security.protocol == "PLAINTEXT" else {}),
+        "SCALEFOLD_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
+        "SCALEFOLD_TOPIC_PREFIX": settings.topic_prefix,
+    }
+    command = [sys.executable, "-m", "services.cli", "ambiguities", "--job", job]
+    try:
+        done = subprocess.run(
+            [*command, "--format", "json"],
+            cwd=PROJECT_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=AMBIGUITIES_LIMIT_S,
+        )
+    except subprocess.TimeoutExpired:
+        return [], f"`scalefold ambiguities` took more than {AMBIGUITIES_LIMIT_S} s"
+    if done.returncode != 0:
+        return [], (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+    try:
+        return [Ambiguous.from_json(row) for row in json.loads(done.stdout)], None
+    except (ValueError, KeyError, TypeError) as error:
+        return [], f"unreadable answer: {error}"

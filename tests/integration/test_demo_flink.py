@@ -1,7 +1,8 @@
 """`make demo-flink` as a user runs it: `scalefold demo --flink` starts a stack of its own
 with a real Flink 2.3.0, whose job starts short of TaskManagers; the history service's
 commands provision real ones, a killed TaskManager is recovered from, and the end shows
-Flink's records beside scalefold's predictions, and a timeline picture of each."""
+Flink's records beside scalefold's predictions, a verdict on each pair (the demo fails
+when a pair its observation decides disagrees), and a timeline picture of each."""
 
 from __future__ import annotations
 
@@ -44,5 +45,9 @@ def test_the_flink_demo_closes_the_loop_on_a_real_flink() -> None:
     _, end = shown.split("side by side:", 1)
     assert "Flink recorded" in end and "scalefold predicted" in end, end
     assert "pairs agree" in end and "$ scalefold flink compare" in end, end
+    # the verdict: every pair judged; exit 0 above means no decidable pair disagrees
+    _, verdict = end.split("The verdict, pair by pair:", 1)
+    assert "decidable pairs: " in verdict and "(no ambiguities known" not in verdict, verdict
+    assert " disagrees: " not in verdict, verdict
     for picture in pictures:
         assert picture.read_bytes().startswith(PNG), picture

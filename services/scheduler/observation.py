@@ -1,0 +1,285 @@
+"""Which predicted rescales depend on where in its observation window an input fell. Pure.
+
+The Flink bridge sees a TaskManager come or go, or a job's requirements change, only as
+presence in a REST answer: such an input carries a `Window(after, by)`, it happened in
+(after, by]. When that window straddles one of the core's deadlines (the submission or
+executing resource stabilization timeout, the cooldown's end, a restart delay, the
+resource wait timeout), whether Flink saw the input before or after the deadline cannot
+be known, and a prediction that depends on it cannot be told right or wrong.
+
+The core itself says which (STYLE.md 8): the job's recorded inputs are folded as
+recorded (the baseline), then, for each input with a window, twice more with that input
+at the window's earliest instant (`after + 1`) and at its latest (`by`). A variant moves
+the input within the log and no further than it must: moved earlier, it goes before
+every input of its new instant (after the job's submission, which it never passes);
+moved later, after every input of its new instant. Each fold's rescales are numbered by
+start as `flink compare` numbers them (services/history/pairing.py), and compared with
+the baseline's in the fields `flink compare` compares; a pair whose rescale differs in a
+variant, or exists in one fold and not the other, is ambiguous.
+
+The deadline named is the first timer-driven decision inside the window (the first
+decision of a timer step, not of an input), of the baseline, else of a variant: an input
+at the window's end may cancel in the baseline the very timer that the input at its start
+lets fire.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from services.contracts.events import (
+    Event,
+    JobSubmitted,
+    RequirementsUpdated,
+    TaskManagerLost,
+    TaskManagerRegistered,
+    TimerFired,
+    Window,
+)
+from services.contracts.jobconfig import P
+from services.scheduler.core.driver import Replay
+from services.scheduler.core.effects import Decision, Effect, RescaleUpdated
+from services.scheduler.core.enums import DecisionKind, Phase, StateName
+from services.scheduler.core.fold import Defaults
+
+FIELDS = (
+    "trigger_cause",
+    "terminal_state",
+    "terminated_reason",
+    "pre_parallelism",
+    "post_parallelism",
+    "slots",
+    "scheduler_states",
+)
+"""The compared fields, named as services/history/conformance.py FIELDS names them (the
+scheduler and the history share only the contracts, so the names are repeated here)."""
+PAIRED = "paired"
+"""The 'field' of a pair whose rescale exists in one fold and not the other (pairing's
+column of the same name)."""
+
+
+@dataclass(frozen=True)
+class Ambiguity:
+    """Pair `pair_index` (1-based, by start) depends on where in `window` the input fell.
+
+    `fields`: the compared fields that changed (`paired` when the rescale exists in one
+    fold only); `deadline`: the decision inside the window, as text, if one was found;
+    `origin`: the job's submission time, from which `describe` shows times."""
+
+    pair_index: int
+    fields: tuple[str, ...]
+    input: str
+    window: Window
+    deadline: str | None
+    origin: int
+
+
+@dataclass(frozen=True)
+class Folded:
+    """One fold of the inputs: its rescales' compared values, by start, and the decisions
+    that opened each timer step (the deadlines it met), in order."""
+
+    rescales: tuple[Mapping[str, Any], ...]
+    deadlines: tuple[Decision, ...]
+
+
+def ambiguities(events: Sequence[Event], defaults: Defaults) -> list[Ambiguity]:
+    """The ambiguous pairs of ONE job's recorded inputs (log order), per windowed input."""
+    inputs = [e for e in events if not isinstance(e, TimerFired)]  # a fold fires its own
+    origin = next((e.timestamp for e in inputs if isinstance(e, JobSubmitted)), 0)
+    baseline = fold(inputs, defaults)
+    found: list[Ambiguity] = []
+    for index, event in enumerate(inputs):
+        window = window_of(event)
+        if window is None:
+            continue
+        variants = [
+            fold(moved(inputs, index, at), defaults)
+            for at in (window.after + 1, window.by)
+            if at != event.timestamp
+        ]
+        changed = differences(baseline, variants)
+        deadline = first_deadline([baseline, *variants], window, origin)
+        found += [
+            Ambiguity(pair, tuple(names), label(event), window, deadline, origin)
+            for pair, names in sorted(changed.items())
+        ]
+    return found
+
+
+def describe(ambiguity: Ambiguity) -> str:
+    """One line a person reads: which input, its window, the deadline, what changes."""
+    a = ambiguity
+    window = f"({_offset(a.window.after, a.origin)}, {_offset(a.window.by, a.origin)}]"
+    deadline = a.deadline or "a deadline of the scheduler"
+    fields = ", ".join(name for name in a.fields if name != PAIRED)
+    changes = [f"{fields} would differ"] if fields else []
+    if PAIRED in a.fields:
+        changes.insert(0, "this rescale happens in one case only")
+    change = "; ".join(changes)
+    return (
+        f"{a.input}, observed in {window}, may have come before or after the {deadline}: {change}"
+    )
+
+
+def window_of(event: Event) -> Window | None:
+    if isinstance(event, TaskManagerRegistered | TaskManagerLost | RequirementsUpdated):
+        return event.window
+    return None
+
+
+def label(event: Event) -> str:
+    """An input as a person names it: `TaskManagerRegistered tm-3`."""
+    kind = type(event).__name__
+    if isinstance(event, TaskManagerRegistered | TaskManagerLost):
+        return f"{kind} {event.task_manager_id}"
+    if isinstance(event, RequirementsUpdated):
+        bounds = ", ".join(f"{q.vertex_id}={q.lower}..{q.upper}" for q in event.requirements)
+        return f"{kind} {bounds}"
+    return kind
+
+
+def moved(events: Sequence[Event], index: int, at: int) -> list[Event]:
+    """The inputs with `events[index]` at time `at`, re-placed as the module doc says."""
+    event = events[index]
+    others = [e for i, e in enumerate(events) if i != index]
+    place = index
+    if at < event.timestamp:
+        while (
+            place > 0
+            and others[place - 1].timestamp >= at
+            and not isinstance(others[place - 1], JobSubmitted)
+        ):
+            place -= 1
+    else:
+        while place < len(others) and others[place].timestamp <= at:
+            place += 1
+    others.insert(place, replace(event, timestamp=at))
+    return others
+
+
+def fold(events: Iterable[Event], defaults: Defaults) -> Folded:
+    """Fold the inputs as `driver.replay` does, keeping apart what timers decided."""
+    run = Replay(defaults)
+    effects: list[Effect] = []
+    timed: list[Effect] = []
+    for event in events:
+        due = list(run.run_timers(event.timestamp))
+        timed += due
+        effects += due
+        effects += run.feed(event)
+    rest = list(run.drain())
+    timed += rest
+    effects += rest
+    latest: dict[str, Mapping[str, Any]] = {}
+    for effect in effects:
+        if isinstance(effect, RescaleUpdated):
+            latest[effect.rescale_uuid] = effect.record
+    ordered = sorted(
+        latest.values(),
+        key=lambda r: (r["startTimestampInMillis"], r["rescaleAttemptId"], r["rescaleUuid"]),
+    )
+    return Folded(tuple(compared(r) for r in ordered), _step_openers(timed))
+
+
+def _step_openers(timed: Iterable[Effect]) -> tuple[Decision, ...]:
+    """The first decision at each instant a timer step ran: the deadline that was met
+    (what follows at the same instant is its consequence)."""
+    openers: dict[int, Decision] = {}
+    for effect in timed:
+        if isinstance(effect, Decision) and effect.at not in openers:
+            openers[effect.at] = effect
+    return tuple(openers[at] for at in sorted(openers))
+
+
+def compared(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A rescale record's compared values, as pairing.py shapes them (sorted entries)."""
+    vertices = record["vertices"] or []
+    return {
+        "trigger_cause": record["triggerCause"],
+        "terminal_state": record["terminalState"],
+        "terminated_reason": record["terminatedReason"],
+        "pre_parallelism": sorted((v["jobVertexId"], v["preRescaleParallelism"]) for v in vertices),
+        "post_parallelism": sorted(
+            (v["jobVertexId"], v["postRescaleParallelism"]) for v in vertices
+        ),
+        "slots": sorted(
+            (s["slotSharingGroupName"] or s["slotSharingGroupId"], s["postRescaleSlots"])
+            for s in record["slots"] or []
+        ),
+        "scheduler_states": [s["state"] for s in record["schedulerStates"] or []],
+    }
+
+
+def differences(baseline: Folded, variants: Iterable[Folded]) -> dict[int, list[str]]:
+    """Per pair index (from 1), the fields in which some variant's rescale differs from
+    the baseline's, in FIELDS order (`paired` first when one fold lacks the rescale)."""
+    changed: dict[int, set[str]] = {}
+    for variant in variants:
+        count = max(len(baseline.rescales), len(variant.rescales))
+        for number in range(1, count + 1):
+            names = _differing(
+                baseline.rescales[number - 1] if number <= len(baseline.rescales) else None,
+                variant.rescales[number - 1] if number <= len(variant.rescales) else None,
+            )
+            if names:
+                changed.setdefault(number, set()).update(names)
+    order = (PAIRED, *FIELDS)
+    return {n: sorted(names, key=order.index) for n, names in changed.items()}
+
+
+def _differing(left: Mapping[str, Any] | None, right: Mapping[str, Any] | None) -> list[str]:
+    if left is None or right is None:
+        return [PAIRED]
+    return [name for name in FIELDS if left[name] != right[name]]
+
+
+def first_deadline(folds: Iterable[Folded], window: Window, origin: int) -> str | None:
+    """The first timer step inside (after, by] of the first fold that has one, as text."""
+    for folded in folds:
+        inside = [d for d in folded.deadlines if window.after < d.at <= window.by]
+        if inside:
+            return f"{deadline_words(inside[0])} at {_offset(inside[0].at, origin)}"
+    return None
+
+
+DEADLINES = (
+    ("Cooldown -> ", "cooldown end"),
+    (f"{StateName.RESTARTING} -> ", "restart delay"),
+    ("resource wait timeout", "resource wait timeout"),
+    ("max-trigger-delay evaluation", "max trigger delay"),
+)
+"""What a timer step's first decision says (in its message) -> the deadline, in words."""
+
+
+def deadline_words(decision: Decision) -> str:
+    """Which of the core's timers a timer step's first decision shows, in words."""
+    message = decision.message
+    if decision.kind is DecisionKind.TIMEOUT:  # `<key> passed without ...`
+        key = message.split(" passed", 1)[0].removeprefix(P)
+        return key.replace(".", " ").replace("-", " ")
+    if message.startswith(f"{Phase.STABILIZING} -> {Phase.STABILIZED}"):
+        where = "submission" if decision.state == StateName.WAITING_FOR_RESOURCES else "executing"
+        return f"{where} resource stabilization timeout"
+    named = (words for shown, words in DEADLINES if shown in message)
+    return next(named, f"timer in {decision.state} ({message})")
+
+
+def _offset(ms: int, origin: int) -> str:
+    return f"+{(ms - origin) / 1000:.3f} s"
+
+
+def as_json(ambiguity: Ambiguity) -> dict[str, Any]:
+    """An ambiguity as `scalefold ambiguities --format json` prints it (with its line)."""
+    a = ambiguity
+    return {
+        "pair_index": a.pair_index,
+        "fields": list(a.fields),
+        "input": a.input,
+        "window": {"after": a.window.after, "by": a.window.by},
+        "deadline": a.deadline,
+        "origin": a.origin,
+        "described": describe(a),
+    }

@@ -1,0 +1,118 @@
+"""The Flink demo's verdict (services/tools/flinkreport.py `verdict`): a pair the
+observation decides that disagrees fails the demo; an ambiguous one is said so, not failed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from services.history.pairing import conformance
+from services.tools.flinkreport import Ambiguous, verdict
+
+JOB = "local.0123"
+SUM = "9dd63673dd41ea021b896a9b3a3a8d1f"  # a Flink JobVertexID: shown by its name
+NAMES = {SUM: "Sum"}
+
+
+def rescale(
+    number: int, trigger: str = "INITIAL_SCHEDULE", post: int = 2, **changed: Any
+) -> dict[str, Any]:
+    """One side's rescale in the compared columns (pairing.flink_side / predicted_side)."""
+    return {
+        "cluster": "local",
+        "flink_job_id": "0123",
+        "job_key": JOB,
+        "start_timestamp_ms": 1000 * number,
+        "rescale_attempt_id": 1,
+        "rescale_uuid": f"uuid-{number}",
+        "in_progress": False,
+        "trigger_cause": trigger,
+        "terminal_state": "COMPLETED",
+        "terminated_reason": "SUCCEEDED",
+        "pre_parallelism": [{"key": SUM, "value": None}],
+        "post_parallelism": [{"key": SUM, "value": post}],
+        "slots": [{"key": "default", "value": post}],
+        "scheduler_states": ["Created", "WaitingForResources", "Executing"],
+        **changed,
+    }
+
+
+def test_agreeing_pairs_pass() -> None:
+    both = [rescale(1), rescale(2, "RECOVERABLE_FAILOVER")]
+
+    judged = verdict(conformance(both, both), [], NAMES)
+
+    assert judged.status == 0
+    assert judged.lines == ("decidable pairs: 2 of 2 agree; all pairs: 2 of 2 (0 ambiguous)",)
+
+
+def test_a_decidable_disagreement_fails_the_demo_and_names_each_field() -> None:
+    flink = [rescale(1), rescale(2, "RECOVERABLE_FAILOVER")]
+    ours = [rescale(1), rescale(2, "RECOVERABLE_FAILOVER", post=1)]
+
+    judged = verdict(conformance(flink, ours), [], NAMES)
+
+    assert judged.status == 1
+    assert judged.decidable_disagreements == 1
+    assert judged.lines == (
+        "pair 2 disagrees: post_parallelism Flink Sum=2 / scalefold Sum=1",
+        "pair 2 disagrees: slots Flink default=2 / scalefold default=1",
+        "decidable pairs: 1 of 2 agree; all pairs: 1 of 2 (0 ambiguous)",
+    )
+
+
+def test_a_rescale_only_one_side_has_is_a_disagreement() -> None:
+    flink = [rescale(1), rescale(2, "RECOVERABLE_FAILOVER")]
+
+    judged = verdict(conformance(flink, flink[:1]), [], NAMES)
+
+    assert judged.status == 1
+    assert judged.lines[0] == (
+        "pair 2 disagrees: rescale Flink RECOVERABLE_FAILOVER -> SUCCEEDED / scalefold (none)"
+    )
+    assert judged.lines[-1] == "decidable pairs: 1 of 2 agree; all pairs: 1 of 2 (0 ambiguous)"
+
+
+def test_an_ambiguous_disagreement_is_said_so_and_does_not_fail_the_demo() -> None:
+    flink = [rescale(1), rescale(2, "NEW_RESOURCE_AVAILABLE"), rescale(3)]
+    ours = [rescale(1, post=1), rescale(2, "NEW_RESOURCE_AVAILABLE"), rescale(3)]
+    why = "TaskManagerRegistered tm-2, observed in (+1.000 s, +3.000 s], ..."
+
+    judged = verdict(conformance(flink, ours), [Ambiguous(1, why)], NAMES)
+
+    assert judged.status == 0
+    assert judged.lines == (
+        f"pair 1: ambiguous at this observation resolution: {why}",
+        "decidable pairs: 2 of 2 agree; all pairs: 2 of 3 (1 ambiguous)",
+    )
+
+
+def test_an_ambiguity_elsewhere_does_not_excuse_a_decidable_disagreement() -> None:
+    flink = [rescale(1), rescale(2, "RECOVERABLE_FAILOVER")]
+    ours = [rescale(1, post=1), rescale(2, "UPDATE_REQUIREMENT")]
+
+    judged = verdict(conformance(flink, ours), [Ambiguous(1, "tm-2 ...")], NAMES)
+
+    assert judged.status == 1
+    assert (
+        "pair 2 disagrees: trigger_cause Flink RECOVERABLE_FAILOVER / scalefold UPDATE_REQUIREMENT"
+        in judged.lines
+    )
+    assert judged.lines[-1] == "decidable pairs: 0 of 1 agree; all pairs: 0 of 2 (1 ambiguous)"
+
+
+def test_an_unsettled_disagreement_says_so_and_still_fails() -> None:
+    flink = [rescale(1)]
+    ours = [rescale(1, post_parallelism=[], slots=[], in_progress=True)]
+
+    judged = verdict(conformance(flink, ours), [], NAMES)
+
+    assert judged.status == 1
+    assert judged.lines[0] == (
+        "pair 1 disagrees: post_parallelism Flink Sum=2 / scalefold (none) (not settled yet)"
+    )
+
+
+def test_ambiguities_are_read_from_the_commands_json() -> None:
+    row = {"pair_index": 3, "described": "TaskManagerLost tm-1, ...", "fields": ["slots"]}
+
+    assert Ambiguous.from_json(row) == Ambiguous(3, "TaskManagerLost tm-1, ...")
