@@ -19,6 +19,7 @@ from services.contracts.access import (
     KafkaConnectionError,
     without_reported_errors,
 )
+from services.contracts.ambiguity import AmbiguousPair
 from services.contracts.settings import Settings, SettingsError
 from services.localstack.layout import RUN_ROOT, cache_dir
 
@@ -142,6 +143,13 @@ def run() -> None:
     sys.exit(main(exit_on_refusal=True))
 
 
+def _ambiguities(settings: Settings, job: str) -> Sequence[AmbiguousPair]:
+    """The scheduler's answer to `flink compare`: which pairs of `job` are ambiguous."""
+    from services.scheduler.observationcli import find
+
+    return find(settings, job)
+
+
 def main(argv: Sequence[str] | None = None, *, exit_on_refusal: bool = False) -> int:
     """Run one command; its exit code. With `exit_on_refusal` (the command itself, not a
     caller in the same process) a refusal's line is the process's last act: `os._exit`,
@@ -172,7 +180,7 @@ def main(argv: Sequence[str] | None = None, *, exit_on_refusal: bool = False) ->
         return 2
     handler: Handler = args.handler
     try:
-        return handler(args, Context(settings, cache_dir(env), env))
+        return handler(args, Context(settings, cache_dir(env), env, _ambiguities))
     except BrokenPipeError:
         return _closed_pipe()
     except KeyboardInterrupt:

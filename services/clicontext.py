@@ -11,16 +11,20 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from services.contracts.ambiguity import Finder
 from services.contracts.settings import Settings
 
 
 @dataclass(frozen=True)
 class Context:
-    """What every subcommand gets: settings, the jar cache and the environment."""
+    """What every subcommand gets: settings, the jar cache and the environment, and what
+    one service's command may ask of another's (the entry point wires it)."""
 
     settings: Settings
     cache_dir: Path
     env: Mapping[str, str]
+    ambiguities: Finder | None = None
+    """The scheduler's fold of a job's recorded inputs: which pairs it cannot decide."""
 
 
 Handler = Callable[[argparse.Namespace, Context], int]

@@ -4,7 +4,10 @@ It computes what the views `flink_conformance` and `flink_agreement` show
 (conformance.py) from the committed Delta tables with delta-rs (pairing.py), as
 `history summary` reads them: no Spark, whether a history service runs or not.
 It prints the agreement rate per field, per job and in total, then every settled
-pair that disagrees, field by field. `register(verbs)` adds the verb to the
+pair that disagrees, field by field. For one job (`--job`) it asks the scheduler's fold of
+the job's recorded inputs (through the broker) which pairs the observation cannot decide
+(verdict.py), and ends with the verdict pair by pair: agreement over the decidable pairs
+and over all of them; `--strict` exits 1 when a decidable pair disagrees. `register(verbs)` adds the verb to the
 `scalefold flink` group (services/cli.py).
 """
 
@@ -17,8 +20,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from services.contracts.ambiguity import AmbiguitiesUnknownError, AmbiguousPair
 from services.history.conformance import ALL_FIELDS, FIELDS
 from services.history.mistakes import no_history, no_rescales
+from services.history.verdict import Verdict, shown, verdict
 
 if TYPE_CHECKING:
     from services.clicontext import Context
@@ -50,11 +55,26 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "slot-sharing group, scheduler states), per job and in total, then the pairs that "
         "disagree. Only settled pairs count (neither side in progress). Reads the committed "
         "Delta tables without Spark (the views flink_conformance and flink_agreement show "
-        "the same in SQL).",
+        "the same in SQL). With --job, the job's recorded inputs are folded again (from the "
+        "broker, if one answers) with each input the bridge saw only between two polls at "
+        "either end of its window: a pair whose prediction changes is ambiguous at this "
+        "observation resolution, counted apart, and the verdict names it.",
     )
     compare.add_argument("--job", help="one job: Flink's job id, or <cluster>.<job id>")
     compare.add_argument(
         "--format", choices=["text", "json"], default="text", help="text tables or one JSON object"
+    )
+    compare.add_argument(
+        "--ambiguities",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="with --job: ask the job's recorded inputs which pairs are ambiguous (default: "
+        "yes, when a broker answers within 3 s)",
+    )
+    compare.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 1 when a pair the observation decides disagrees (with --job)",
     )
     where = compare.add_mutually_exclusive_group()
     where.add_argument(
@@ -99,11 +119,60 @@ def compare_command(args: argparse.Namespace, context: Context) -> int:
         print(f"scalefold flink compare: {answer}", file=sys.stderr)
         return 1
     disagreeing = [p for p in pairs if p["settled"] and not p[f"{ALL_FIELDS}_agree"]]
+    judged = _judged(args, context, pairs, found.names)
     if args.format == "json":
-        print(json.dumps(as_json(rates, pairs, disagreeing), indent=2, default=str))
+        report = as_json(rates, pairs, disagreeing)
+        if judged is not None:
+            report["verdict"] = {"lines": list(judged.lines), "status": judged.status}
+        print(json.dumps(report, indent=2, default=str))
     else:
         print(as_text(rates, pairs, disagreeing, found.names))
-    return 0
+        if judged is not None:
+            print("\n".join(verdict_text(pairs, judged)))
+    return judged.status if judged is not None and args.strict else 0
+
+
+def _judged(
+    args: argparse.Namespace,
+    context: Context,
+    pairs: list[dict[str, Any]],
+    names: Mapping[str, str],
+) -> Verdict | None:
+    """The verdict on one job's pairs, with the ambiguous ones the scheduler's fold finds
+    (none, and a line saying so, when it cannot tell); None for several jobs."""
+    if not args.job:
+        return None
+    found: list[AmbiguousPair] = []
+    unknown = None
+    if not args.ambiguities:
+        unknown = "not asked (--no-ambiguities)"
+    elif context.ambiguities is None:
+        unknown = "no scheduler to ask"
+    else:
+        try:
+            found = list(context.ambiguities(context.settings, args.job))
+        except AmbiguitiesUnknownError as error:
+            unknown = str(error)
+    judged = verdict(pairs, found, names)
+    if unknown is None:
+        return judged
+    note = f"(which pairs are ambiguous is not known: {unknown}; each counts as decidable)"
+    return Verdict((note, *judged.lines), judged.decidable_disagreements, judged.ambiguous)
+
+
+def verdict_text(pairs: list[dict[str, Any]], judged: Verdict) -> list[str]:
+    """The agreement over the pairs the observation decides (when some are not), then
+    the verdict pair by pair."""
+    from services.history.pairing import agreement
+
+    lines = [""]
+    decidable = [p for p in pairs if p["pair_index"] not in judged.ambiguous]
+    if judged.ambiguous:
+        lines.append("Agreement over the pairs the observation decides")
+        lines += rate_table(agreement(decidable))
+        lines.append("")
+    lines.append("Verdict, pair by pair")
+    return [*lines, *(f"  {line}" for line in judged.lines)]
 
 
 def as_json(
@@ -148,19 +217,6 @@ def rate_table(rates: Iterable[Mapping[str, Any]]) -> list[str]:
     return [line(head), rule, *[line(cells) for cells in body]]
 
 
-def _value(value: Any, names: Mapping[str, str]) -> str:
-    """A compared value for people: `{key, value}` entries as key=value, a vertex by its
-    name where Flink gave one (else its id, cut to 8 characters)."""
-    if value is None:
-        return "-"
-    if isinstance(value, list) and value and isinstance(value[0], dict):
-        shown = (f"{names.get(str(e['key'])) or str(e['key'])[:8]}={e['value']}" for e in value)
-        return ", ".join(shown) or "(none)"
-    if isinstance(value, list):
-        return " > ".join(str(v) for v in value) or "(none)"
-    return str(value)
-
-
 def pair_lines(pair: Mapping[str, Any], names: Mapping[str, str] | None = None) -> list[str]:
     """A disagreeing pair: which rescales, then each field that differs (`names`: the
     vertices' names by id)."""
@@ -174,8 +230,8 @@ def pair_lines(pair: Mapping[str, Any], names: Mapping[str, str] | None = None) 
     for name in FIELDS:
         if not pair[f"{name}_agrees"]:
             lines.append(
-                f"    {name}: flink {_value(pair[f'flink_{name}'], names)}; "
-                f"predicted {_value(pair[f'predicted_{name}'], names)}"
+                f"    {name}: flink {shown(pair[f'flink_{name}'], names)}; "
+                f"predicted {shown(pair[f'predicted_{name}'], names)}"
             )
     return lines
 

@@ -2,8 +2,8 @@
 
 The shell around observation.py: the job's recorded inputs are read from the job-events
 topic (whatif.read_recorded), folded (observation.ambiguities), and each ambiguous pair
-printed, as a line or as JSON (what `scalefold demo --flink` reads: the tools reach the
-scheduler core only through the command line).
+printed, as a line or as JSON; `find` answers `flink compare` (services/cli.py hands it
+over: the history and the scheduler share only the contracts).
 """
 
 from __future__ import annotations
@@ -11,31 +11,67 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import IO
+from collections.abc import Sequence
+from typing import IO, TYPE_CHECKING
 
 from services.contracts import Codec, Settings
+from services.contracts.access import KafkaConnectionError
+from services.contracts.ambiguity import AmbiguitiesUnknownError, AmbiguousPair
+
+if TYPE_CHECKING:
+    from services.scheduler.observation import Ambiguity
 
 
-def run_command(
-    args: argparse.Namespace, settings: Settings, codec: Codec, out: IO[str] = sys.stdout
-) -> int:
+FIND_CONNECT_TIMEOUT = 3.0
+"""How long `flink compare` waits for the broker before it goes on without ambiguities."""
+
+
+def folded(
+    settings: Settings,
+    codec: Codec,
+    job: str,
+    defines: Sequence[str] | None = None,
+    connect_timeout: float | None = None,
+) -> tuple[str, list[Ambiguity]]:
+    """The job's key (`job` may be a bare Flink job id) and its ambiguous pairs;
+    AmbiguitiesUnknownError when its inputs cannot be read or folded."""
     from services.contracts.kafka import CLI_CONNECT_TIMEOUT, TopicReadError, connect
     from services.scheduler.core.config import ConfigError
-    from services.scheduler.observation import ambiguities, as_json, describe
+    from services.scheduler.observation import ambiguities
     from services.scheduler.replay import parse_defines
     from services.scheduler.whatif import WhatIfError, read_recorded, resolve
 
-    job = args.job
     try:
-        defaults = parse_defines(args.default)
-        connect(settings, CLI_CONNECT_TIMEOUT)
+        defaults = parse_defines(defines)
+        connect(settings, connect_timeout or CLI_CONNECT_TIMEOUT)
         recorded = read_recorded(settings, codec, lambda key: key == job or key.endswith(f".{job}"))
         key = resolve(job, recorded.inputs.keys() or recorded.known)
         events = recorded.inputs.get(key)
         if not events:
             raise WhatIfError(f"job {key} has no input the scheduler could fold")
-        found = ambiguities(events, defaults)
-    except (WhatIfError, ConfigError, TopicReadError) as error:
+        return key, ambiguities(events, defaults)
+    except (WhatIfError, ConfigError, TopicReadError, KafkaConnectionError) as error:
+        raise AmbiguitiesUnknownError(str(error)) from None
+
+
+def find(settings: Settings, job: str) -> list[AmbiguousPair]:
+    """`flink compare`'s question (contracts/ambiguity.py `Finder`), answered."""
+    from services.contracts import SchemaRegistry
+    from services.scheduler.observation import describe
+
+    codec = Codec(SchemaRegistry.load(settings.schemas_dir))
+    key, found = folded(settings, codec, job, connect_timeout=FIND_CONNECT_TIMEOUT)
+    return [AmbiguousPair(key, a.pair_index, a.fields, describe(a)) for a in found]
+
+
+def run_command(
+    args: argparse.Namespace, settings: Settings, codec: Codec, out: IO[str] = sys.stdout
+) -> int:
+    from services.scheduler.observation import as_json, describe
+
+    try:
+        key, found = folded(settings, codec, args.job, args.default)
+    except AmbiguitiesUnknownError as error:
         print(f"scalefold ambiguities: {error}", file=sys.stderr)
         return 2
     if args.format == "json":

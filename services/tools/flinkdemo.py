@@ -18,14 +18,12 @@ local`) and the actuator with a Flink backend for it (`--flink-local local=DIR`)
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from services.contracts import Codec, SchemaRegistry, Settings
@@ -35,11 +33,9 @@ from services.localstack.layout import PROJECT_ROOT, RUN_ROOT
 if TYPE_CHECKING:
     from services.clicontext import Context
     from services.contracts.flinkrest import FlinkRest
-    from services.history.lake import Lake
     from services.localstack.flink import FlinkCluster
     from services.localstack.processes import ServiceProcess
     from services.tools.demo import Watcher
-    from services.tools.flinkreport import Ambiguous, Verdict
 
 RUN_DIR = RUN_ROOT / "demo-flink"
 CLUSTER = "local"
@@ -49,9 +45,6 @@ STEP_LIMIT_S = 240
 well under a minute, and the whole story less than 5 minutes."""
 SETUP_LIMIT_S = 600
 """The longest wait for the history service's Spark to start (set-up, not the story)."""
-AMBIGUITIES_LIMIT_S = 300
-"""The longest wait for `scalefold ambiguities` (a hang guard: it reads two topics and folds
-the job's inputs once, and twice more per observed input: seconds)."""
 
 
 def run_flink_demo(context: Context, *, verbose: bool = False) -> int:
@@ -293,12 +286,9 @@ def report(
     print(f"\nFlink's own rescale records of {job} and scalefold's predictions, side by side:\n")
     print("\n".join(side_by_side(flink_records, predicted)))
     compare = [sys.executable, "-m", "services.cli", "flink", "compare", "--job", job]
-    compare += ["--data-dir", str(RUN_DIR / "history")]
-    print(f"\n$ scalefold flink compare --job {job}\n", flush=True)
-    subprocess.run(compare, cwd=PROJECT_ROOT, check=False)
-    judged = judge(settings, lake, job)
-    print("\nThe verdict, pair by pair:\n")
-    print("\n".join(f"  {line}" for line in judged.lines), flush=True)
+    compare += ["--strict", "--data-dir", str(RUN_DIR / "history")]
+    print(f"\n$ scalefold flink compare --job {job} --strict\n", flush=True)
+    judged = subprocess.run(compare, cwd=PROJECT_ROOT, env=_broker_env(settings), check=False)
     pictures = {
         "flink": (flink_timeline_rows(flink_records), f"Flink's rescales of {job}"),
         "scalefold": (
@@ -311,53 +301,18 @@ def report(
         if rows:
             chart.render_png(rows, out, title, relative=False)
             _say(f"timeline picture ({name}): {out}")
-    return judged.status if flink_records and predicted else 1
+    return 1 if judged.returncode or not (flink_records and predicted) else 0
 
 
-def judge(settings: Settings, lake: Lake, job: str) -> Verdict:
-    """The verdict on the job's pairs (`flink compare`'s), with the pairs its observation
-    cannot decide: `scalefold ambiguities` folds the job's recorded inputs (the tools
-    reach the scheduler core only through the command line). When it cannot say, every
-    pair counts as decidable: a disagreement fails the demo rather than pass unexplained."""
-    from services.history import pairing
-    from services.tools.flinkreport import verdict
-
-    comparison = pairing.compare(lake, job)
-    found, trouble = ambiguities(settings, job)
-    judged = verdict(comparison.pairs, found, comparison.names)
-    if trouble:
-        return replace(judged, lines=(f"(no ambiguities known: {trouble})", *judged.lines))
-    return judged
-
-
-def ambiguities(settings: Settings, job: str) -> tuple[list[Ambiguous], str | None]:
-    """`scalefold ambiguities --job JOB --format json` against the demo's broker: the
-    ambiguous pairs, or none and why."""
+def _broker_env(settings: Settings) -> dict[str, str]:
+    """The environment of a command that reads the demo's broker, as its services reach
+    it (stack.start): `flink compare` asks the job's recorded inputs there which pairs
+    the observation cannot decide."""
     from services.localstack.secure import PLAINTEXT_ENV
-    from services.tools.flinkreport import Ambiguous
 
-    env = {  # the demo's broker, as its services reach it (stack.start)
+    return {
         **os.environ,
         **(PLAINTEXT_ENV if settings.security.protocol == "PLAINTEXT" else {}),
         "SCALEFOLD_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
         "SCALEFOLD_TOPIC_PREFIX": settings.topic_prefix,
     }
-    command = [sys.executable, "-m", "services.cli", "ambiguities", "--job", job]
-    try:
-        done = subprocess.run(
-            [*command, "--format", "json"],
-            cwd=PROJECT_ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=AMBIGUITIES_LIMIT_S,
-        )
-    except subprocess.TimeoutExpired:
-        return [], f"`scalefold ambiguities` took more than {AMBIGUITIES_LIMIT_S} s"
-    if done.returncode != 0:
-        return [], (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
-    try:
-        return [Ambiguous.from_json(row) for row in json.loads(done.stdout)], None
-    except (ValueError, KeyError, TypeError) as error:
-        return [], f"unreadable answer: {error}"

@@ -29,6 +29,8 @@ def _rates(
 
 def _pair(**kw: Any) -> dict[str, Any]:
     pair: dict[str, Any] = {
+        "cluster": "local",
+        "flink_job_id": "j1",
         "job_key": "local.j1",
         "pair_index": 2,
         "paired": "both",
@@ -70,7 +72,10 @@ def test_a_disagreeing_pair_shows_only_the_fields_that_differ() -> None:
     )
     assert pair_lines(pair) == [
         "  local.j1 #2: flink f-2, predicted p-2",
-        "    post_parallelism: flink cbc357cc=2, sums=1; predicted cbc357cc=1, sums=1",
+        (
+            "    post_parallelism: flink cbc357ccb763df2852fee8c4fc7d55f2=2, sums=1; "
+            "predicted cbc357ccb763df2852fee8c4fc7d55f2=1, sums=1"
+        ),
         "    scheduler_states: flink Executing > Restarting; predicted Executing",
     ]
     # a vertex by the name Flink gave it, where it gave one
@@ -89,3 +94,48 @@ def test_pending_pairs_are_said_and_counted() -> None:
     assert "(1 pairs still in progress are not counted yet)" in as_text(rates, pairs, [])
     report = as_json(rates, pairs, [])
     assert report["pending"] == 1 and "field_index" not in report["agreement"][0]
+
+
+def _context(finder: Any) -> Any:
+    from pathlib import Path
+
+    from services.clicontext import Context
+    from services.contracts import Settings
+
+    return Context(Settings.from_env({}), Path("/nonexistent"), {}, finder)
+
+
+def test_the_verdict_asks_the_scheduler_which_pairs_are_ambiguous() -> None:
+    import argparse
+
+    from services.contracts.ambiguity import AmbiguitiesUnknownError, AmbiguousPair
+    from services.history.flinkcli import _judged, verdict_text
+
+    wrong = _pair(slots_agrees=False, flink_slots="4", predicted_slots="3")
+    pairs = [_pair(pair_index=1), wrong]
+    args = argparse.Namespace(job="local.j1", ambiguities=True)
+    asked: list[str] = []
+
+    def finder(settings: Any, job: str) -> list[AmbiguousPair]:
+        asked.append(job)
+        return [AmbiguousPair(job, 2, ("slots",), "TaskManagerRegistered tm-3, ...")]
+
+    judged = _judged(args, _context(finder), pairs, {})
+    assert asked == ["local.j1"] and judged is not None
+    assert judged.status == 0 and judged.ambiguous == {2}
+    text = verdict_text(pairs, judged)
+    assert "Agreement over the pairs the observation decides" in text
+    assert (
+        "  pair 2: ambiguous at this observation resolution: TaskManagerRegistered tm-3, ..."
+        in text
+    )
+
+    def unreachable(settings: Any, job: str) -> list[AmbiguousPair]:
+        raise AmbiguitiesUnknownError("no broker answered at 127.0.0.1:9")
+
+    judged = _judged(args, _context(unreachable), pairs, {})
+    assert judged is not None and judged.status == 1  # every pair counts as decidable
+    assert judged.lines[0].startswith("(which pairs are ambiguous is not known: no broker")
+    assert "pair 2 disagrees: slots Flink 4 / scalefold 3" in judged.lines
+    several = argparse.Namespace(job=None, ambiguities=True)
+    assert _judged(several, _context(finder), pairs, {}) is None

@@ -46,8 +46,8 @@ def test_the_flink_demo_closes_the_loop_on_a_real_flink() -> None:
     assert "Flink recorded" in end and "scalefold predicted" in end, end
     assert "pairs agree" in end and "$ scalefold flink compare" in end, end
     # the verdict: every pair judged; exit 0 above means no decidable pair disagrees
-    _, verdict = end.split("The verdict, pair by pair:", 1)
-    assert "decidable pairs: " in verdict and "(no ambiguities known" not in verdict, verdict
+    _, verdict = end.split("Verdict, pair by pair", 1)
+    assert "decidable pairs: " in verdict and "is not known" not in verdict, verdict
     assert " disagrees: " not in verdict, verdict
     for picture in pictures:
         assert picture.read_bytes().startswith(PNG), picture

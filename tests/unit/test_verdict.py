@@ -1,12 +1,14 @@
-"""The Flink demo's verdict (services/tools/flinkreport.py `verdict`): a pair the
-observation decides that disagrees fails the demo; an ambiguous one is said so, not failed."""
+"""The verdict on a job's pairs (services/history/verdict.py): a pair the observation
+decides that disagrees fails `flink compare --strict` (the Flink demo); an ambiguous one
+is said so, not failed."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from services.contracts.ambiguity import AmbiguousPair
 from services.history.pairing import conformance
-from services.tools.flinkreport import Ambiguous, verdict
+from services.history.verdict import verdict
 
 JOB = "local.0123"
 SUM = "9dd63673dd41ea021b896a9b3a3a8d1f"  # a Flink JobVertexID: shown by its name
@@ -77,9 +79,12 @@ def test_an_ambiguous_disagreement_is_said_so_and_does_not_fail_the_demo() -> No
     ours = [rescale(1, post=1), rescale(2, "NEW_RESOURCE_AVAILABLE"), rescale(3)]
     why = "TaskManagerRegistered tm-2, observed in (+1.000 s, +3.000 s], ..."
 
-    judged = verdict(conformance(flink, ours), [Ambiguous(1, why)], NAMES)
+    judged = verdict(
+        conformance(flink, ours), [AmbiguousPair(JOB, 1, ("post_parallelism",), why)], NAMES
+    )
 
     assert judged.status == 0
+    assert judged.ambiguous == {1}
     assert judged.lines == (
         f"pair 1: ambiguous at this observation resolution: {why}",
         "decidable pairs: 2 of 2 agree; all pairs: 2 of 3 (1 ambiguous)",
@@ -90,7 +95,9 @@ def test_an_ambiguity_elsewhere_does_not_excuse_a_decidable_disagreement() -> No
     flink = [rescale(1), rescale(2, "RECOVERABLE_FAILOVER")]
     ours = [rescale(1, post=1), rescale(2, "UPDATE_REQUIREMENT")]
 
-    judged = verdict(conformance(flink, ours), [Ambiguous(1, "tm-2 ...")], NAMES)
+    judged = verdict(
+        conformance(flink, ours), [AmbiguousPair(JOB, 1, ("slots",), "tm-2 ...")], NAMES
+    )
 
     assert judged.status == 1
     assert (
@@ -110,9 +117,3 @@ def test_an_unsettled_disagreement_says_so_and_still_fails() -> None:
     assert judged.lines[0] == (
         "pair 1 disagrees: post_parallelism Flink Sum=2 / scalefold (none) (not settled yet)"
     )
-
-
-def test_ambiguities_are_read_from_the_commands_json() -> None:
-    row = {"pair_index": 3, "described": "TaskManagerLost tm-1, ...", "fields": ["slots"]}
-
-    assert Ambiguous.from_json(row) == Ambiguous(3, "TaskManagerLost tm-1, ...")

@@ -1,0 +1,34 @@
+"""A predicted rescale its observation cannot decide, as the scheduler's fold finds it
+(services/scheduler/observation.py) and `flink compare` judges with it (services/history).
+
+The two services share only the contracts: the entry point (services/cli.py) hands
+`flink compare` a `Finder` that reads the job's recorded inputs and folds them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from services.contracts.settings import Settings
+
+
+@dataclass(frozen=True)
+class AmbiguousPair:
+    """Pair `pair_index` (1-based, by start) of job `job_key` depends on where in its
+    observation window an input fell: `fields` change with it; `described` says which
+    input, its window and the deadline inside it."""
+
+    job_key: str
+    pair_index: int
+    fields: tuple[str, ...]
+    described: str
+
+
+class AmbiguitiesUnknownError(Exception):
+    """The job's recorded inputs could not be read or folded: which pairs are ambiguous is
+    not known (the message says why)."""
+
+
+Finder = Callable[[Settings, str], Sequence[AmbiguousPair]]
+"""(settings, a job's key) -> its ambiguous pairs; AmbiguitiesUnknownError if unknown."""

@@ -1,0 +1,113 @@
+"""The verdict on a job's pairs (pairing.py): which pairs disagree although the
+observation decides them, and which it cannot decide.
+
+A pair whose prediction depends on where in its observation window an input fell is
+*ambiguous at this observation resolution* and judged neither way: the scheduler's fold
+says which (services/scheduler/observation.py; contracts/ambiguity.py carries its answer,
+services/cli.py hands `flink compare` the question). Any other pair that disagrees is
+named field by field, and fails `flink compare --strict` (the Flink demo).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from services.contracts.ambiguity import AmbiguousPair
+from services.contracts.render import labelled
+from services.history.conformance import FIELDS
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The last word on a job's pairs: a line per ambiguous or disagreeing pair, then the
+    agreement; `decidable_disagreements`: pairs that disagree although the observation
+    decides them; `ambiguous`: the numbers of the pairs it cannot decide."""
+
+    lines: tuple[str, ...]
+    decidable_disagreements: int
+    ambiguous: frozenset[int] = frozenset()
+
+    @property
+    def status(self) -> int:
+        """`flink compare --strict`'s exit status (the Flink demo's): 1 when a decidable
+        pair disagrees."""
+        return 1 if self.decidable_disagreements else 0
+
+
+def verdict(
+    pairs: Sequence[Mapping[str, Any]],
+    ambiguities: Sequence[AmbiguousPair],
+    names: Mapping[str, str],
+) -> Verdict:
+    """Judge one job's pairs (pairing.compare's rows), pair by pair in order: an ambiguous
+    pair is said so (with each input it depends on); a decidable one that disagrees names
+    each field that differs (`names`: the vertices' names by id)."""
+    doubtful: dict[int, list[AmbiguousPair]] = {}
+    for ambiguity in ambiguities:
+        doubtful.setdefault(ambiguity.pair_index, []).append(ambiguity)
+    by_index = {int(pair["pair_index"]): pair for pair in pairs}
+    lines: list[str] = []
+    failed = 0
+    for index in sorted(by_index.keys() | doubtful.keys()):
+        if index in doubtful:
+            lines += [
+                f"pair {index}: ambiguous at this observation resolution: {a.described}"
+                for a in doubtful[index]
+            ]
+            continue
+        found = disagreements(by_index[index], names)
+        lines += [f"pair {index} disagrees: {text}" for text in found]
+        failed += bool(found)
+    decidable = [pair for index, pair in by_index.items() if index not in doubtful]
+    lines.append(
+        f"decidable pairs: {_agreeing(decidable)} of {len(decidable)} agree; "
+        f"all pairs: {_agreeing(pairs)} of {len(pairs)} "
+        f"({len(by_index) - len(decidable)} ambiguous)"
+    )
+    return Verdict(tuple(lines), failed, frozenset(by_index.keys() & doubtful.keys()))
+
+
+def agrees(pair: Mapping[str, Any]) -> bool:
+    return pair["paired"] == "both" and all(pair[f"{name}_agrees"] for name in FIELDS)
+
+
+def _agreeing(pairs: Sequence[Mapping[str, Any]]) -> int:
+    return sum(1 for pair in pairs if agrees(pair))
+
+
+def disagreements(pair: Mapping[str, Any], names: Mapping[str, str]) -> list[str]:
+    """`<field> Flink <value> / scalefold <value>` for each field the pair disagrees in;
+    a rescale only one side has is `rescale Flink ... / scalefold (none)`."""
+    unsettled = "" if pair["settled"] else " (not settled yet)"
+    if pair["paired"] != "both":
+        flink, ours = (_rescale(pair, side) for side in ("flink", "predicted"))
+        return [f"rescale Flink {flink} / scalefold {ours}{unsettled}"]
+    return [
+        f"{name} Flink {shown(pair[f'flink_{name}'], names)} / "
+        f"scalefold {shown(pair[f'predicted_{name}'], names)}{unsettled}"
+        for name in FIELDS
+        if not pair[f"{name}_agrees"]
+    ]
+
+
+def _rescale(pair: Mapping[str, Any], side: str) -> str:
+    if not pair[f"{side}_rescale_uuid"]:
+        return "(none)"
+    trigger = pair[f"{side}_trigger_cause"] or "-"
+    return f"{trigger} -> {pair[f'{side}_terminated_reason'] or 'in progress'}"
+
+
+def shown(value: Any, names: Mapping[str, str]) -> str:
+    """A compared value as a person reads it: `{key, value}` entries as `key=value` (a
+    vertex by its name, `labelled`), a sequence of states joined by `>`."""
+    if value is None:
+        return "-"
+    if isinstance(value, list) and value and isinstance(value[0], Mapping):
+        return ", ".join(
+            f"{labelled(e['key'], names.get(str(e['key'])))}={e['value']}" for e in value
+        )
+    if isinstance(value, list):
+        return " > ".join(str(v) for v in value) or "(none)"
+    return str(value)
