@@ -62,19 +62,41 @@ def wall_ms() -> int:
     return int(time.time() * 1000)
 
 
+def monotonic_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+@dataclass(frozen=True)
+class Instant:
+    """One instant on both clocks (ms): the wall clock's, which Flink's answers and the
+    events use, and the monotonic one, which measures what elapsed."""
+
+    wall: int
+    monotonic: int
+
+    def since(self, monotonic: int) -> Window:
+        """From the monotonic instant `monotonic` to this one, in wall-clock terms."""
+        return Window(self.wall - (self.monotonic - monotonic), self.wall)
+
+
 @dataclass
 class Presence:
     """When each TaskManager appeared in, and left, the cluster's listing, as windows:
     after the request of the last listing that did not show the change, by the arrival of
     the first one that did. A TaskManager appears when it is listed with slots (its slot
-    report in). Those of the first listing this poller read have no window (None)."""
+    report in). Those of the first listing this poller read have no window (None).
 
-    listed_at: int | None = None  # the request instant of the last usable listing
+    The instants are measured on the monotonic clock and given as wall-clock instants
+    counted back from the answer's arrival, so a step of the machine's clock between two
+    polls cannot make a window empty or displaced."""
+
+    listed_at: int | None = None  # the monotonic instant of the last usable listing's request
     appeared: dict[str, Window | None] = field(default_factory=dict)
     departed: dict[str, Window] = field(default_factory=dict)
 
-    def update(self, views: tuple[tr.TaskManagerView, ...], asked: int, answered: int) -> None:
-        window = None if self.listed_at is None else Window(self.listed_at, answered)
+    def update(self, views: tuple[tr.TaskManagerView, ...], asked: int, answered: Instant) -> None:
+        """A usable listing, asked at monotonic `asked`, answered at `answered`."""
+        window = None if self.listed_at is None else answered.since(self.listed_at)
         offering = {tm.id for tm in views if tm.slots > 0}
         for tm in sorted(offering - self.appeared.keys()):
             self.appeared[tm] = window
@@ -98,13 +120,19 @@ class ClusterPoll:
 class ClusterPoller:
     """Polls one cluster; remembers what it said once (a vanished job, history off)."""
 
-    def __init__(self, name: str, rest: FlinkRest, clock: Callable[[], int] = wall_ms) -> None:
+    def __init__(
+        self,
+        name: str,
+        rest: FlinkRest,
+        clock: Callable[[], int] = wall_ms,
+        ticks: Callable[[], int] = monotonic_ms,
+    ) -> None:
         self.name = name
         self.rest = rest
-        self.clock = clock
+        self.clock, self.ticks = clock, ticks
         self.presence = Presence()
         self.version: str | None = None  # Flink's, from /config
-        self._requirements_at: dict[str, int] = {}  # job -> its last answer's request instant
+        self._requirements_at: dict[str, int] = {}  # job -> its last answer's request (ticks)
         self._said: set[str] = set()
         self._lettered: set[tuple[str, str, str]] = set()
 
@@ -120,9 +148,9 @@ class ClusterPoller:
             self.version = self._version(result)
         overview = self._get("/jobs/overview", self.name, result)
         jobs = _job_ids(overview, self.name, result)
-        asked = self.clock()
+        asked = self.ticks()
         listed = self._get("/taskmanagers", self.name, result)
-        answered = self.clock()
+        answered = self._now()
         task_managers = self._read(tr.task_managers, listed, "/taskmanagers", self.name, result)
         if task_managers is not None:
             self.presence.update(task_managers, asked, answered)
@@ -140,6 +168,9 @@ class ClusterPoller:
                 result.observed.append(seen)
         result.letters = [x for x in result.letters if self._first_time(x)]
         return result
+
+    def _now(self) -> Instant:
+        return Instant(self.clock(), self.ticks())
 
     def _version(self, result: ClusterPoll) -> str | None:
         """Flink's version ("" when the JobManager does not serve /config: not asked again;
@@ -194,16 +225,17 @@ class ClusterPoller:
             answer = self._optional(f"{base}/rescales/details/{uuid}", key, result)
             if answer is not None:
                 details[uuid] = answer
-        asked = self.clock()
+        asked = self.ticks()
         requirements = self._optional(f"{base}/resource-requirements", key, result)
         since = self._requirements_at.get(jid)
+        answered = self._now()
         if requirements is not None:
             self._requirements_at[jid] = asked
         return step.Answers(
             job=job,
             task_managers=task_managers,
             requirements=requirements,
-            requirements_window=None if since is None else Window(since, self.clock()),
+            requirements_window=None if since is None else answered.since(since),
             appeared=self.presence.appeared,
             departed=self.presence.departed,
             flink_version=self.version or None,

@@ -11,7 +11,7 @@ from services.bridge import rescales as rs
 from services.bridge import step
 from services.bridge import translate as tr
 from services.bridge.offsets import JobOffset, from_record, to_record
-from services.bridge.poll import Presence
+from services.bridge.poll import Instant, Presence
 from services.contracts import Codec
 from services.contracts import jobconfig as k
 from services.contracts import records as r
@@ -477,12 +477,14 @@ def test_a_task_manager_that_came_after_the_job_started_has_a_window_from_the_st
 def test_presence_windows_run_from_the_listing_before_to_the_one_that_shows_the_change() -> None:
     presence = Presence()
     one, two = tr.TaskManagerView("tm-1", 1, None), tr.TaskManagerView("tm-2", 1, None)
-    presence.update((one,), asked=1000, answered=1010)
+    wall = 1_000_000  # the wall clock is the monotonic one + 1,000,000 ms, until it steps
+    presence.update((one,), 1000, Instant(wall + 1010, 1010))
     assert presence.appeared == {"tm-1": None}  # the first listing read: no window
-    presence.update((one, tr.TaskManagerView("tm-2", 0, None)), asked=2000, answered=2010)
+    presence.update((one, tr.TaskManagerView("tm-2", 0, None)), 2000, Instant(wall + 2010, 2010))
     assert "tm-2" not in presence.appeared  # no slots reported yet
-    presence.update((one, two), asked=3000, answered=3020)
-    assert presence.appeared["tm-2"] == Window(2000, 3020)
-    presence.update((two,), asked=4000, answered=4005)
-    assert presence.departed == {"tm-1": Window(3000, 4005)}
+    presence.update((one, two), 3000, Instant(wall + 3020, 3020))
+    assert presence.appeared["tm-2"] == Window(wall + 2000, wall + 3020)
+    stepped = wall - 60_000  # the machine's clock stepped back a minute
+    presence.update((two,), 4000, Instant(stepped + 4005, 4005))
+    assert presence.departed == {"tm-1": Window(stepped + 3000, stepped + 4005)}
     assert set(presence.appeared) == {"tm-2"}
