@@ -68,6 +68,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "certificate must verify against; default: the system's CAs",
     )
     run.add_argument("--rest-timeout", type=float, default=5.0, metavar="S", help="per REST call")
+    run.add_argument(
+        "--presence-interval",
+        type=float,
+        default=0.25,
+        metavar="S",
+        help="read /taskmanagers alone this often between polls, so that when a "
+        "TaskManager came or went is known to within it (default 0.25; 0: at polls only)",
+    )
     run.set_defaults(handler=_run)
 
 
@@ -103,7 +111,9 @@ def _run(args: argparse.Namespace, context: Context) -> int:
     pollers = [ClusterPoller(name, rest) for name, rest in rests.items()]
     for name, url in args.flink_rest:
         log.info("polling %s at %s every %g s", name, url, args.poll_interval)
-    bridge = Bridge(pollers, sink, args.poll_interval, offsets)
+    bridge = Bridge(
+        pollers, sink, args.poll_interval, offsets, presence_interval_s=args.presence_interval
+    )
     stopping = {"now": False}
 
     def stop(signum: int, frame: Any) -> None:

@@ -9,6 +9,7 @@ job has gone, or the rescale history is off, and is said once, in one line.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -25,6 +26,7 @@ from services.contracts.flinkrest import (
     FlinkBadAnswerError,
     FlinkNotFoundError,
     FlinkRest,
+    FlinkUnreachableError,
 )
 from services.contracts.jobconfig import HISTORY_SIZE
 from services.contracts.topics import flink_job_key
@@ -148,12 +150,7 @@ class ClusterPoller:
             self.version = self._version(result)
         overview = self._get("/jobs/overview", self.name, result)
         jobs = _job_ids(overview, self.name, result)
-        asked = self.ticks()
-        listed = self._get("/taskmanagers", self.name, result)
-        answered = self._now()
-        task_managers = self._read(tr.task_managers, listed, "/taskmanagers", self.name, result)
-        if task_managers is not None:
-            self.presence.update(task_managers, asked, answered)
+        task_managers = self._listing(result)
         if jobs is not None:  # a usable list: what it lacks is gone
             result.observed += self._vanished(offsets, set(jobs), now)
         for jid in jobs or ():
@@ -168,6 +165,25 @@ class ClusterPoller:
                 result.observed.append(seen)
         result.letters = [x for x in result.letters if self._first_time(x)]
         return result
+
+    def list_presence(self) -> None:
+        """Between two polls: /taskmanagers alone, so that when a TaskManager came or went
+        is known within this listing's interval rather than the poll's. A failure is left
+        to the next poll to say."""
+        with contextlib.suppress(FlinkUnreachableError):
+            self._listing(ClusterPoll())
+
+    def _listing(self, result: ClusterPoll) -> tuple[tr.TaskManagerView, ...] | None:
+        """The cluster's TaskManagers, their comings and goings noted (`presence`)."""
+        asked = self.ticks()
+        listed = self._get("/taskmanagers", self.name, result)
+        answered = self._now()
+        task_managers: tuple[tr.TaskManagerView, ...] | None = self._read(
+            tr.task_managers, listed, "/taskmanagers", self.name, result
+        )
+        if task_managers is not None:
+            self.presence.update(task_managers, asked, answered)
+        return task_managers
 
     def _now(self) -> Instant:
         return Instant(self.clock(), self.ticks())

@@ -29,6 +29,7 @@ class Schedule:
     """When a cluster is polled next, and how many polls in a row found it away."""
 
     due: float = 0.0
+    listing_due: float = 0.0  # the next presence listing between polls
     failures: int = 0
     polls: int = 0
     jobs_polled: int = 0
@@ -42,6 +43,9 @@ class Bridge:
     offsets: dict[str, JobOffset] = field(default_factory=dict)
     clock: Callable[[], float] = time.time
     schedules: dict[str, Schedule] = field(default_factory=dict)
+    presence_interval_s: float = 0.0
+    """How often /taskmanagers alone is read between polls (0: never): the resolution of
+    a TaskManager's coming and going (poll.Presence)."""
 
     def __post_init__(self) -> None:
         self.backoff = wait_exponential(
@@ -55,7 +59,25 @@ class Bridge:
             self.step(time.monotonic())
             due = min(s.due for s in self.schedules.values())
             while not stop() and time.monotonic() < due:
-                time.sleep(min(0.2, max(0.0, due - time.monotonic())))
+                self.list_presence(time.monotonic())
+                wake = min([due, *self._listings_due()])
+                time.sleep(min(0.2, max(0.0, wake - time.monotonic())))
+
+    def list_presence(self, monotonic: float) -> None:
+        """Between polls: each cluster's TaskManager listing when due (and it answers)."""
+        if self.presence_interval_s <= 0:
+            return
+        for poller in self.pollers:
+            schedule = self.schedules[poller.name]
+            if schedule.failures or monotonic < schedule.listing_due:
+                continue
+            poller.list_presence()
+            schedule.listing_due = monotonic + self.presence_interval_s
+
+    def _listings_due(self) -> list[float]:
+        if self.presence_interval_s <= 0:
+            return []
+        return [s.listing_due for s in self.schedules.values() if not s.failures]
 
     def step(self, monotonic: float) -> None:
         """Poll each cluster that is due, and send its output."""

@@ -241,6 +241,16 @@ def _within(window: Window | None, at: int) -> Window | None:
     return window if window is not None and window.after < at <= window.by else None
 
 
+def _seen(window: Window | None, last_poll: int, now: int) -> tuple[int, Window | None]:
+    """When a TaskManager's coming or going is stamped, and the window it lies in: the end
+    of the listing's window that first showed it (a listing between polls may have seen
+    it since the last poll), else the poll. A window from before the job's last poll is
+    not this change's (the TaskManager came and went unseen by this job's polls)."""
+    if window is not None and last_poll < window.by <= now:
+        return window.by, window
+    return now, _within(window, now)
+
+
 def _submitted(
     offset: JobOffset,
     answers: Answers,
@@ -306,28 +316,17 @@ def _changes(
     if answers.task_managers is not None:
         listed = {tm.id for tm in answers.task_managers}
         lost = set(offset.task_managers) - listed
-        events += [
-            TaskManagerLost(
-                offset.key,
-                now,
-                tm,
-                "no longer listed by /taskmanagers",
-                _within(answers.departed.get(tm), now),
+        for tm in sorted(lost):
+            at, window = _seen(answers.departed.get(tm), offset.updated_at, now)
+            events.append(
+                TaskManagerLost(offset.key, at, tm, "no longer listed by /taskmanagers", window)
             )
-            for tm in sorted(lost)
-        ]
         new = _offering(answers.task_managers, offset.task_managers)
-        events += [
-            TaskManagerRegistered(
-                offset.key,
-                now,
-                tm.id,
-                tm.slots,
-                tm.profile,
-                _within(answers.appeared.get(tm.id), now),
+        for view in new:
+            at, window = _seen(answers.appeared.get(view.id), offset.updated_at, now)
+            events.append(
+                TaskManagerRegistered(offset.key, at, view.id, view.slots, view.profile, window)
             )
-            for tm in new
-        ]
         known = (set(offset.task_managers) & listed) | {tm.id for tm in new}
         offset = replace(offset, task_managers=tuple(sorted(known)))
     if answers.requirements is not None:

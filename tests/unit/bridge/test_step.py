@@ -488,3 +488,38 @@ def test_presence_windows_run_from_the_listing_before_to_the_one_that_shows_the_
     presence.update((two,), 4000, Instant(stepped + 4005, 4005))
     assert presence.departed == {"tm-1": Window(stepped + 3000, stepped + 4005)}
     assert set(presence.appeared) == {"tm-2"}
+
+
+def test_a_change_a_listing_between_polls_saw_is_stamped_when_that_listing_saw_it() -> None:
+    seen = first_poll()
+    listed = answers().task_managers or ()
+    new = tr.TaskManagerView("tm-new", 2, None)
+    now = NOW + 2000
+    between = Window(NOW + 500, NOW + 750)  # the listing of NOW + 750 showed it first
+    polled = step.observe(
+        seen.offset,
+        answers(details={}, task_managers=(*listed, new), appeared={"tm-new": between}),
+        now,
+    )
+    (registered,) = [e for e in polled.events if isinstance(e, TaskManagerRegistered)]
+    assert (registered.timestamp, registered.window) == (NOW + 750, between)
+
+
+def test_the_bridge_lists_task_managers_between_polls_when_due() -> None:
+    from services.bridge.service import Bridge
+
+    class Poller:
+        name = "local"
+        listings = 0
+
+        def list_presence(self) -> None:
+            self.listings += 1
+
+    poller = Poller()
+    bridge = Bridge([poller], None, 2.0, {}, presence_interval_s=0.25)  # type: ignore[list-item,arg-type]
+    for monotonic in (0.0, 0.1, 0.2, 0.3, 0.5, 0.55):
+        bridge.list_presence(monotonic)
+    assert poller.listings == 3  # at 0.0, 0.3 and 0.55
+    bridge.schedules["local"].failures = 1  # a cluster away: its polls' backoff alone
+    bridge.list_presence(10.0)
+    assert poller.listings == 3
