@@ -113,14 +113,14 @@ def describe(ambiguity: Ambiguity) -> str:
     """One line a person reads: which input, its window, the deadline, what changes."""
     a = ambiguity
     window = f"({_offset(a.window.after, a.origin)}, {_offset(a.window.by, a.origin)}]"
-    deadline = a.deadline or "a deadline of the scheduler"
+    deadline = f"the {a.deadline}" if a.deadline else "one of the scheduler's deadlines"
     fields = ", ".join(name for name in a.fields if name != PAIRED)
     changes = [f"{fields} would differ"] if fields else []
     if PAIRED in a.fields:
         changes.insert(0, "this rescale happens in one case only")
     change = "; ".join(changes)
     return (
-        f"{a.input}, observed in {window}, may have come before or after the {deadline}: {change}"
+        f"{a.input}, observed in {window}, may have come before or after {deadline}: {change}"
     )
 
 

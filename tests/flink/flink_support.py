@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from services.contracts.flinkrest import FlinkRest, FlinkRestError
 from services.localstack.flink import FlinkCluster, FlinkClusterError, FlinkProcess
+from services.localstack.flinkconf import Waits
 from tests.patience import give_up_at
 
 T = TypeVar("T")
@@ -167,10 +168,10 @@ class FlinkTestCluster:
 
 
 @contextmanager
-def session_cluster(directory: Path) -> Iterator[FlinkTestCluster]:
+def session_cluster(directory: Path, waits: Waits | None = None) -> Iterator[FlinkTestCluster]:
     """A Flink session cluster in `directory` on free loopback ports, with the adaptive
-    scheduler's waits short (flinkconf.SHORT_WAITS); stopped, TaskManagers and all, at
-    the end."""
+    scheduler's waits short (`waits`, by default flinkconf.SHORT_WAITS); stopped,
+    TaskManagers and all, at the end."""
     from services.localstack.flinkconf import SHORT_WAITS, FlinkConfig
     from services.localstack.flinkdist import flink_home, sample_job
     from services.localstack.layout import cache_dir
@@ -182,7 +183,7 @@ def session_cluster(directory: Path) -> Iterator[FlinkTestCluster]:
     jar = sample_job(cache, home)
     cluster = FlinkCluster(directory, home)
     rest_port, rpc_port = free_ports(2)
-    cluster.configure(FlinkConfig(rest_port, rpc_port, waits=SHORT_WAITS))
+    cluster.configure(FlinkConfig(rest_port, rpc_port, waits=waits or SHORT_WAITS))
     try:
         cluster.start_jobmanager()
         cluster.wait_rest(timeout=patient(120.0))
