@@ -117,3 +117,35 @@ def test_an_unsettled_disagreement_says_so_and_still_fails() -> None:
     assert judged.lines[0] == (
         "pair 1 disagrees: post_parallelism Flink Sum=2 / scalefold (none) (not settled yet)"
     )
+
+
+def test_a_failover_flink_restarted_on_slots_not_yet_released_is_a_race_not_a_disagreement() -> (
+    None
+):
+    """Flink's JobMaster released the killed TaskManager's slots after the restart delay
+    ended: it created a graph on them, failed, and waited for resources; the prediction
+    waited at once. That pair and the one after it (which follows from it) are ambiguous."""
+    wait = ["Executing", "Restarting", "WaitingForResources", "CreatingExecutionGraph", "Executing"]
+    straight = ["Executing", "Restarting", "CreatingExecutionGraph", "WaitingForResources"]
+    straight += ["CreatingExecutionGraph", "Executing"]
+    flink = [
+        rescale(1),
+        rescale(2, "RECOVERABLE_FAILOVER", post=1, scheduler_states=straight),
+        rescale(3, "NEW_RESOURCE_AVAILABLE", pre_parallelism=[{"key": SUM, "value": 1}]),
+    ]
+    ours = [
+        rescale(1),
+        rescale(2, "RECOVERABLE_FAILOVER", post=2, scheduler_states=wait),
+        rescale(3, "NEW_RESOURCE_AVAILABLE", pre_parallelism=[{"key": SUM, "value": 2}]),
+    ]
+
+    judged = verdict(conformance(flink, ours), [], NAMES)
+
+    assert judged.status == 0 and judged.ambiguous == {2, 3}
+    assert judged.lines[0].startswith("pair 2: ambiguous at this observation resolution: Flink")
+    assert judged.lines[1].endswith("it follows pair 2's race")
+    assert judged.lines[-1] == "decidable pairs: 1 of 1 agree; all pairs: 1 of 3 (2 ambiguous)"
+    # the same failover restarted through WaitingForResources on both sides is decided
+    ours[1] = rescale(2, "RECOVERABLE_FAILOVER", post=2, scheduler_states=wait)
+    flink[1] = rescale(2, "RECOVERABLE_FAILOVER", post=1, scheduler_states=wait)
+    assert verdict(conformance(flink, ours), [], NAMES).status == 1
