@@ -39,6 +39,7 @@ class JobOffset:
     terminal: str | None = None
     updated_at: int = 0
     checkpoints_sent: tuple[int, ...] = ()
+    lost_task_managers: tuple[str, ...] = ()  # lost by the JobMaster, still listed
     checkpoint_floor: int | None = None  # None: updated_at (an offset of version 1)
 
     @property
@@ -81,6 +82,7 @@ def to_record(offset: JobOffset) -> dict[str, Any]:
         "terminal": offset.terminal,
         "updatedAtMillis": offset.updated_at,
         "checkpointsSent": list(offset.checkpoints_sent),
+        "lostTaskManagers": list(offset.lost_task_managers),
         "checkpointFloorMillis": offset.checkpoint_floor,
     }
 
@@ -106,5 +108,6 @@ def from_record(record: dict[str, Any]) -> JobOffset:
         terminal=record.get("terminal"),
         updated_at=int(record["updatedAtMillis"]),
         checkpoints_sent=tuple(int(c) for c in record.get("checkpointsSent") or ()),
+        lost_task_managers=tuple(record.get("lostTaskManagers") or ()),
         checkpoint_floor=record.get("checkpointFloorMillis"),
     )

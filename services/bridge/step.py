@@ -321,14 +321,17 @@ def _changes(
             events.append(
                 TaskManagerLost(offset.key, at, tm, "no longer listed by /taskmanagers", window)
             )
-        new = _offering(answers.task_managers, offset.task_managers)
+        gone = frozenset(offset.lost_task_managers) & listed  # lost by the JobMaster, still listed
+        new = _offering(answers.task_managers, (*offset.task_managers, *gone))
         for view in new:
             at, window = _seen(answers.appeared.get(view.id), offset.updated_at, now)
             events.append(
                 TaskManagerRegistered(offset.key, at, view.id, view.slots, view.profile, window)
             )
         known = (set(offset.task_managers) & listed) | {tm.id for tm in new}
-        offset = replace(offset, task_managers=tuple(sorted(known)))
+        offset = replace(
+            offset, task_managers=tuple(sorted(known)), lost_task_managers=tuple(sorted(gone))
+        )
     if answers.requirements is not None:
         try:
             bounds = tr.requirements(answers.requirements)
@@ -340,16 +343,36 @@ def _changes(
             events.append(RequirementsUpdated(offset.key, now, bounds, window))
             offset = replace(offset, requirements=bounds)
     before = offset
-    offset, failures = _failures(offset, answers, problems)
+    offset, failures, named = _failures(offset, answers, problems)
     if offset.last_exception_ms > before.last_exception_ms:
         lost_at = max(before.updated_at, min(now, _first_new_exception(before, answers)))
         events = [  # Flink's own instant: exact
             replace(e, timestamp=lost_at, window=None) if isinstance(e, TaskManagerLost) else e
             for e in events
         ]
+    offset, dropped = _lost_by_the_jobmaster(offset, named)
     offset, ended = _checkpoints(offset, answers, problems)
-    events += failures + ended
+    events += dropped + failures + ended
     return _terminal(offset, answers, now, events)
+
+
+def _lost_by_the_jobmaster(
+    offset: JobOffset, named: Mapping[str, int]
+) -> tuple[JobOffset, list[Event]]:
+    """A TaskManager Flink's exceptions name as lost (`named`: id -> the first entry's
+    instant) while /taskmanagers still lists it: the JobMaster's heartbeat or an RPC to it
+    failed before the ResourceManager dropped it. It is lost for the job then, at Flink's
+    own instant, and not registered again while it stays listed."""
+    gone = sorted(tm for tm in named if tm in offset.task_managers)
+    if not gone:
+        return offset, []
+    events: list[Event] = [
+        TaskManagerLost(offset.key, named[tm], tm, "lost by the JobMaster (its exceptions)")
+        for tm in gone
+    ]
+    kept = tuple(tm for tm in offset.task_managers if tm not in gone)
+    lost = tuple(sorted({*offset.lost_task_managers, *gone}))
+    return replace(offset, task_managers=kept, lost_task_managers=lost), events
 
 
 def _first_new_exception(offset: JobOffset, answers: Answers) -> int:
@@ -361,35 +384,54 @@ def _first_new_exception(offset: JobOffset, answers: Answers) -> int:
 
 def _failures(
     offset: JobOffset, answers: Answers, problems: list[tuple[str, str]]
-) -> tuple[JobOffset, list[Event]]:
-    """The exception history's new entries as failures, bar those of a lost TaskManager."""
+) -> tuple[JobOffset, list[Event], dict[str, int]]:
+    """The exception history's new entries as failures, bar those of a lost TaskManager;
+    and the TaskManagers the entries name as lost (id -> the first one's instant)."""
     listed = frozenset(offset.task_managers)
     if answers.exceptions is None:
-        return offset, []
+        return offset, [], {}
     try:
         history = tr.field(answers.exceptions, "exceptionHistory", dict, "exceptions")
         entries = tr.field(history, "entries", list, "exceptions.exceptionHistory")
         stamped = [(tr.field(e, "timestamp", int, "exceptions.entries[]"), e) for e in entries]
     except tr.MalformedAnswerError as error:
         problems.append(("exceptions", str(error)))
-        return offset, []
+        return offset, [], {}
     recoverable = answers.job.get("state") not in UNRECOVERABLE_STATES
-    views = answers.task_managers
-    paths = None if views is None else frozenset(tm.path for tm in views if tm.path)
+    views = answers.task_managers or ()
+    by_path = {tm.path: tm.id for tm in views if tm.path}
+    paths = None if answers.task_managers is None else frozenset(by_path)
     events: list[Event] = []
+    named: dict[str, int] = {}
     newest = offset.last_exception_ms
     for at, entry in sorted(stamped, key=lambda pair: pair[0]):
         if at <= offset.last_exception_ms:
             continue
         newest = max(newest, at)
-        if any(tm not in listed for tm in _task_managers_of(entry)) or _unreachable(entry, paths):
+        lost = _named_lost(entry, by_path)
+        for tm in lost:
+            named.setdefault(tm, at)
+        if lost or any(tm not in listed for tm in _task_managers_of(entry)):
             continue  # its TaskManager is gone: the scheduler derives it from TaskManagerLost
+        if _unreachable(entry, paths):
+            continue
         kind = JobEventKind.TASK_FAILURE if entry.get("taskName") else JobEventKind.GLOBAL_FAILURE
         exception = entry.get("exceptionName")
         events.append(
             JobLifecycle(offset.key, at, kind, recoverable, str(exception) if exception else None)
         )
-    return replace(offset, last_exception_ms=newest), events
+    return replace(offset, last_exception_ms=newest), events, named
+
+
+def _named_lost(entry: Mapping[str, Any], by_path: Mapping[str, str]) -> list[str]:
+    """The TaskManagers an entry's message says are lost: named by id (the JobMaster's
+    heartbeat, the network stack) or the recipient of an RPC that found none, by address."""
+    trace = entry.get("stacktrace")
+    if not isinstance(trace, str):
+        return []
+    named = [a or b for a, b in LOST_TASK_MANAGER.findall(trace)]
+    named += [by_path[path] for path in UNREACHABLE_TASK_MANAGER.findall(trace) if path in by_path]
+    return named
 
 
 def _task_managers_of(entry: Mapping[str, Any]) -> list[str]:
