@@ -40,6 +40,7 @@ class JobOffset:
     updated_at: int = 0
     checkpoints_sent: tuple[int, ...] = ()
     lost_task_managers: tuple[str, ...] = ()  # lost by the JobMaster, still listed
+    advanced_to: int = 0  # the job's clock, as the last TimerFired sent moved it
     checkpoint_floor: int | None = None  # None: updated_at (an offset of version 1)
 
     @property
@@ -83,6 +84,7 @@ def to_record(offset: JobOffset) -> dict[str, Any]:
         "updatedAtMillis": offset.updated_at,
         "checkpointsSent": list(offset.checkpoints_sent),
         "lostTaskManagers": list(offset.lost_task_managers),
+        "advancedToMillis": offset.advanced_to,
         "checkpointFloorMillis": offset.checkpoint_floor,
     }
 
@@ -109,5 +111,6 @@ def from_record(record: dict[str, Any]) -> JobOffset:
         updated_at=int(record["updatedAtMillis"]),
         checkpoints_sent=tuple(int(c) for c in record.get("checkpointsSent") or ()),
         lost_task_managers=tuple(record.get("lostTaskManagers") or ()),
+        advanced_to=int(record.get("advancedToMillis") or 0),
         checkpoint_floor=record.get("checkpointFloorMillis"),
     )

@@ -134,6 +134,7 @@ class ClusterPoller:
         self.clock, self.ticks = clock, ticks
         self.presence = Presence()
         self.version: str | None = None  # Flink's, from /config
+        self.refresh_ms = step.DEFAULT_REFRESH_MS  # web.refresh-interval, from /config
         self._requirements_at: dict[str, int] = {}  # job -> its last answer's request (ticks)
         self._said: set[str] = set()
         self._lettered: set[tuple[str, str, str]] = set()
@@ -190,11 +191,15 @@ class ClusterPoller:
 
     def _version(self, result: ClusterPoll) -> str | None:
         """Flink's version ("" when the JobManager does not serve /config: not asked again;
-        None when its answer was unusable: asked again next poll)."""
+        None when its answer was unusable: asked again next poll), and how often its web
+        monitor refreshes the job answers it caches."""
         try:
             config = self._get("/config", self.name, result, missing=True)
         except NotThereError:
             return ""
+        refresh = config.get("refresh-interval") if isinstance(config, Mapping) else None
+        if isinstance(refresh, int) and refresh > 0:
+            self.refresh_ms = refresh
         return _version(config)
 
     def _vanished(
@@ -255,6 +260,7 @@ class ClusterPoller:
             appeared=self.presence.appeared,
             departed=self.presence.departed,
             flink_version=self.version or None,
+            refresh_ms=self.refresh_ms,
             rescales_config=self._optional(f"{base}/rescales/config", key, result)
             if needed
             else None,

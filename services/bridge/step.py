@@ -42,10 +42,16 @@ from services.contracts.events import (
     RequirementsUpdated,
     TaskManagerLost,
     TaskManagerRegistered,
+    TimerFired,
     VertexSpec,
     Window,
 )
 
+DEFAULT_REFRESH_MS: Final = 3_000
+"""Flink's `web.refresh-interval`: how old a cached answer of /jobs/:jid, /exceptions and
+/checkpoints may be (ExecutionGraphCache), when /config does not say."""
+CLOCK_MARGIN_MS: Final = 500
+"""What the job's clock stays behind besides the refresh interval (the requests' own time)."""
 SSG_NAME_WAIT_MS: Final = 30_000
 """How long after a job's start the bridge waits for its first rescale's details (the only
 place REST names the slot-sharing groups) before it submits the job with the groups' ids."""
@@ -94,6 +100,7 @@ class Answers:
     appeared: Mapping[str, Window | None] = field(default_factory=dict)  # poll.Presence
     departed: Mapping[str, Window] = field(default_factory=dict)
     flink_version: str | None = None  # the JobManager's (/config), if known
+    refresh_ms: int = DEFAULT_REFRESH_MS  # its web.refresh-interval (/config)
 
 
 @dataclass(frozen=True)
@@ -126,6 +133,7 @@ def observe(offset: JobOffset, answers: Answers, now: int) -> Observed:
     if offset.submitted and offset.terminal is None:
         offset, more = _changes(offset, answers, now, problems)
         events += more
+        offset, events = _advanced(offset, answers, now, events)
     offset = replace(offset, job_state=state if isinstance(state, str) else None, updated_at=now)
     events.sort(key=lambda e: e.timestamp)  # stable: same-time events keep their order
     return Observed(offset, tuple(records), tuple(events), tuple(problems))
@@ -222,6 +230,7 @@ def _submit(
         requirements=bounds,
         last_exception_ms=start,
         checkpoint_floor=now,
+        advanced_to=start,
     )
     return offset, events
 
@@ -354,6 +363,24 @@ def _changes(
     offset, ended = _checkpoints(offset, answers, problems)
     events += dropped + failures + ended
     return _terminal(offset, answers, now, events)
+
+
+def _advanced(
+    offset: JobOffset, answers: Answers, now: int, events: list[Event]
+) -> tuple[JobOffset, list[Event]]:
+    """The job's clock moved to what this poll has seen of it: `TimerFired` at the poll's
+    instant less the age a cached answer may have (an exception or a checkpoint from
+    before that is in this poll's answers; a later one may first show in the next poll's).
+    The scheduler runs an observed job's timers by these, not by its wall clock: a
+    deadline is met only once every input before it has been sent, however late a busy
+    machine delivers them. Not sent when it would not move the clock. The poll's inputs
+    are sorted by instant with it (observe), so those before it are folded first."""
+    if offset.terminal is not None:
+        return offset, events
+    at = now - answers.refresh_ms - CLOCK_MARGIN_MS
+    if at <= offset.advanced_to:
+        return offset, events
+    return replace(offset, advanced_to=at), [*events, TimerFired(offset.key, at)]
 
 
 def _lost_by_the_jobmaster(

@@ -119,9 +119,7 @@ def describe(ambiguity: Ambiguity) -> str:
     if PAIRED in a.fields:
         changes.insert(0, "this rescale happens in one case only")
     change = "; ".join(changes)
-    return (
-        f"{a.input}, observed in {window}, may have come before or after {deadline}: {change}"
-    )
+    return f"{a.input}, observed in {window}, may have come before or after {deadline}: {change}"
 
 
 def window_of(event: Event) -> Window | None:

@@ -21,7 +21,8 @@ range from Kafka itself before going on.
 
 Timers: after each fold the job's earliest due timer is noted; a periodic task
 writes a `TimerFired` event for it onto the job-events topic once the wall
-clock passes its due time, so the log stays the complete source of truth.
+clock passes its due time, so the log stays the complete source of truth. A
+job observed on a real Flink is left out: the bridge moves its clock.
 """
 
 from __future__ import annotations
@@ -602,7 +603,7 @@ class SchedulerService:
             metrics.observe_fold(seconds)
 
     def _note_due(self, job_id: str, stored: Stored) -> None:
-        due = stored.job.next_due()
+        due = stored.job.wall_clock_due()
         if due is None:
             self.due.pop(job_id, None)
         else:

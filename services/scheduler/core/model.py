@@ -13,6 +13,7 @@ from itertools import chain
 import msgspec
 
 from services.contracts.events import Profile
+from services.contracts.jobconfig import OBSERVED_CLUSTER
 from services.scheduler.core.enums import (
     JobStatus,
     Phase,
@@ -321,5 +322,13 @@ class JobState(msgspec.Struct, frozen=True, array_like=True, gc=False):
     sequence: int = 0
 
     def next_due(self) -> int | None:
-        """When the earliest pending timer is due, for the service's wall-clock tick."""
+        """When the earliest pending timer is due."""
         return self.timers[0].due if self.timers else None
+
+    def wall_clock_due(self) -> int | None:
+        """When the service's wall-clock tick should fire this job's earliest timer: never
+        for a job observed on a real Flink, whose clock the bridge moves (TimerFired as far
+        as its polls have seen), so that a deadline is met only once every input before it
+        has arrived, however late a busy machine delivers them."""
+        observed = any(key == OBSERVED_CLUSTER for key, _ in self.settings)
+        return None if observed else self.next_due()

@@ -22,6 +22,7 @@ from services.contracts.events import (
     RequirementsUpdated,
     TaskManagerLost,
     TaskManagerRegistered,
+    TimerFired,
     Window,
 )
 from services.contracts.events import (
@@ -34,6 +35,9 @@ from tests.unit.bridge.test_translate import answer
 JID = "cc408c8079b82a80a401c5ac85881e95"
 FIRST, SECOND = "afc103edd691c5267ae684fefa3ae972", "f92913c3d29ca43b741b9115e1b16e4a"
 NOW = 1795935506540
+NO_CLOCK = 10**12
+"""A cache refresh interval so long that no poll moves the job's clock: the tests of what
+a poll sends but TimerFired (test_the_jobs_clock_moves_with_what_the_polls_have_seen)."""
 
 
 def answers(**changes: Any) -> step.Answers:
@@ -49,6 +53,7 @@ def answers(**changes: Any) -> step.Answers:
         exceptions=answer("exceptions.json"),
         history=history,
         details={u: answer(f"rescales-details-{u}.json") for u in (FIRST, SECOND)},
+        refresh_ms=NO_CLOCK,
     )
     return replace(full, **changes)
 
@@ -540,3 +545,25 @@ def test_the_bridge_lists_task_managers_between_polls_when_due() -> None:
     bridge.schedules["local"].failures = 1  # a cluster away: its polls' backoff alone
     bridge.list_presence(10.0)
     assert poller.listings == 3
+
+
+def test_the_jobs_clock_moves_with_what_the_polls_have_seen() -> None:
+    """TimerFired at the poll's instant less the cached answers' age: the scheduler runs an
+    observed job's timers by it, so a late input is not folded after a deadline it
+    preceded."""
+    seen = first_poll()
+    start = answer("job.json")["start-time"]
+    assert seen.offset.advanced_to == start
+    quiet = step.observe(seen.offset, answers(details={}, refresh_ms=3000), NOW + 2000)
+    assert quiet.events == (TimerFired(f"local.{JID}", NOW + 2000 - 3000 - step.CLOCK_MARGIN_MS),)
+    assert quiet.offset.advanced_to == NOW - 1500
+    again = step.observe(quiet.offset, answers(details={}, refresh_ms=3000), NOW + 2000)
+    assert again.events == ()  # the clock did not move
+    # an input this poll sends at a later instant goes before the tick: never after it
+    new = tr.TaskManagerView("tm-new", 1, None)
+    listed = (*(answers().task_managers or ()), new)
+    joined = step.observe(
+        quiet.offset, answers(details={}, task_managers=listed, refresh_ms=3000), NOW + 9000
+    )
+    assert [type(e) for e in joined.events] == [TimerFired, TaskManagerRegistered]
+    assert joined.events[0].timestamp == NOW + 5500 < joined.events[1].timestamp

@@ -117,3 +117,16 @@ def test_an_unknown_timer_action_is_a_bug() -> None:
     assert job.job is not None
     with pytest.raises(InvariantError, match="no timer action"):
         behaviour(S.CREATED).on_timer(Fold(job.job, ()), "nonsense")
+
+
+def test_an_observed_jobs_timers_are_not_fired_by_the_wall_clock() -> None:
+    """A job the bridge observes on a real Flink: the bridge's TimerFired moves its clock
+    as far as its polls have seen, so the service's wall-clock tick leaves it alone."""
+    config = {c.SUBMISSION_STABILIZATION: "10 s"}
+    own = Scenario(vertex("source", 4), config=config)
+    observed = Scenario(vertex("source", 4), config={**config, c.OBSERVED_CLUSTER: "prod"})
+    for job in (own, observed):
+        job.at(1 * SECOND).tm("tm-1")  # sufficient, not desired: the stabilization waits
+        assert job.job is not None and job.job.next_due() == 11 * SECOND
+    assert own.job is not None and own.job.wall_clock_due() == 11 * SECOND
+    assert observed.job is not None and observed.job.wall_clock_due() is None
