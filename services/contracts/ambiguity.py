@@ -17,12 +17,14 @@ from services.contracts.settings import Settings
 class AmbiguousPair:
     """Pair `pair_index` (1-based, by start) of job `job_key` depends on where in its
     observation window an input fell: `fields` change with it; `described` says which
-    input, its window and the deadline inside it."""
+    input, its window and the deadline inside it; `cause` names the input and its window
+    alone (the pairs one input makes ambiguous share it)."""
 
     job_key: str
     pair_index: int
     fields: tuple[str, ...]
     described: str
+    cause: str = ""
 
 
 class AmbiguitiesUnknownError(Exception):

@@ -45,7 +45,7 @@ def verdict(
     pair is said so (with each input it depends on); a decidable one that disagrees names
     each field that differs (`names`: the vertices' names by id)."""
     doubtful: dict[int, list[AmbiguousPair]] = {}
-    for ambiguity in [*ambiguities, *restart_races(pairs)]:
+    for ambiguity in [*undecided(ambiguities, pairs), *restart_races(pairs)]:
         doubtful.setdefault(ambiguity.pair_index, []).append(ambiguity)
     by_index = {int(pair["pair_index"]): pair for pair in pairs}
     lines: list[str] = []
@@ -67,6 +67,32 @@ def verdict(
         f"({len(by_index) - len(decidable)} ambiguous)"
     )
     return Verdict(tuple(lines), failed, frozenset(by_index.keys() & doubtful.keys()))
+
+
+def undecided(
+    ambiguities: Sequence[AmbiguousPair], pairs: Sequence[Mapping[str, Any]]
+) -> list[AmbiguousPair]:
+    """The ambiguities Flink's own records do not settle. An input's window leaves open
+    which side of a deadline it fell on, and so which of two predictions is right from the
+    first pair it changes on; where Flink's rescale of that pair agrees with the prediction
+    in every field the other side would change, Flink took the prediction's side, and the
+    input decides nothing more (its later pairs are judged as any other)."""
+    by_index = {int(pair["pair_index"]): pair for pair in pairs}
+    causes: dict[str, list[AmbiguousPair]] = {}
+    for ambiguity in ambiguities:
+        causes.setdefault(ambiguity.cause or ambiguity.described, []).append(ambiguity)
+    kept: list[AmbiguousPair] = []
+    for group in causes.values():
+        first = min(group, key=lambda a: a.pair_index)
+        pair = by_index.get(first.pair_index)
+        settled = (
+            pair is not None
+            and pair["paired"] == "both"
+            and all(pair.get(f"{name}_agrees", True) for name in first.fields)
+        )
+        if not settled:
+            kept += group
+    return kept
 
 
 RACE = (

@@ -61,7 +61,10 @@ def find(settings: Settings, job: str) -> list[AmbiguousPair]:
 
     codec = Codec(SchemaRegistry.load(settings.schemas_dir))
     key, found = folded(settings, codec, job, connect_timeout=FIND_CONNECT_TIMEOUT)
-    return [AmbiguousPair(key, a.pair_index, a.fields, describe(a)) for a in found]
+    return [
+        AmbiguousPair(key, a.pair_index, a.fields, describe(a), f"{a.input} {a.window}")
+        for a in found
+    ]
 
 
 def run_command(

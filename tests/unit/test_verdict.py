@@ -149,3 +149,24 @@ def test_a_failover_flink_restarted_on_slots_not_yet_released_is_a_race_not_a_di
     ours[1] = rescale(2, "RECOVERABLE_FAILOVER", post=2, scheduler_states=wait)
     flink[1] = rescale(2, "RECOVERABLE_FAILOVER", post=1, scheduler_states=wait)
     assert verdict(conformance(flink, ours), [], NAMES).status == 1
+
+
+def test_an_ambiguity_flinks_record_settles_judges_the_pairs_after_it() -> None:
+    """The input's window straddled a deadline, but Flink's first pair it could change
+    agrees with the prediction in those fields: Flink took the prediction's side."""
+    flink = [rescale(1), rescale(2, "NEW_RESOURCE_AVAILABLE"), rescale(3)]
+    ours = [rescale(1), rescale(2, "NEW_RESOURCE_AVAILABLE", post=1), rescale(3)]
+    tm = "TaskManagerRegistered tm-2 Window(after=1000, by=3000)"
+    found = [
+        AmbiguousPair(JOB, 1, ("post_parallelism", "slots"), "tm-2 ... (pair 1)", tm),
+        AmbiguousPair(JOB, 2, ("paired",), "tm-2 ... (pair 2)", tm),
+    ]
+
+    judged = verdict(conformance(flink, ours), found, NAMES)
+
+    assert judged.ambiguous == frozenset() and judged.status == 1  # pair 2 is decided: wrong
+    assert "pair 2 disagrees: post_parallelism Flink Sum=2 / scalefold Sum=1" in judged.lines
+    # where Flink's first pair disagrees in those fields, the input's pairs stay ambiguous
+    wrong = [rescale(1, post=1), *ours[1:]]
+    judged = verdict(conformance(flink, wrong), found, NAMES)
+    assert judged.ambiguous == {1, 2} and judged.status == 0
