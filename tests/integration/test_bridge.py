@@ -52,7 +52,15 @@ def rescales(kafka: Settings, codec: Codec) -> list[tuple[str, int]]:
 
 
 def events(kafka: Settings, codec: Codec) -> list[str]:
-    return [type_name(v) for _, v in read_all(kafka, kafka.topics.job_events, codec)]
+    """The inputs the bridge sent, bar the ticks that move the job's clock (`clock`)."""
+    named = [type_name(v) for _, v in read_all(kafka, kafka.topics.job_events, codec)]
+    return [name for name in named if name != "TimerFired"]
+
+
+def clock(kafka: Settings, codec: Codec) -> list[object]:
+    """The instants the bridge moved the job's clock to (step._advanced), in order."""
+    found = read_all(kafka, kafka.topics.job_events, codec)
+    return [v["timestamp"] for _, v in found if type_name(v) == "TimerFired"]
 
 
 def type_name(record: dict[str, object]) -> str:
@@ -62,6 +70,8 @@ def type_name(record: dict[str, object]) -> str:
         return f"TaskManagerRegistered {record['taskManagerId']}"
     if "kind" in record:
         return f"JobLifecycle {record['kind']}"
+    if set(record) == {"jobId", "timestamp"}:
+        return "TimerFired"
     return "other"
 
 
@@ -92,6 +102,8 @@ def test_each_revision_once_across_a_restart(
         "TaskManagerRegistered tm-2",
         "TaskManagerRegistered tm-3",
     ]
+    ticks = clock(kafka, codec)
+    assert ticks and ticks == sorted(set(ticks))  # it only moves forward, across the restart
 
 
 def test_unreachable_at_start_then_mid_run_one_line_each_and_it_resumes(
