@@ -57,10 +57,10 @@ def events(kafka: Settings, codec: Codec) -> list[str]:
     return [name for name in named if name != "TimerFired"]
 
 
-def clock(kafka: Settings, codec: Codec) -> list[object]:
+def clock(kafka: Settings, codec: Codec) -> list[int]:
     """The instants the bridge moved the job's clock to (step._advanced), in order."""
     found = read_all(kafka, kafka.topics.job_events, codec)
-    return [v["timestamp"] for _, v in found if type_name(v) == "TimerFired"]
+    return [int(str(v["timestamp"])) for _, v in found if type_name(v) == "TimerFired"]
 
 
 def type_name(record: dict[str, object]) -> str:
