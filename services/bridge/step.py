@@ -209,7 +209,8 @@ def _submit(
         return offset, []
     try:
         bounds = tr.requirements(answers.requirements)
-        submitted = _submitted(offset, answers, start, names or {}, bounds)
+        initial = _initial(answers, bounds)
+        submitted = _submitted(offset, answers, start, names or {}, initial)
     except tr.MalformedAnswerError as error:
         problems.append(("job", str(error)))
         return offset, []
@@ -221,8 +222,10 @@ def _submit(
         )
         for tm in offering
     ]
-    if any(q.lower != 1 for q in bounds):
-        events.append(RequirementsUpdated(offset.key, start, bounds))
+    if any(q.lower != 1 for q in initial):
+        events.append(RequirementsUpdated(offset.key, start, initial))
+    if initial != bounds:  # changed between the start and this poll: when, unknown
+        events.append(RequirementsUpdated(offset.key, now, bounds, Window(start, now)))
     offset = replace(
         offset,
         submitted=True,
@@ -233,6 +236,29 @@ def _submit(
         advanced_to=start,
     )
     return offset, events
+
+
+def _initial(answers: Answers, bounds: tuple[Requirement, ...]) -> tuple[Requirement, ...]:
+    """The requirements the job started with: today's, unless Flink's record of its initial
+    schedule shows other upper bounds (desiredParallelism; a vertex's upper bound of -1
+    is its max parallelism there): changed before the bridge first saw the job, they
+    were those."""
+    history = answers.history or ()
+    first = answers.details.get(history[0]["rescaleUuid"]) if history else None
+    if not isinstance(first, Mapping) or first.get("triggerCause") != "INITIAL_SCHEDULE":
+        return bounds
+    vertices = first.get("vertices")
+    desired = {
+        str(v.get("jobVertexId")): v.get("desiredParallelism")
+        for v in (vertices.values() if isinstance(vertices, Mapping) else ())
+        if isinstance(v, Mapping)
+    }
+    return tuple(
+        replace(q, lower=min(q.lower, wanted), upper=wanted)
+        if isinstance(wanted := desired.get(q.vertex_id), int) and q.upper not in (-1, wanted)
+        else q
+        for q in bounds
+    )
 
 
 def _since_start(answers: Answers, tm: str, start: int) -> Window | None:

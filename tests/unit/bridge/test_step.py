@@ -567,3 +567,19 @@ def test_the_jobs_clock_moves_with_what_the_polls_have_seen() -> None:
     )
     assert [type(e) for e in joined.events] == [TimerFired, TaskManagerRegistered]
     assert joined.events[0].timestamp == NOW + 5500 < joined.events[1].timestamp
+
+
+def test_requirements_changed_before_the_first_poll_are_a_change_after_the_start() -> None:
+    """The job started wanting 4 of Slow map (Flink's initial schedule says so); its upper
+    bound was 2 by the bridge's first poll: submitted as it started, then the change, in
+    the window between the start and the poll."""
+    lowered = answer("resource-requirements.json")
+    slow_map = "cbc357ccb763df2852fee8c4fc7d55f2"
+    lowered[slow_map]["parallelism"]["upperBound"] = 2
+    polled = step.observe(JobOffset("local", JID), answers(requirements=lowered), NOW)
+    (submitted,) = [e for e in polled.events if isinstance(e, JobSubmitted)]
+    assert {v.id: v.parallelism for v in submitted.vertices}[slow_map] == 4
+    (changed,) = [e for e in polled.events if isinstance(e, RequirementsUpdated)]
+    start = answer("job.json")["start-time"]
+    assert (changed.timestamp, changed.window) == (NOW, Window(start, NOW))
+    assert {q.vertex_id: q.upper for q in changed.requirements}[slow_map] == 2
