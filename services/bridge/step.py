@@ -74,10 +74,11 @@ task's lost connection, each of the network stack's messages ("Connection unexpe
 closed by remote task manager 'host/ip:port [ id ] '", "Lost connection to task manager
 '... [ id ] '", "Fatal error at remote task manager '... [ id ] '")."""
 UNREACHABLE_TASK_MANAGER: Final = re.compile(
-    r"to recipient \[Actor\[(pekko(?:\.ssl)?\.tcp://\S+?/user/rpc/taskmanager_\d+)\]\]"
+    r"to recipient \[Actor\[(pekko(?:\.ssl)?\.tcp://\S+?/user/rpc/taskmanager_\d+)(?:#-?\d+)?\]\]"
 )
 """How an RPC to a TaskManager that is gone fails (RecipientUnreachableException: "Could
-not send message [...submitTask...] from sender [...] to recipient [Actor[<its path>]]")."""
+not send message [...submitTask...] from sender [...] to recipient [Actor[<its path>]]";
+Flink 2.3 adds the actor's uid, `[Actor[<its path>#-1618999474]]`)."""
 
 
 @dataclass(frozen=True)
@@ -295,7 +296,7 @@ def _submitted(
 ) -> JobSubmitted:
     upper = {q.vertex_id: q.upper for q in bounds}
     vertices = []
-    for i, v in enumerate(tr.field(answers.job, "vertices", list, "job")):
+    for i, v in _from_sources(tr.field(answers.job, "vertices", list, "job"), answers.job):
         where = f"job.vertices[{i}]"
         vid = tr.field(v, "id", str, where)
         ssg = tr.field(v, "slotSharingGroupId", str, where)
@@ -318,6 +319,45 @@ def _submitted(
         checkpoint_interval_ms=tr.checkpoint_interval(answers.checkpoints_config),
         configuration=tuple(sorted(_configuration(offset.cluster, answers).items())),
     )
+
+
+def _from_sources(vertices: list[Any], job: Mapping[str, Any]) -> list[tuple[int, Any]]:
+    """The job's vertices (with their places in the answer) in topological order from the
+    sources, by the plan's inputs; ties in the answer's order. Flink builds its map of
+    slot-sharing groups by iterating the job graph's vertices, sources first, and the
+    group that comes last in it gets a spare slot where two groups hash alike
+    (allocator.flink_order); /jobs/:jid lists them in another order (the Writer first for
+    the sample job). A plan that does not say leaves the answer's order."""
+    listed = list(enumerate(vertices))
+    ids = [str(v.get("id")) if isinstance(v, Mapping) else "" for v in vertices]
+    inputs = _plan_inputs(job)
+    if set(ids) != set(inputs):
+        return listed
+    placed: list[tuple[int, Any]] = []
+    done: set[str] = set()
+    while len(placed) < len(listed):
+        ready = [(i, v) for i, v in listed if ids[i] not in done and inputs[ids[i]] <= done]
+        if not ready:  # a cycle: not a plan Flink makes
+            return listed
+        placed.append(ready[0])
+        done.add(ids[ready[0][0]])
+    return placed
+
+
+def _plan_inputs(job: Mapping[str, Any]) -> dict[str, set[str]]:
+    """Each plan node's id -> the ids of the nodes it reads from ({} without a plan)."""
+    plan = job.get("plan")
+    nodes = plan.get("nodes") if isinstance(plan, Mapping) else None
+    inputs: dict[str, set[str]] = {}
+    for node in nodes if isinstance(nodes, list) else []:
+        if isinstance(node, Mapping) and isinstance(node.get("id"), str):
+            wired = node.get("inputs")
+            inputs[node["id"]] = {
+                str(i["id"])
+                for i in (wired if isinstance(wired, list) else [])
+                if isinstance(i, Mapping) and "id" in i
+            }
+    return inputs
 
 
 def _offering(

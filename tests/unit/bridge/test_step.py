@@ -376,6 +376,10 @@ def test_failures_that_name_a_lost_task_manager_by_connection_or_address_are_its
         "manager was lost.",
     }
     assert [type(e) for e in without_tm_1(seen, lost).events] == [TaskManagerLost]
+    # the path as Flink 2.3 writes it, with the actor's uid (a busy demo's prediction
+    # failed on it, 2026-12-02: the pattern wanted the path's end right after the name)
+    uid = without_tm_1(seen, closed, deploy(NOW + 1300, f"{tm_1}#-1618999474"))
+    assert [(type(e), e.timestamp) for e in uid.events] == [(TaskManagerLost, NOW + 100)]
     # the same to a TaskManager still listed: the JobMaster lost it before the
     # ResourceManager dropped it (a busy demo's prediction failed on it as a global
     # failure, 2026-12-02): lost at the entry's instant, not registered again while listed
@@ -583,3 +587,16 @@ def test_requirements_changed_before_the_first_poll_are_a_change_after_the_start
     start = answer("job.json")["start-time"]
     assert (changed.timestamp, changed.window) == (NOW, Window(start, NOW))
     assert {q.vertex_id: q.upper for q in changed.requirements}[slow_map] == 2
+
+
+def test_the_job_is_submitted_with_its_vertices_from_the_sources() -> None:
+    """/jobs/:jid may list the sink's vertex first; Flink iterates its job graph from the
+    sources, which decides which of two alike-hashed groups gets a spare slot."""
+    job = answer("job.json")
+    reversed_job = {**job, "vertices": list(reversed(job["vertices"]))}
+    polled = step.observe(JobOffset("local", JID), answers(job=reversed_job), NOW)
+    (submitted,) = [e for e in polled.events if isinstance(e, JobSubmitted)]
+    assert [v.name for v in submitted.vertices] == [
+        "Source: Numbers -> Slow map",
+        "Sum -> Discard: Writer",
+    ]
