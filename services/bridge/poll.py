@@ -10,6 +10,7 @@ job has gone, or the rescale history is off, and is said once, in one line.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import time
@@ -136,6 +137,7 @@ class ClusterPoller:
         self.version: str | None = None  # Flink's, from /config
         self.refresh_ms = step.DEFAULT_REFRESH_MS  # web.refresh-interval, from /config
         self._requirements_at: dict[str, int] = {}  # job -> its last answer's request (ticks)
+        self._placed: dict[str, step.Placement] = {}  # job -> where its tasks last ran
         self._said: set[str] = set()
         self._lettered: set[tuple[str, str, str]] = set()
 
@@ -239,6 +241,7 @@ class ClusterPoller:
         if not isinstance(job, Mapping) or job.get("state") in NOT_SCHEDULED_YET:
             return None
         history, enabled = self._history(jid, result)
+        self._read_placement(jid, job, history, result)
         needed = not offset.submitted  # the job's settings matter only for its submission
         checkpoints, known = self._checkpoints(jid, result) if needed else (None, False)
         details = {}
@@ -274,7 +277,34 @@ class ClusterPoller:
             history=history,
             history_enabled=enabled,
             details=details,
+            placement=self._placed.get(jid),
         )
+
+    def _read_placement(
+        self, jid: str, job: Mapping[str, Any], history: Any, result: ClusterPoll
+    ) -> None:
+        """Where the job's tasks run (a TaskManager lost later held them or not), read once
+        per graph: when Flink's cached answer shows the running one (step.placement_current)
+        and the last reading is older than that graph."""
+        asked = self.clock()
+        if job.get("state") != "RUNNING" or not step.placement_current(
+            history, asked, self.refresh_ms
+        ):
+            return
+        last = self._placed.get(jid)
+        if last is not None and step.placement_current(history, last.asked, self.refresh_ms):
+            return  # read since the graph last changed
+        key, hosts = flink_job_key(self.name, jid), set[str]()
+        for vertex in job.get("vertices") or []:
+            vid = vertex.get("id") if isinstance(vertex, Mapping) else None
+            path = f"/jobs/{jid}/vertices/{vid}/taskmanagers"
+            answer = self._optional(path, key, result) if isinstance(vid, str) else None
+            read = functools.partial(tr.task_managers_hosting, where=path)
+            found = self._read(read, answer, path, key, result)
+            if found is None:
+                return
+            hosts |= found
+        self._placed[jid] = step.Placement(frozenset(hosts), asked)
 
     def _history(self, jid: str, result: ClusterPoll) -> tuple[list[Any] | None, bool]:
         key = flink_job_key(self.name, jid)

@@ -102,6 +102,47 @@ class Answers:
     departed: Mapping[str, Window] = field(default_factory=dict)
     flink_version: str | None = None  # the JobManager's (/config), if known
     refresh_ms: int = DEFAULT_REFRESH_MS  # its web.refresh-interval (/config)
+    placement: Placement | None = None  # the poller's last reading of where tasks run
+
+
+@dataclass(frozen=True)
+class Placement:
+    """The TaskManagers holding a job's tasks, as an answer asked at `asked` (wall ms)
+    showed them; read only when Flink's cached graph was the one running (current)."""
+
+    hosts: frozenset[str]
+    asked: int
+
+
+def placement_current(
+    history: Sequence[Mapping[str, Any]] | None, asked: int, refresh_ms: int
+) -> bool:
+    """Whether an answer asked at `asked` shows the running graph's placement: no rescale
+    in progress, and the last one entered Executing more than Flink's cache's age (its
+    web.refresh-interval, and a margin) before. Unknown without the rescale history."""
+    if not history:
+        return False
+    since = asked - refresh_ms - CLOCK_MARGIN_MS
+    return not any(rs.in_progress(e) or e["endTimestampInMillis"] > since for e in history)
+
+
+def hosted(tm: str, answers: Answers, before: int) -> bool | None:
+    """Whether `tm` held the job's tasks when it was lost (by `before`), as the placement
+    last read shows; None when unknown: not read, or a rescale that started by `before`
+    entered Executing since that answer's graph (its placement may have moved)."""
+    read, history = answers.placement, answers.history
+    if read is None or history is None:
+        return None
+    since = read.asked - answers.refresh_ms - CLOCK_MARGIN_MS
+    for entry in history:
+        started = entry.get("startTimestampInMillis")
+        if (
+            isinstance(started, int)
+            and started <= before
+            and (rs.in_progress(entry) or entry["endTimestampInMillis"] > since)
+        ):
+            return None
+    return tm in read.hosts
 
 
 @dataclass(frozen=True)
@@ -393,8 +434,11 @@ def _changes(
         lost = set(offset.task_managers) - listed
         for tm in sorted(lost):
             at, window = _seen(answers.departed.get(tm), offset.updated_at, now)
+            held = hosted(tm, answers, window.after if window else at)
             events.append(
-                TaskManagerLost(offset.key, at, tm, "no longer listed by /taskmanagers", window)
+                TaskManagerLost(
+                    offset.key, at, tm, "no longer listed by /taskmanagers", window, held
+                )
             )
         gone = frozenset(offset.lost_task_managers) & listed  # lost by the JobMaster, still listed
         new = _offering(answers.task_managers, (*offset.task_managers, *gone))
@@ -419,6 +463,13 @@ def _changes(
             offset = replace(offset, requirements=bounds)
     before = offset
     offset, failures, named = _failures(offset, answers, problems)
+    failed_on = _failed_on(before, answers)
+    events = [  # a task of the job failed there: it held tasks, whatever was read before
+        replace(e, hosted_tasks=True)
+        if isinstance(e, TaskManagerLost) and e.task_manager_id in failed_on
+        else e
+        for e in events
+    ]
     if offset.last_exception_ms > before.last_exception_ms:
         lost_at = max(before.updated_at, min(now, _first_new_exception(before, answers)))
         events = [  # Flink's own instant: exact
@@ -460,7 +511,9 @@ def _lost_by_the_jobmaster(
     if not gone:
         return offset, []
     events: list[Event] = [
-        TaskManagerLost(offset.key, named[tm], tm, "lost by the JobMaster (its exceptions)")
+        TaskManagerLost(
+            offset.key, named[tm], tm, "lost by the JobMaster (its exceptions)", None, True
+        )
         for tm in gone
     ]
     kept = tuple(tm for tm in offset.task_managers if tm not in gone)
@@ -525,6 +578,22 @@ def _named_lost(entry: Mapping[str, Any], by_path: Mapping[str, str]) -> list[st
     named = [a or b for a, b in LOST_TASK_MANAGER.findall(trace)]
     named += [by_path[path] for path in UNREACHABLE_TASK_MANAGER.findall(trace) if path in by_path]
     return named
+
+
+def _failed_on(offset: JobOffset, answers: Answers) -> frozenset[str]:
+    """The TaskManagers the exception history's new entries place a failed task on, or
+    name as lost."""
+    shown = answers.exceptions
+    history = shown.get("exceptionHistory") if isinstance(shown, Mapping) else None
+    entries = history.get("entries") if isinstance(history, Mapping) else None
+    return frozenset(
+        tm
+        for entry in (entries if isinstance(entries, list) else ())
+        if isinstance(entry, Mapping)
+        and isinstance(entry.get("timestamp"), int)
+        and entry["timestamp"] > offset.last_exception_ms
+        for tm in _task_managers_of(entry)
+    )
 
 
 def _task_managers_of(entry: Mapping[str, Any]) -> list[str]:

@@ -257,3 +257,11 @@ def requirements(answer: Any) -> tuple[Requirement, ...]:
             )
         )
     return tuple(result)
+
+
+def task_managers_hosting(answer: Any, where: str) -> frozenset[str]:
+    """/jobs/:jid/vertices/:vid/taskmanagers: the TaskManagers the vertex's current
+    execution attempts were assigned to (`taskmanager-id`; Flink 2.3's
+    JobVertexTaskManagersHandler)."""
+    listed = field(answer, "taskmanagers", list, where)
+    return frozenset(field(tm, "taskmanager-id", str, f"{where}.taskmanagers[]") for tm in listed)

@@ -95,6 +95,7 @@ class TaskManagerLost:
     task_manager_id: str
     reason: str
     window: Window | None = None
+    hosted_tasks: bool | None = None  # as observed; None: the scheduler's assignment says
 
 
 RUNTIME_CHECKPOINT_IDS = 9_000_000_000_000_000_000
@@ -216,6 +217,7 @@ def _lost(record: Mapping[str, Any]) -> TaskManagerLost:
         record["taskManagerId"],
         record.get("reason", ""),
         _window(record),
+        record.get("hostedTasks"),
     )
 
 
@@ -344,7 +346,12 @@ _WRITERS: dict[type, Callable[[Any], tuple[str, dict[str, Any]]]] = {
     ),
     TaskManagerLost: lambda e: (
         r.TASK_MANAGER_LOST,
-        {"taskManagerId": e.task_manager_id, "reason": e.reason, **_window_fields(e.window)},
+        {
+            "taskManagerId": e.task_manager_id,
+            "reason": e.reason,
+            **_window_fields(e.window),
+            "hostedTasks": e.hosted_tasks,
+        },
     ),
     JobLifecycle: _lifecycle_fields,
     RequirementsUpdated: _requirements_fields,

@@ -48,6 +48,7 @@ SCALING_POLICY = "scalefold.scaling-policy"
 STABILIZATION_PLACEMENT = "scalefold.rescale.stabilization"
 RUNTIME_MODE = "scalefold.runtime.mode"
 SIMULATED_CREATE_TIME = "scalefold.runtime.simulated.creation-time"
+SIMULATED_FIRST_CREATE_TIME = "scalefold.runtime.simulated.first-creation-time"
 SIMULATED_CANCEL_TIME = "scalefold.runtime.simulated.cancellation-time"
 # Shadow mode: the job runs on a real Flink cluster of this name, observed by the bridge
 # (services/bridge); the scheduler predicts it, and the history planner never commands it.

@@ -21,12 +21,24 @@ The deadline named is the first timer-driven decision inside the window (the fir
 decision of a timer step, not of an input), of the baseline, else of a variant: an input
 at the window's end may cancel in the baseline the very timer that the input at its start
 lets fire.
+
+Flink's own latency moves its deadlines too. The core enters Executing the instant it
+decides to; Flink waits for its slots to be offered and builds the execution graph first
+(0.3-1 s on our machines, more when busy), and its cooldown is anchored at that later
+entry. Where Flink's records of the job are at hand, the latency is read from them (how
+much later than the prediction's pair each rescale entered Executing, beyond the lag the
+pair before carried: the first schedule's, when the job's slots are first offered, and
+the most of any later one's, whose slots are in the pool already) and the inputs folded
+once more with the core's graph creation taking that long
+(`scalefold.runtime.simulated.first-creation-time`, `.creation-time`); a pair that
+differs then is ambiguous too, its cause Flink's latency, not a window.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from itertools import pairwise
 from typing import Any
 
 from services.contracts.events import (
@@ -38,7 +50,7 @@ from services.contracts.events import (
     TimerFired,
     Window,
 )
-from services.contracts.jobconfig import P
+from services.contracts.jobconfig import SIMULATED_CREATE_TIME, SIMULATED_FIRST_CREATE_TIME, P
 from services.scheduler.core.driver import Replay
 from services.scheduler.core.effects import Decision, Effect, RescaleUpdated
 from services.scheduler.core.enums import DecisionKind, Phase, StateName
@@ -55,6 +67,8 @@ FIELDS = (
 )
 """The compared fields, named as services/history/conformance.py FIELDS names them (the
 scheduler and the history share only the contracts, so the names are repeated here)."""
+LATENCY = "Flink's latency"
+"""The `input` of an ambiguity Flink's own latency makes, not an observation window."""
 PAIRED = "paired"
 """The 'field' of a pair whose rescale exists in one fold and not the other (pairing's
 column of the same name)."""
@@ -66,7 +80,8 @@ class Ambiguity:
 
     `fields`: the compared fields that changed (`paired` when the rescale exists in one
     fold only); `deadline`: the decision inside the window, as text, if one was found;
-    `origin`: the job's submission time, from which `describe` shows times."""
+    `origin`: the job's submission time, from which `describe` shows times. An ambiguity
+    Flink's latency makes has `input` LATENCY, `latency_ms` and an empty window."""
 
     pair_index: int
     fields: tuple[str, ...]
@@ -74,6 +89,7 @@ class Ambiguity:
     window: Window
     deadline: str | None
     origin: int
+    latency_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -83,14 +99,26 @@ class Folded:
 
     rescales: tuple[Mapping[str, Any], ...]
     deadlines: tuple[Decision, ...]
+    executing: tuple[int | None, ...] = ()
+    """Per rescale, when it entered Executing from CreatingExecutionGraph, if it did."""
 
 
-def ambiguities(events: Sequence[Event], defaults: Defaults) -> list[Ambiguity]:
-    """The ambiguous pairs of ONE job's recorded inputs (log order), per windowed input."""
+def ambiguities(
+    events: Sequence[Event], defaults: Defaults, flink: Sequence[Mapping[str, Any]] = ()
+) -> list[Ambiguity]:
+    """The ambiguous pairs of ONE job's recorded inputs (log order), per windowed input,
+    and (given Flink's records of the job, `flink`) those Flink's latency makes."""
     inputs = [e for e in events if not isinstance(e, TimerFired)]  # a fold fires its own
     origin = next((e.timestamp for e in inputs if isinstance(e, JobSubmitted)), 0)
     baseline = fold(inputs, defaults)
     found: list[Ambiguity] = []
+    latency = latency_ms(flink, baseline)
+    if latency != Latency():
+        slowed = fold(created_after(inputs, latency), defaults)
+        found += [
+            Ambiguity(pair, tuple(names), LATENCY, Window(0, 0), None, origin, latency.worst)
+            for pair, names in sorted(differences(baseline, [slowed]).items())
+        ]
     for index, event in enumerate(inputs):
         window = window_of(event)
         if window is None:
@@ -112,14 +140,80 @@ def ambiguities(events: Sequence[Event], defaults: Defaults) -> list[Ambiguity]:
 def describe(ambiguity: Ambiguity) -> str:
     """One line a person reads: which input, its window, the deadline, what changes."""
     a = ambiguity
-    window = f"({_offset(a.window.after, a.origin)}, {_offset(a.window.by, a.origin)}]"
-    deadline = f"the {a.deadline}" if a.deadline else "one of the scheduler's deadlines"
     fields = ", ".join(name for name in a.fields if name != PAIRED)
     changes = [f"{fields} would differ"] if fields else []
     if PAIRED in a.fields:
         changes.insert(0, "this rescale happens in one case only")
     change = "; ".join(changes)
+    if a.input == LATENCY:
+        return (
+            f"Flink entered Executing up to {a.latency_ms / 1000:.3f} s after the prediction "
+            f"did (its slots offered, its graph built) and its deadlines moved with it: "
+            f"with that latency {change}"
+        )
+    window = f"({_offset(a.window.after, a.origin)}, {_offset(a.window.by, a.origin)}]"
+    deadline = f"the {a.deadline}" if a.deadline else "one of the scheduler's deadlines"
     return f"{a.input}, observed in {window}, may have come before or after {deadline}: {change}"
+
+
+@dataclass(frozen=True)
+class Latency:
+    """How much later than the prediction Flink entered Executing: at the job's first
+    schedule (its slots first offered to the job, then the graph built), and at most at a
+    later rescale (its slots already in the pool), each beyond the lag it inherited."""
+
+    first: int = 0
+    later: int = 0
+
+    @property
+    def worst(self) -> int:
+        return max(self.first, self.later)
+
+
+def latency_ms(flink: Sequence[Mapping[str, Any]], baseline: Folded) -> Latency:
+    """The latency Flink's rescales (`flink`: its records, any order) added: how much
+    later than the prediction's rescale paired with it (by start, as `flink compare` pairs
+    them, and of the same trigger) each entered Executing from CreatingExecutionGraph,
+    less what the pair before it had already lost (a later pair inherits the earlier
+    one's lag: its cooldown started late); never below 0."""
+    ordered = sorted(flink, key=lambda r: (r["startTimestampInMillis"], r["rescaleAttemptId"] or 0))
+    ours = zip(baseline.rescales, baseline.executing, strict=True)
+    added: list[int] = []
+    inherited = 0
+    for record, (rescale, entered) in zip(ordered, ours, strict=False):
+        theirs = executing_entered(record)
+        if record["triggerCause"] != rescale["trigger_cause"] or None in (theirs, entered):
+            continue
+        assert theirs is not None and entered is not None
+        added.append(max(0, theirs - entered - inherited))
+        inherited = theirs - entered
+    return Latency(added[0], max(added[1:], default=0)) if added else Latency()
+
+
+def executing_entered(record: Mapping[str, Any]) -> int | None:
+    """When a rescale record entered Executing from CreatingExecutionGraph, if it did."""
+    spans = record["schedulerStates"] or []
+    for before, span in pairwise(spans):
+        if before["state"] == StateName.CREATING_EXECUTION_GRAPH and span["state"] == (
+            StateName.EXECUTING
+        ):
+            return int(span["enterTimestampInMillis"]) if span["enterTimestampInMillis"] else None
+    return None
+
+
+def created_after(events: Sequence[Event], latency: Latency) -> list[Event]:
+    """The inputs with the job's first execution graph taking `latency.first` ms to
+    build, and every later one `latency.later`."""
+    pins = {
+        SIMULATED_FIRST_CREATE_TIME: f"{latency.first} ms",
+        SIMULATED_CREATE_TIME: f"{latency.later} ms",
+    }
+    return [
+        replace(e, configuration=(*(c for c in e.configuration if c[0] not in pins), *pins.items()))
+        if isinstance(e, JobSubmitted)
+        else e
+        for e in events
+    ]
 
 
 def window_of(event: Event) -> Window | None:
@@ -179,7 +273,11 @@ def fold(events: Iterable[Event], defaults: Defaults) -> Folded:
         latest.values(),
         key=lambda r: (r["startTimestampInMillis"], r["rescaleAttemptId"], r["rescaleUuid"]),
     )
-    return Folded(tuple(compared(r) for r in ordered), _step_openers(timed))
+    return Folded(
+        tuple(compared(r) for r in ordered),
+        _step_openers(timed),
+        tuple(executing_entered(r) for r in ordered),
+    )
 
 
 def _step_openers(timed: Iterable[Effect]) -> tuple[Decision, ...]:
@@ -276,7 +374,8 @@ def as_json(ambiguity: Ambiguity) -> dict[str, Any]:
         "pair_index": a.pair_index,
         "fields": list(a.fields),
         "input": a.input,
-        "window": {"after": a.window.after, "by": a.window.by},
+        "window": None if a.input == LATENCY else {"after": a.window.after, "by": a.window.by},
+        "latency_ms": a.latency_ms or None,
         "deadline": a.deadline,
         "origin": a.origin,
         "described": describe(a),

@@ -1,9 +1,10 @@
 """`scalefold ambiguities`: which of a job's predicted rescales its observation cannot decide.
 
 The shell around observation.py: the job's recorded inputs are read from the job-events
-topic (whatif.read_recorded), folded (observation.ambiguities), and each ambiguous pair
-printed, as a line or as JSON; `find` answers `flink compare` (services/cli.py hands it
-over: the history and the scheduler share only the contracts).
+topic and Flink's records of it from flink-rescales (whatif.read_recorded), folded
+(observation.ambiguities), and each ambiguous pair printed, as a line or as JSON; `find`
+answers `flink compare` (services/cli.py hands it over: the history and the scheduler
+share only the contracts).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def folded(
         events = recorded.inputs.get(key)
         if not events:
             raise WhatIfError(f"job {key} has no input the scheduler could fold")
-        return key, ambiguities(events, defaults)
+        return key, ambiguities(events, defaults, recorded.flink.get(key, ()))
     except (WhatIfError, ConfigError, TopicReadError, KafkaConnectionError) as error:
         raise AmbiguitiesUnknownError(str(error)) from None
 
@@ -61,10 +62,15 @@ def find(settings: Settings, job: str) -> list[AmbiguousPair]:
 
     codec = Codec(SchemaRegistry.load(settings.schemas_dir))
     key, found = folded(settings, codec, job, connect_timeout=FIND_CONNECT_TIMEOUT)
-    return [
-        AmbiguousPair(key, a.pair_index, a.fields, describe(a), f"{a.input} {a.window}")
-        for a in found
-    ]
+    return [AmbiguousPair(key, a.pair_index, a.fields, describe(a), cause(a)) for a in found]
+
+
+def cause(ambiguity: Ambiguity) -> str:
+    """What made a pair ambiguous, the same for every pair it made so."""
+    from services.scheduler.observation import LATENCY
+
+    a = ambiguity
+    return a.input if a.input == LATENCY else f"{a.input} {a.window}"
 
 
 def run_command(

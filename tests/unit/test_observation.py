@@ -31,7 +31,14 @@ from services.contracts.jobconfig import (
     SUBMISSION_STABILIZATION,
 )
 from services.scheduler import whatif
-from services.scheduler.observation import ambiguities, describe, fold, moved
+from services.scheduler.observation import (
+    Latency,
+    ambiguities,
+    describe,
+    fold,
+    latency_ms,
+    moved,
+)
 from services.scheduler.observationcli import run_command
 from services.scheduler.whatif import Recorded
 
@@ -119,6 +126,40 @@ def test_a_loss_straddling_the_cooldown_end_makes_the_rescale_after_it_ambiguous
     assert found[0].deadline == "cooldown end at +7.000 s"
     assert "post_parallelism" in found[0].fields
     assert ambiguities([*events[:3], lost("tm-2", 9000, Window(8000, 9000))], ()) == []
+
+
+def flink_record(trigger: str, start: int, executing: int) -> dict[str, object]:
+    """A Flink rescale record as the bridge forwards it, cut to what latency_ms reads."""
+    states = [("WaitingForResources", start), ("CreatingExecutionGraph", executing - 100)]
+    spans = [{"state": name, "enterTimestampInMillis": at} for name, at in states]
+    return {
+        "triggerCause": trigger,
+        "startTimestampInMillis": start,
+        "rescaleAttemptId": 1,
+        "schedulerStates": [*spans, {"state": "Executing", "enterTimestampInMillis": executing}],
+    }
+
+
+def test_flinks_own_latency_makes_a_loss_near_its_later_cooldown_end_ambiguous() -> None:
+    # as above, tm-2 lost in (+8 s, +9 s]: after the prediction's cooldown end (+7 s), but
+    # Flink entered Executing 2.5 s after the prediction did: its cooldown ended at +9.5 s
+    events: list[Event] = [
+        submitted(**{COOLDOWN: "5s"}),
+        registered("tm-1", 0),
+        registered("tm-2", 3000),
+        lost("tm-2", 9000, Window(8000, 9000)),
+    ]
+    assert ambiguities(events, ()) == []  # the windows alone decide it
+
+    found = ambiguities(events, (), [flink_record("INITIAL_SCHEDULE", 0, 4500)])
+
+    assert [a.pair_index for a in found] == [2]
+    assert (found[0].input, found[0].latency_ms) == ("Flink's latency", 2500)
+    assert describe(found[0]).startswith("Flink entered Executing up to 2.500 s after the")
+    assert "post_parallelism" in found[0].fields
+    # a record of another trigger, or one that entered Executing earlier, is no latency
+    assert ambiguities(events, (), [flink_record("UPDATE_REQUIREMENT", 0, 4500)]) == []
+    assert ambiguities(events, (), [flink_record("INITIAL_SCHEDULE", 0, 1500)]) == []
 
 
 def test_a_loss_straddling_a_restart_delay_makes_the_restart_ambiguous() -> None:
@@ -213,3 +254,21 @@ def test_the_command_says_so_when_nothing_is_ambiguous(
     )
 
     assert (status, out.getvalue()) == (0, f"job {JOB}: no pair is ambiguous\n")
+
+
+def test_a_later_rescale_adds_only_its_own_latency_to_what_it_inherited() -> None:
+    # the prediction enters Executing at +2 s and, onto tm-2, at +7 s (the cooldown's end);
+    # Flink 2.5 s later, then 2.6 s: its second rescale added 0.1 s to the first one's lag
+    events: list[Event] = [
+        submitted(**{COOLDOWN: "5s"}),
+        registered("tm-1", 0),
+        registered("tm-2", 3000),
+    ]
+    baseline = fold(events, ())
+    assert baseline.executing == (2000, 7000), baseline.executing
+    trigger = baseline.rescales[1]["trigger_cause"]
+
+    flink = [flink_record("INITIAL_SCHEDULE", 0, 4500), flink_record(trigger, 3000, 9600)]
+
+    assert latency_ms(flink, baseline) == Latency(first=2500, later=100)
+    assert latency_ms(flink[1:], baseline) == Latency()  # paired by start: another trigger

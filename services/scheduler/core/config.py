@@ -59,6 +59,7 @@ from services.contracts.jobconfig import (
     SCHEDULER_MODE,
     SIMULATED_CANCEL_TIME,
     SIMULATED_CREATE_TIME,
+    SIMULATED_FIRST_CREATE_TIME,
     STABILIZATION_PLACEMENT,
     SUBMISSION_STABILIZATION,
     SUBMISSION_STABILIZATION_DEPRECATED,
@@ -162,6 +163,7 @@ class SchedulerConfig:
     runtime: RuntimeMode
     simulated_create_ms: int
     simulated_cancel_ms: int
+    simulated_first_create_ms: int  # the job's first graph (its slots first offered)
     observed_cluster: str | None = None  # shadow mode: the real Flink cluster the job runs on
 
     def max_trigger_delay(self, checkpoint_interval_ms: int | None) -> int:
@@ -242,8 +244,9 @@ def resolve(settings: Mapping[str, str], checkpointing: bool = False) -> Schedul
             STABILIZATION_PLACEMENT, StabilizationPlacement, StabilizationPlacement.EXECUTING
         ),
         runtime=reader.choice(RUNTIME_MODE, RuntimeMode, RuntimeMode.SIMULATED),
-        simulated_create_ms=reader.duration(SIMULATED_CREATE_TIME, 0, minimum=0),
+        simulated_create_ms=(create := reader.duration(SIMULATED_CREATE_TIME, 0, minimum=0)),
         simulated_cancel_ms=reader.duration(SIMULATED_CANCEL_TIME, 0, minimum=0),
+        simulated_first_create_ms=reader.duration(SIMULATED_FIRST_CREATE_TIME, create, minimum=0),
         observed_cluster=_observed(reader),
     )
     for key, value in (

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from msgspec.structs import replace
+
 from services.contracts.events import (
     ConfigurationUpdated,
     Event,
@@ -39,11 +41,13 @@ from services.scheduler.core.fold import Defaults, Fold, config_of
 from services.scheduler.core.jobgraph import job_information
 from services.scheduler.core.jobgraph import validate_requirements as validate
 from services.scheduler.core.model import (
+    Assignment,
     ExecutionGraph,
     InvalidJobGraphError,
     JobState,
     RequirementsRejectedError,
     SchedulerState,
+    Slot,
     TaskManager,
     Timeline,
 )
@@ -209,15 +213,39 @@ def _lose(fold: Fold, event: TaskManagerLost) -> None:
         taskManagerSlots=lost.slots,
     )
     graph = fold.state.graph
-    if fold.state.name in RUNNING_GRAPH and graph is not None and _uses(graph, lost):
+    if fold.state.name not in RUNNING_GRAPH or graph is None:
+        return
+    assigned = _uses(graph, lost)
+    hosted = assigned if event.hosted_tasks is None else event.hosted_tasks
+    if hosted:
         cause = f"TaskManager {lost.id} lost" + (f": {event.reason}" if event.reason else "")
         behaviour(fold.state.name).on_failure(fold, cause, True, False)
+    elif assigned:  # observed idle: the cluster ran those tasks on slots this fold left free
+        fold.set_state(graph=_placed_elsewhere(graph, lost, fold.slots))
 
 
 def _uses(graph: ExecutionGraph, task_manager: TaskManager) -> bool:
     """Whether the graph holds any of the TaskManager's slots."""
     used = slot_ids(graph.assignment)
     return any(slot.id in used for slot in task_manager.slot_list())
+
+
+def _placed_elsewhere(
+    graph: ExecutionGraph, lost: TaskManager, pool: tuple[Slot, ...]
+) -> ExecutionGraph:
+    """The graph with the lost TaskManager's slots swapped for free ones of the pool (in
+    its order), as the cluster had placed them; unchanged if too few are free."""
+    used = slot_ids(graph.assignment)
+    gone = {slot.id for slot in lost.slot_list()}
+    free = iter([slot.id for slot in pool if slot.id not in used])
+    swapped = {slot: next(free, None) for slot in sorted(gone & used, key=natural_key)}
+    if None in swapped.values():
+        return graph
+    groups = tuple(
+        (group, tuple(swapped.get(slot) or slot for slot in slots))
+        for group, slots in graph.assignment.groups
+    )
+    return replace(graph, assignment=Assignment(groups))
 
 
 def _update_requirements(fold: Fold, event: RequirementsUpdated) -> None:

@@ -308,6 +308,34 @@ def test_a_lost_task_manager_is_lost_before_the_failures_its_loss_caused() -> No
     assert [(type(e), e.timestamp) for e in quiet.events] == [(TaskManagerLost, NOW + 5000)]
 
 
+def test_a_lost_task_manager_says_whether_it_held_the_jobs_tasks_as_last_read() -> None:
+    # which of more TaskManagers than it needs a job runs on is Flink's ResourceManager's
+    # choice: the bridge reads it once the cached graph is the running one
+    seen = first_poll()
+    graph = max(e["endTimestampInMillis"] for e in answers().history or [])  # last Executing
+
+    def lost(placement: step.Placement | None, *entries: dict[str, Any]) -> bool | None:
+        tms = tr.task_managers(answer("taskmanagers.json"))
+        gone = later(
+            seen,
+            task_managers=tuple(tm for tm in tms if tm.id != "tm-1"),
+            exceptions={"exceptionHistory": {"entries": list(entries)}},
+            placement=placement,
+            refresh_ms=3_000,
+        )
+        (event,) = [e for e in gone.events if isinstance(e, TaskManagerLost)]
+        return event.hosted_tasks
+
+    assert step.placement_current(answers().history, graph + 3_600, 3_000)
+    assert not step.placement_current(answers().history, graph + 3_400, 3_000)
+    assert lost(step.Placement(frozenset({"tm-2", "tm-3"}), graph + 3_600)) is False
+    assert lost(step.Placement(frozenset({"tm-1", "tm-2"}), graph + 3_600)) is True
+    assert lost(None) is None  # not read: the scheduler's own assignment decides
+    assert lost(step.Placement(frozenset({"tm-2"}), graph + 1_000)) is None  # a stale graph
+    # a task of the job failed there: it held tasks, whatever the reading said
+    assert lost(step.Placement(frozenset({"tm-2"}), graph + 3_600), failure(NOW + 100, "tm-1"))
+
+
 def test_a_killed_task_manager_gives_one_failover_through_waiting_for_resources() -> None:
     seen = first_poll()
     gone = without_tm_1(seen, failure(NOW + 100, "tm-2"))

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from services.contracts import jobconfig as c
-from services.contracts.events import JobEventKind
+from services.contracts.events import JobEventKind, TaskManagerLost
+from services.scheduler.core.allocator import slot_ids
 from services.scheduler.core.enums import DecisionKind, JobStatus, RequestKind, StateName
-from tests.unit.scheduler.harness import SECOND, Scenario, vertex
+from tests.unit.scheduler.harness import JOB, SECOND, Scenario, vertex
 
 S = StateName
 
@@ -129,6 +130,28 @@ def test_losing_idle_slots_only_shrinks_the_pool() -> None:
     job.at(3 * SECOND).lose("tm-2")
     assert job.state is S.EXECUTING and not job.decisions(DecisionKind.RESTART_DECIDED)
     assert job.job is not None and sum(tm.slots for tm in job.job.task_managers) == 2
+
+
+def lose_observed(job: Scenario, tm: str, hosted: bool) -> Scenario:
+    """A loss as the Flink bridge sends it: whether the TaskManager held tasks, observed."""
+    return job.fold(TaskManagerLost(JOB, job.now, tm, "stopped", None, hosted))
+
+
+def test_a_loss_observed_idle_moves_the_assigned_tasks_to_the_free_slots_the_cluster_used() -> None:
+    # the fold ran the job on tm-1's two slots; Flink's ResourceManager gave it tm-2's
+    job = running(parallelism=2, slots=2).at(2 * SECOND).tm("tm-2", slots=2)
+    lose_observed(job.at(3 * SECOND), "tm-1", hosted=False)
+    assert job.state is S.EXECUTING and not job.decisions(DecisionKind.RESTART_DECIDED)
+    assert job.job is not None and job.job.state.graph is not None
+    assert slot_ids(job.job.state.graph.assignment) == {"tm-2#0", "tm-2#1"}
+    lose_observed(job.at(4 * SECOND), "tm-2", hosted=True)  # now the tasks' own
+    assert job.decisions(DecisionKind.RESTART_DECIDED)
+
+
+def test_a_loss_observed_to_hold_tasks_fails_over_though_the_fold_left_it_idle() -> None:
+    job = running(parallelism=2, slots=2).at(2 * SECOND).tm("tm-2", slots=2)
+    lose_observed(job.at(3 * SECOND), "tm-2", hosted=True)
+    assert job.decisions(DecisionKind.RESTART_DECIDED)
 
 
 @pytest.mark.flink("RestartingTest.testTransitionToSubsequentStateWhenResourceChanged")

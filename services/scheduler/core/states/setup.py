@@ -128,6 +128,7 @@ class CreatingExecutionGraph(WithoutGraph):
         plan = plan_for(fold.job.info, target)
         assignment = assign(plan, fold.slots, fold.config.prefer_minimal_taskmanagers)
         assert assignment is not None  # the plan came from the same slots
+        first = fold.job.graphs == 0
         graph = ExecutionGraph(f"eg-{fold.job.graphs + 1}", target, assignment)
         fold.set(graphs=fold.job.graphs + 1)
         fold.set_state(graph=graph)
@@ -138,7 +139,9 @@ class CreatingExecutionGraph(WithoutGraph):
             slots=" ".join(sorted(slot_ids(assignment), key=natural_key)),
         )
         if fold.config.runtime is RuntimeMode.SIMULATED:
-            fold.run_if_state(self.CREATED, fold.config.simulated_create_ms)
+            config = fold.config
+            delay = config.simulated_first_create_ms if first else config.simulated_create_ms
+            fold.run_if_state(self.CREATED, delay)
 
     def on_timer(self, fold: Fold, action: str) -> None:
         if action == self.CREATED:
