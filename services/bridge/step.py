@@ -117,32 +117,36 @@ class Placement:
 def placement_current(
     history: Sequence[Mapping[str, Any]] | None, asked: int, refresh_ms: int
 ) -> bool:
-    """Whether an answer asked at `asked` shows the running graph's placement: no rescale
-    in progress, and the last one entered Executing more than Flink's cache's age (its
-    web.refresh-interval, and a margin) before. Unknown without the rescale history."""
+    """Whether an answer asked at `asked` shows the running graph's placement: the last
+    rescale that ended (entered Executing, its graph deployed) did so more than Flink's
+    cache's age (its web.refresh-interval, and a margin) before; one in progress has
+    deployed nothing yet. Unknown without the rescale history."""
     if not history:
         return False
     since = asked - refresh_ms - CLOCK_MARGIN_MS
-    return not any(rs.in_progress(e) or e["endTimestampInMillis"] > since for e in history)
+    return all(ended <= since for ended in _ends(history))
 
 
 def hosted(tm: str, answers: Answers, before: int) -> bool | None:
     """Whether `tm` held the job's tasks when it was lost (by `before`), as the placement
-    last read shows; None when unknown: not read, or a rescale that started by `before`
-    entered Executing since that answer's graph (its placement may have moved)."""
+    last read shows; None when unknown: not read, or a rescale ended (a graph deployed)
+    between that answer's graph and `before` (the tasks may have moved)."""
     read, history = answers.placement, answers.history
     if read is None or history is None:
         return None
     since = read.asked - answers.refresh_ms - CLOCK_MARGIN_MS
-    for entry in history:
-        started = entry.get("startTimestampInMillis")
-        if (
-            isinstance(started, int)
-            and started <= before
-            and (rs.in_progress(entry) or entry["endTimestampInMillis"] > since)
-        ):
-            return None
+    if any(since < ended <= before for ended in _ends(history)):
+        return None
     return tm in read.hosts
+
+
+def _ends(history: Sequence[Mapping[str, Any]]) -> list[int]:
+    """When each ended rescale of `history` ended."""
+    return [
+        e["endTimestampInMillis"]
+        for e in history
+        if not rs.in_progress(e) and isinstance(e["endTimestampInMillis"], int)
+    ]
 
 
 @dataclass(frozen=True)

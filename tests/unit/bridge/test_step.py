@@ -314,7 +314,9 @@ def test_a_lost_task_manager_says_whether_it_held_the_jobs_tasks_as_last_read() 
     seen = first_poll()
     graph = max(e["endTimestampInMillis"] for e in answers().history or [])  # last Executing
 
-    def lost(placement: step.Placement | None, *entries: dict[str, Any]) -> bool | None:
+    def lost(
+        placement: step.Placement | None, *entries: dict[str, Any], history: Any = None
+    ) -> bool | None:
         tms = tr.task_managers(answer("taskmanagers.json"))
         gone = later(
             seen,
@@ -322,6 +324,7 @@ def test_a_lost_task_manager_says_whether_it_held_the_jobs_tasks_as_last_read() 
             exceptions={"exceptionHistory": {"entries": list(entries)}},
             placement=placement,
             refresh_ms=3_000,
+            **({"history": history} if history is not None else {}),
         )
         (event,) = [e for e in gone.events if isinstance(e, TaskManagerLost)]
         return event.hosted_tasks
@@ -332,6 +335,11 @@ def test_a_lost_task_manager_says_whether_it_held_the_jobs_tasks_as_last_read() 
     assert lost(step.Placement(frozenset({"tm-1", "tm-2"}), graph + 3_600)) is True
     assert lost(None) is None  # not read: the scheduler's own assignment decides
     assert lost(step.Placement(frozenset({"tm-2"}), graph + 1_000)) is None  # a stale graph
+    # a rescale in progress (waiting for its cooldown, say) has deployed nothing yet
+    waiting = {"rescaleUuid": "0" * 32, "startTimestampInMillis": graph + 4_000}
+    history = [*(answers().history or []), waiting]
+    assert not step.placement_current(history, graph + 3_400, 3_000)
+    assert lost(step.Placement(frozenset({"tm-2"}), graph + 3_600), history=history) is False
     # a task of the job failed there: it held tasks, whatever the reading said
     assert lost(step.Placement(frozenset({"tm-2"}), graph + 3_600), failure(NOW + 100, "tm-1"))
 
