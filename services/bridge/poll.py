@@ -136,6 +136,7 @@ class ClusterPoller:
         self.presence = Presence()
         self.version: str | None = None  # Flink's, from /config
         self.refresh_ms = step.DEFAULT_REFRESH_MS  # web.refresh-interval, from /config
+        self.cluster_restart: dict[str, str] = {}  # /jobmanager/config's restart-strategy.*
         self._requirements_at: dict[str, int] = {}  # job -> its last answer's request (ticks)
         self._placed: dict[str, step.Placement] = {}  # job -> where its tasks last ran
         self._said: set[str] = set()
@@ -151,6 +152,8 @@ class ClusterPoller:
         result = ClusterPoll()
         if self.version is None:
             self.version = self._version(result)
+            if self.version is not None:
+                self.cluster_restart = self._cluster_restart(result)
         overview = self._get("/jobs/overview", self.name, result)
         jobs = _job_ids(overview, self.name, result)
         task_managers = self._listing(result)
@@ -203,6 +206,10 @@ class ClusterPoller:
         if isinstance(refresh, int) and refresh > 0:
             self.refresh_ms = refresh
         return _version(config)
+
+    def _cluster_restart(self, result: ClusterPoll) -> dict[str, str]:
+        """The cluster's restart strategy (its jobs' default), read with its version."""
+        return tr.cluster_restart_strategy(self._optional("/jobmanager/config", self.name, result))
 
     def _vanished(
         self, offsets: Mapping[str, JobOffset], listed: set[str], now: int
@@ -278,6 +285,7 @@ class ClusterPoller:
             history_enabled=enabled,
             details=details,
             placement=self._placed.get(jid),
+            cluster_restart=self.cluster_restart,
         )
 
     def _read_placement(

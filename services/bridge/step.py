@@ -103,6 +103,7 @@ class Answers:
     flink_version: str | None = None  # the JobManager's (/config), if known
     refresh_ms: int = DEFAULT_REFRESH_MS  # its web.refresh-interval (/config)
     placement: Placement | None = None  # the poller's last reading of where tasks run
+    cluster_restart: Mapping[str, str] = field(default_factory=dict)  # /jobmanager/config
 
 
 @dataclass(frozen=True)
@@ -419,7 +420,7 @@ def _configuration(cluster: str, answers: Answers) -> dict[str, str]:
     entries = {k.RUNTIME_MODE: "simulated", k.OBSERVED_CLUSTER: cluster}
     if answers.rescales_config is not None:
         entries.update(tr.scheduler_settings(answers.rescales_config))
-    entries.update(tr.job_restart_strategy(answers.job_config))
+    entries.update(tr.job_restart_strategy(answers.job_config) or answers.cluster_restart)
     entries.update(tr.min_pause(answers.checkpoints_config))
     if answers.flink_version is not None and not tr.triggers_active_checkpoints(
         answers.flink_version

@@ -150,6 +150,22 @@ def job_restart_strategy(job_config: Any) -> dict[str, str]:
     return restart_strategy(field(execution, "restart-strategy", str, "config.execution-config"))
 
 
+def cluster_restart_strategy(jobmanager_config: Any) -> dict[str, str]:
+    """/jobmanager/config's `restart-strategy.*` entries (`[{key, value}]`): what a job
+    whose own strategy REST shows as "Cluster level default restart strategy" restarts
+    by. (Flink 2.3 shows a strategy a job sets in its own Configuration that way too: the
+    bridge cannot see it.)"""
+    entries = jobmanager_config if isinstance(jobmanager_config, list) else []
+    return {
+        e["key"]: e["value"]
+        for e in entries
+        if isinstance(e, Mapping)
+        and isinstance(e.get("key"), str)
+        and isinstance(e.get("value"), str)
+        and e["key"].startswith("restart-strategy.")
+    }
+
+
 def checkpoint_interval(checkpoints_config: Any) -> int | None:
     """/jobs/:jid/checkpoints/config's interval in ms; None when checkpointing is off."""
     if checkpoints_config is None:  # Flink answers 404 for a job without checkpointing

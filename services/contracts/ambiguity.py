@@ -27,6 +27,11 @@ class AmbiguousPair:
     cause: str = ""
 
 
+EXISTENCE = "paired"
+"""The `fields` entry of a pair whose rescale exists in one case only (the pairing's
+column `paired`): every later pair is paired by start with another rescale then."""
+
+
 class AmbiguitiesUnknownError(Exception):
     """The job's recorded inputs could not be read or folded: which pairs are ambiguous is
     not known (the message says why)."""

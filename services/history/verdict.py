@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from services.contracts.ambiguity import AmbiguousPair
+from services.contracts.ambiguity import EXISTENCE, AmbiguousPair
 from services.contracts.render import labelled
 from services.history.conformance import FIELDS
 
@@ -45,7 +45,8 @@ def verdict(
     pair is said so (with each input it depends on); a decidable one that disagrees names
     each field that differs (`names`: the vertices' names by id)."""
     doubtful: dict[int, list[AmbiguousPair]] = {}
-    for ambiguity in [*undecided(ambiguities, pairs), *restart_races(pairs)]:
+    kept = undecided(ambiguities, pairs)
+    for ambiguity in [*kept, *shifted(kept, pairs), *restart_races(pairs)]:
         doubtful.setdefault(ambiguity.pair_index, []).append(ambiguity)
     by_index = {int(pair["pair_index"]): pair for pair in pairs}
     lines: list[str] = []
@@ -93,6 +94,30 @@ def undecided(
         if not settled:
             kept += group
     return kept
+
+
+def shifted(
+    ambiguities: Sequence[AmbiguousPair], pairs: Sequence[Mapping[str, Any]]
+) -> list[AmbiguousPair]:
+    """Every pair after the first whose rescale exists in one case only (an ambiguity in
+    EXISTENCE) and is not ambiguous already: the pairing by start is shifted from there,
+    so they pair what the other case would not (a demo's fifth Flink rescale with no
+    prediction, 2026-12-03, followed from its first pair's window)."""
+    first = min((a.pair_index for a in ambiguities if EXISTENCE in a.fields), default=None)
+    if first is None:
+        return []
+    named = {a.pair_index for a in ambiguities}
+    return [
+        AmbiguousPair(
+            str(pair["job_key"]),
+            int(pair["pair_index"]),
+            (),
+            f"it follows pair {first}: a rescale that happens in one case only shifts "
+            "the pairing from there",
+        )
+        for pair in sorted(pairs, key=lambda pair: int(pair["pair_index"]))
+        if int(pair["pair_index"]) > first and int(pair["pair_index"]) not in named
+    ]
 
 
 RACE = (

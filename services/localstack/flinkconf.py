@@ -88,6 +88,7 @@ class Waits:
     executing_stabilization: int = 60_000  # executing.resource-stabilization-timeout
     heartbeat_interval: int = 10_000
     heartbeat_timeout: int = 50_000
+    restart_delay: int | None = None  # the cluster's fixed-delay restart strategy, if set
 
 
 SHORT_WAITS = Waits(
@@ -180,7 +181,21 @@ def entries(config: FlinkConfig) -> dict[str, str]:
         "pekko.ask.timeout": "30 s",
         "heartbeat.interval": str(waits.heartbeat_interval),
         "heartbeat.timeout": str(waits.heartbeat_timeout),
+        **restart_entries(waits.restart_delay),
         **tls_entries(config.rest_tls),
+    }
+
+
+def restart_entries(delay_ms: int | None) -> dict[str, str]:
+    """The cluster's restart strategy: fixed-delay with `delay_ms`, else Flink's default.
+    A job that sets none of its own takes it (and REST then says "Cluster level default
+    restart strategy": the bridge reads this from /jobmanager/config)."""
+    if delay_ms is None:
+        return {}
+    return {
+        "restart-strategy.type": "fixed-delay",
+        "restart-strategy.fixed-delay.attempts": "1000",
+        "restart-strategy.fixed-delay.delay": f"{delay_ms} ms",
     }
 
 

@@ -41,6 +41,7 @@ from dataclasses import dataclass, replace
 from itertools import pairwise
 from typing import Any
 
+from services.contracts.ambiguity import EXISTENCE
 from services.contracts.events import (
     Event,
     JobSubmitted,
@@ -69,7 +70,7 @@ FIELDS = (
 scheduler and the history share only the contracts, so the names are repeated here)."""
 LATENCY = "Flink's latency"
 """The `input` of an ambiguity Flink's own latency makes, not an observation window."""
-PAIRED = "paired"
+PAIRED = EXISTENCE
 """The 'field' of a pair whose rescale exists in one fold and not the other (pairing's
 column of the same name)."""
 

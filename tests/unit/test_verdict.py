@@ -166,7 +166,26 @@ def test_an_ambiguity_flinks_record_settles_judges_the_pairs_after_it() -> None:
 
     assert judged.ambiguous == frozenset() and judged.status == 1  # pair 2 is decided: wrong
     assert "pair 2 disagrees: post_parallelism Flink Sum=2 / scalefold Sum=1" in judged.lines
-    # where Flink's first pair disagrees in those fields, the input's pairs stay ambiguous
+    # where Flink's first pair disagrees in those fields, the input's pairs stay ambiguous,
+    # and pair 3 follows pair 2's (its rescale exists in one case only: the pairing shifts)
     wrong = [rescale(1, post=1), *ours[1:]]
     judged = verdict(conformance(flink, wrong), found, NAMES)
-    assert judged.ambiguous == {1, 2} and judged.status == 0
+    assert judged.ambiguous == {1, 2, 3} and judged.status == 0
+
+
+def test_pairs_after_one_that_exists_in_one_case_only_follow_it() -> None:
+    # the demo of 2026-12-03 (run 7): a window at the first schedule could add a rescale;
+    # Flink's fifth rescale, with no prediction to pair, followed from it
+    flink = [rescale(n, "NEW_RESOURCE_AVAILABLE") for n in range(1, 6)]
+    ours = flink[:3]
+    why = "TaskManagerRegistered tm-2, observed in (+1.000 s, +3.000 s], ..."
+    found = [AmbiguousPair(JOB, 4, ("paired",), why, why)]
+
+    judged = verdict(conformance(flink, ours), found, NAMES)
+
+    assert judged.status == 0, judged.lines
+    assert judged.ambiguous == {4, 5}
+    assert judged.lines[1] == (
+        "pair 5: ambiguous at this observation resolution: it follows pair 4: a rescale "
+        "that happens in one case only shifts the pairing from there"
+    )

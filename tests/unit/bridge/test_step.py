@@ -482,6 +482,38 @@ def test_a_job_on_flink_2_3_is_predicted_without_the_active_checkpoint_trigger()
     assert k.ACTIVE_CHECKPOINT not in submitted(None)  # unknown: the core's default
 
 
+def test_a_job_on_the_clusters_default_restart_strategy_is_predicted_with_the_clusters() -> None:
+    # Flink 2.3's /jobs/:jid/config says only "Cluster level default restart strategy";
+    # /jobmanager/config holds it (the Flink demo's cluster: fixed-delay, 10 s)
+    shown = tr.cluster_restart_strategy(
+        [
+            {"key": "restart-strategy.type", "value": "fixed-delay"},
+            {"key": "restart-strategy.fixed-delay.delay", "value": "10000 ms"},
+            {"key": "rest.port", "value": "8081"},
+            {"key": None, "value": "x"},
+        ]
+    )
+    assert shown == {
+        "restart-strategy.type": "fixed-delay",
+        "restart-strategy.fixed-delay.delay": "10000 ms",
+    }
+    default = {**answer("job-config.json")}
+    default["execution-config"] = {
+        **default["execution-config"],
+        "restart-strategy": "Cluster level default restart strategy",
+    }
+
+    def submitted(**changes: Any) -> dict[str, str]:
+        polled = step.observe(JobOffset("local", JID), answers(**changes), NOW)
+        (job,) = [e for e in polled.events if isinstance(e, JobSubmitted)]
+        return dict(job.configuration)
+
+    assert submitted(job_config=default, cluster_restart=shown)[k.FIXED_DELAY] == "10000 ms"
+    assert k.RESTART_STRATEGY not in submitted(job_config=default)  # Flink's default then
+    assert submitted(cluster_restart=shown)[k.FIXED_DELAY] == "1000 ms"  # the job's own wins
+    assert tr.cluster_restart_strategy({"not": "a list"}) == {}
+
+
 def test_observed_inputs_carry_the_window_they_are_known_to_lie_in() -> None:
     seen = first_poll()
     listed = answers().task_managers or ()

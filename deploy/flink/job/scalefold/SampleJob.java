@@ -15,8 +15,10 @@ import org.apache.flink.util.ParameterTool;
  * <p>Three vertices in two slot-sharing groups: "Numbers" (the source) and "Bucket" in
  * `default`, "Sum" (a keyed reduce chained with the sink) in `sums`. Arguments:
  * --max-parallelism N (8), --parallelism N (the max parallelism: the adaptive scheduler's
- * upper bound for Bucket and Sum), --restart fixed-delay|none|... (fixed-delay: 1000 attempts, 1 s),
- * --checkpoint-interval MS (2000), --rate RECORDS_PER_SECOND (20), --name NAME.
+ * upper bound for Bucket and Sum), --restart fixed-delay|none|cluster|... (fixed-delay: 1000
+ * attempts; cluster: none set, the cluster's applies),
+ * --restart-delay DURATION (fixed-delay's delay, "1 s"), --checkpoint-interval MS (2000),
+ * --rate RECORDS_PER_SECOND (20), --name NAME.
  *
  * <p>The source is rate-limited (no busy loop on a 2-core machine) and kept at parallelism 1:
  * a generator source splits its number range once, by the parallelism it first runs with,
@@ -28,10 +30,12 @@ public class SampleJob {
         ParameterTool params = ParameterTool.fromArgs(args);
         Configuration conf = new Configuration();
         String restart = params.get("restart", "fixed-delay");
-        conf.setString("restart-strategy.type", restart);
+        if (!restart.equals("cluster")) { // "cluster": the cluster's strategy applies
+            conf.setString("restart-strategy.type", restart);
+        }
         if (restart.equals("fixed-delay") || restart.equals("fixeddelay")) {
             conf.setString("restart-strategy.fixed-delay.attempts", "1000");
-            conf.setString("restart-strategy.fixed-delay.delay", "1 s");
+            conf.setString("restart-strategy.fixed-delay.delay", params.get("restart-delay", "1 s"));
         }
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(conf);
         env.enableCheckpointing(params.getLong("checkpoint-interval", 2000));
