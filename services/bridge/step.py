@@ -467,8 +467,7 @@ def _changes(
             events.append(RequirementsUpdated(offset.key, now, bounds, window))
             offset = replace(offset, requirements=bounds)
     before = offset
-    offset, failures, named = _failures(offset, answers, problems)
-    failed_on = _failed_on(before, answers)
+    offset, failures, named, failed_on = _failures(offset, answers, problems)
     events = [  # a task of the job failed there: it held tasks, whatever was read before
         replace(e, hosted_tasks=True)
         if isinstance(e, TaskManagerLost) and e.task_manager_id in failed_on
@@ -535,25 +534,27 @@ def _first_new_exception(offset: JobOffset, answers: Answers) -> int:
 
 def _failures(
     offset: JobOffset, answers: Answers, problems: list[tuple[str, str]]
-) -> tuple[JobOffset, list[Event], dict[str, int]]:
+) -> tuple[JobOffset, list[Event], dict[str, int], frozenset[str]]:
     """The exception history's new entries as failures, bar those of a lost TaskManager;
-    and the TaskManagers the entries name as lost (id -> the first one's instant)."""
+    the TaskManagers the entries name as lost (id -> the first one's instant); and those
+    they place a failed task on or name as lost (`_task_managers_of`: they held tasks)."""
     listed = frozenset(offset.task_managers)
     if answers.exceptions is None:
-        return offset, [], {}
+        return offset, [], {}, frozenset()
     try:
         history = tr.field(answers.exceptions, "exceptionHistory", dict, "exceptions")
         entries = tr.field(history, "entries", list, "exceptions.exceptionHistory")
         stamped = [(tr.field(e, "timestamp", int, "exceptions.entries[]"), e) for e in entries]
     except tr.MalformedAnswerError as error:
         problems.append(("exceptions", str(error)))
-        return offset, [], {}
+        return offset, [], {}, frozenset()
     recoverable = answers.job.get("state") not in UNRECOVERABLE_STATES
     views = answers.task_managers or ()
     by_path = {tm.path: tm.id for tm in views if tm.path}
     paths = None if answers.task_managers is None else frozenset(by_path)
     events: list[Event] = []
     named: dict[str, int] = {}
+    failed_on: set[str] = set()
     newest = offset.last_exception_ms
     for at, entry in sorted(stamped, key=lambda pair: pair[0]):
         if at <= offset.last_exception_ms:
@@ -562,7 +563,9 @@ def _failures(
         lost = _named_lost(entry, by_path)
         for tm in lost:
             named.setdefault(tm, at)
-        if lost or any(tm not in listed for tm in _task_managers_of(entry)):
+        held = _task_managers_of(entry)
+        failed_on.update(held)
+        if lost or any(tm not in listed for tm in held):
             continue  # its TaskManager is gone: the scheduler derives it from TaskManagerLost
         if _unreachable(entry, paths):
             continue
@@ -571,7 +574,7 @@ def _failures(
         events.append(
             JobLifecycle(offset.key, at, kind, recoverable, str(exception) if exception else None)
         )
-    return replace(offset, last_exception_ms=newest), events, named
+    return replace(offset, last_exception_ms=newest), events, named, frozenset(failed_on)
 
 
 def _named_lost(entry: Mapping[str, Any], by_path: Mapping[str, str]) -> list[str]:
@@ -583,22 +586,6 @@ def _named_lost(entry: Mapping[str, Any], by_path: Mapping[str, str]) -> list[st
     named = [a or b for a, b in LOST_TASK_MANAGER.findall(trace)]
     named += [by_path[path] for path in UNREACHABLE_TASK_MANAGER.findall(trace) if path in by_path]
     return named
-
-
-def _failed_on(offset: JobOffset, answers: Answers) -> frozenset[str]:
-    """The TaskManagers the exception history's new entries place a failed task on, or
-    name as lost."""
-    shown = answers.exceptions
-    history = shown.get("exceptionHistory") if isinstance(shown, Mapping) else None
-    entries = history.get("entries") if isinstance(history, Mapping) else None
-    return frozenset(
-        tm
-        for entry in (entries if isinstance(entries, list) else ())
-        if isinstance(entry, Mapping)
-        and isinstance(entry.get("timestamp"), int)
-        and entry["timestamp"] > offset.last_exception_ms
-        for tm in _task_managers_of(entry)
-    )
 
 
 def _task_managers_of(entry: Mapping[str, Any]) -> list[str]:

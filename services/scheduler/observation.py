@@ -56,6 +56,7 @@ from services.scheduler.core.driver import Replay
 from services.scheduler.core.effects import Decision, Effect, RescaleUpdated
 from services.scheduler.core.enums import DecisionKind, Phase, StateName
 from services.scheduler.core.fold import Defaults
+from services.scheduler.whatif import pinned
 
 FIELDS = (
     "trigger_cause",
@@ -209,12 +210,7 @@ def created_after(events: Sequence[Event], latency: Latency) -> list[Event]:
         SIMULATED_FIRST_CREATE_TIME: f"{latency.first} ms",
         SIMULATED_CREATE_TIME: f"{latency.later} ms",
     }
-    return [
-        replace(e, configuration=(*(c for c in e.configuration if c[0] not in pins), *pins.items()))
-        if isinstance(e, JobSubmitted)
-        else e
-        for e in events
-    ]
+    return pinned(events, pins)
 
 
 def window_of(event: Event) -> Window | None:

@@ -65,6 +65,12 @@ def start(second: Event) -> list[Event]:
     return [submitted(), registered("tm-1", 500), second]
 
 
+def cooled(*after: Event) -> list[Event]:
+    """tm-1 at +0 starts the job at 1 by +2 s; tm-2 at +3 s is taken when the 5 s cooldown
+    ends at +7 s; then `after`."""
+    return [submitted(**{COOLDOWN: "5s"}), registered("tm-1", 0), registered("tm-2", 3000), *after]
+
+
 def test_a_registration_straddling_the_submission_stabilization_makes_the_first_pair_ambiguous() -> (
     None
 ):
@@ -112,12 +118,7 @@ def test_recorded_timer_ticks_are_dropped_a_fold_fires_its_own() -> None:
 def test_a_loss_straddling_the_cooldown_end_makes_the_rescale_after_it_ambiguous() -> None:
     # at 1 from +2 s; tm-2 at +3 s is used when the 5 s cooldown ends at +7 s, unless it
     # was lost before: lost in (+6 s, +8 s] cannot tell
-    events: list[Event] = [
-        submitted(**{COOLDOWN: "5s"}),
-        registered("tm-1", 0),
-        registered("tm-2", 3000),
-        lost("tm-2", 8000, Window(6000, 8000)),
-    ]
+    events = cooled(lost("tm-2", 8000, Window(6000, 8000)))
 
     found = ambiguities(events, ())
 
@@ -125,7 +126,7 @@ def test_a_loss_straddling_the_cooldown_end_makes_the_rescale_after_it_ambiguous
     assert found[0].input == "TaskManagerLost tm-2"
     assert found[0].deadline == "cooldown end at +7.000 s"
     assert "post_parallelism" in found[0].fields
-    assert ambiguities([*events[:3], lost("tm-2", 9000, Window(8000, 9000))], ()) == []
+    assert ambiguities(cooled(lost("tm-2", 9000, Window(8000, 9000))), ()) == []
 
 
 def flink_record(trigger: str, start: int, executing: int) -> dict[str, object]:
@@ -143,12 +144,7 @@ def flink_record(trigger: str, start: int, executing: int) -> dict[str, object]:
 def test_flinks_own_latency_makes_a_loss_near_its_later_cooldown_end_ambiguous() -> None:
     # as above, tm-2 lost in (+8 s, +9 s]: after the prediction's cooldown end (+7 s), but
     # Flink entered Executing 2.5 s after the prediction did: its cooldown ended at +9.5 s
-    events: list[Event] = [
-        submitted(**{COOLDOWN: "5s"}),
-        registered("tm-1", 0),
-        registered("tm-2", 3000),
-        lost("tm-2", 9000, Window(8000, 9000)),
-    ]
+    events = cooled(lost("tm-2", 9000, Window(8000, 9000)))
     assert ambiguities(events, ()) == []  # the windows alone decide it
 
     found = ambiguities(events, (), [flink_record("INITIAL_SCHEDULE", 0, 4500)])
@@ -259,12 +255,7 @@ def test_the_command_says_so_when_nothing_is_ambiguous(
 def test_a_later_rescale_adds_only_its_own_latency_to_what_it_inherited() -> None:
     # the prediction enters Executing at +2 s and, onto tm-2, at +7 s (the cooldown's end);
     # Flink 2.5 s later, then 2.6 s: its second rescale added 0.1 s to the first one's lag
-    events: list[Event] = [
-        submitted(**{COOLDOWN: "5s"}),
-        registered("tm-1", 0),
-        registered("tm-2", 3000),
-    ]
-    baseline = fold(events, ())
+    baseline = fold(cooled(), ())
     assert baseline.executing == (2000, 7000), baseline.executing
     trigger = baseline.rescales[1]["trigger_cause"]
 
