@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from services.history import verdicts
 from services.history.decode import RescaleSchemas, decode, valid
 from services.history.paths import Layout
 from services.history.sinklog import is_delta
@@ -81,7 +82,7 @@ def read_table(spark: SparkSession, path: Path, schema: StructType) -> DataFrame
 
 def view_names() -> tuple[str, ...]:
     """The names `build_views` defines, known without Spark."""
-    return tuple(name for source in SOURCES for name in source.view_names)
+    return (verdicts.TABLE, *(name for source in SOURCES for name in source.view_names))
 
 
 def build_views(
@@ -94,7 +95,10 @@ def build_views(
 
     `found`: the tables' schemas (`table_schemas`), when known already."""
     found = found or table_schemas(spark, schemas)
-    views: dict[str, DataFrame] = {}
+    # the history's own judgement of the Flink pairs (judge.py), which the Flink views join
+    views: dict[str, DataFrame] = {
+        verdicts.TABLE: read_table(spark, layout.table(verdicts.TABLE), verdicts.spark_schema())
+    }
     for source in SOURCES:
         tables = {
             name: read_table(spark, layout.table(name), found[name]) for name in source.all_tables

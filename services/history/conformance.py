@@ -17,11 +17,16 @@ named it), and the sequence of scheduler states. Each is a column on either
 side (`flink_<field>`, `predicted_<field>`) and `<field>_agrees`; the
 per-vertex and per-group values are arrays of `{key, value}` sorted by key.
 
+A pair the observation cannot decide (its prediction depends on where in its window an
+input fell: `flink_verdicts`, verdicts.py) is `ambiguous`, and `ambiguity` says which
+input and which deadline; `judged` is false until the history service has judged it.
+
 `flink_agreement` counts, per job and field and over all jobs, the *settled*
 pairs (no side still in progress: an open rescale may yet agree; the prediction's
 vertices committed: they reach their table after its latest revision) and those
-that agree: `rate` = agreed / compared. The field `all_fields` is a pair that
-agrees in every field.
+that agree: `rate` = agreed / compared; then the same over the pairs the observation
+decides (`decidable`, `decidable_agreed`, `decidable_rate`) and how many it does not
+(`ambiguous`). The field `all_fields` is a pair that agrees in every field.
 """
 
 from __future__ import annotations
@@ -149,8 +154,11 @@ def _numbered(side: DataFrame, prefix: str) -> DataFrame:
     )
 
 
-def conformance(flink_latest: DataFrame, predicted: DataFrame) -> DataFrame:
-    """One row per pair (see the module doc): both sides' fields, and which agree."""
+def conformance(
+    flink_latest: DataFrame, predicted: DataFrame, verdicts: DataFrame | None = None
+) -> DataFrame:
+    """One row per pair (see the module doc): both sides' fields, and which agree; with
+    `verdicts` (the table `flink_verdicts`), whether the observation decides it."""
     from pyspark.sql import functions as F
 
     flink = _flink_side(flink_latest)
@@ -176,6 +184,22 @@ def conformance(flink_latest: DataFrame, predicted: DataFrame) -> DataFrame:
         & ~F.coalesce(F.col("predicted_in_progress"), F.lit(False))
         & ~children_missing
     )
+    if verdicts is not None:
+        judged = verdicts.select(
+            "job_key",
+            "pair_index",
+            F.lit(True).alias("judged"),
+            F.col("ambiguous").alias("_ambiguous"),
+            "ambiguity",
+        )
+        joined = joined.join(judged, ["job_key", "pair_index"], "left")
+    else:
+        joined = joined.select(
+            "*",
+            F.lit(None).cast("boolean").alias("judged"),
+            F.lit(None).cast("boolean").alias("_ambiguous"),
+            F.lit(None).cast("string").alias("ambiguity"),
+        )
     return joined.select(
         F.coalesce("f.cluster", "p.cluster").alias("cluster"),
         F.coalesce("f.flink_job_id", "p.flink_job_id").alias("flink_job_id"),
@@ -200,6 +224,9 @@ def conformance(flink_latest: DataFrame, predicted: DataFrame) -> DataFrame:
             )
         ],
         every.alias(f"{ALL_FIELDS}_agree"),
+        F.coalesce("judged", F.lit(False)).alias("judged"),
+        F.coalesce("_ambiguous", F.lit(False)).alias("ambiguous"),
+        "ambiguity",
     )
 
 
@@ -220,8 +247,19 @@ def agreement(paired: DataFrame) -> DataFrame:
             ]
         )
     )
-    rows = paired.where("settled").select(*JOB, cells.alias("c")).select(*JOB, "c.*")
-    counts = [F.count("*").alias("compared"), F.sum(F.col("ok").cast("long")).alias("agreed")]
+    rows = (
+        paired.where("settled")
+        .select(*JOB, "ambiguous", cells.alias("c"))
+        .select(*JOB, "ambiguous", "c.*")
+    )
+    decided = ~F.col("ambiguous")
+    counts = [
+        F.count("*").alias("compared"),
+        F.sum(F.col("ok").cast("long")).alias("agreed"),
+        F.sum(F.col("ambiguous").cast("long")).alias("ambiguous"),
+        F.sum(decided.cast("long")).alias("decidable"),
+        F.sum((decided & F.col("ok")).cast("long")).alias("decidable_agreed"),
+    ]
     per_job = rows.groupBy(*JOB, "field_index", "field").agg(*counts)
     total = rows.groupBy("field_index", "field").agg(*counts)
     total = total.select(*[F.lit(None).cast("string").alias(c) for c in JOB], *total.columns)
@@ -235,5 +273,11 @@ def agreement(paired: DataFrame) -> DataFrame:
         "compared",
         "agreed",
         (F.col("agreed") / F.col("compared")).alias("rate"),
+        "ambiguous",
+        "decidable",
+        "decidable_agreed",
+        F.when(F.col("decidable") > 0, F.col("decidable_agreed") / F.col("decidable"))
+        .otherwise(F.lit(None).cast("double"))
+        .alias("decidable_rate"),
         "field_index",
     )

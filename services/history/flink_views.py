@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from services.history import conformance
+from services.history import conformance, verdicts
 from services.history.flink_tables import LATEST_TABLE, RAW_TABLE
 from services.history.tables import PARTITION_COLUMN
 
@@ -94,6 +94,7 @@ def flink_views(
             ours["rescale_slots"],
             ours["rescale_states"],
         ),
+        ours.get(verdicts.TABLE),
     )
     views[conformance.CONFORMANCE] = paired
     views[conformance.AGREEMENT] = conformance.agreement(paired)

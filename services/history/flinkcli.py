@@ -17,6 +17,7 @@ import argparse
 import json
 import sys
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -157,7 +158,7 @@ def _judged(
     if unknown is None:
         return judged
     note = f"(which pairs are ambiguous is not known: {unknown}; each counts as decidable)"
-    return Verdict((note, *judged.lines), judged.decidable_disagreements, judged.ambiguous)
+    return replace(judged, lines=(note, *judged.lines))
 
 
 def verdict_text(pairs: list[dict[str, Any]], judged: Verdict) -> list[str]:
@@ -194,15 +195,29 @@ def _percent(row: Mapping[str, Any] | None) -> str:
 
 
 def rate_table(rates: Iterable[Mapping[str, Any]]) -> list[str]:
-    """One line per job and one for the total: pairs compared, then each field's rate."""
+    """One line per job and one for the total: pairs compared, how many of them the
+    observation cannot decide (the history's verdicts: `flink_verdicts`), each field's
+    rate, then every field's over the decidable pairs."""
     by_scope: dict[str, dict[str, Mapping[str, Any]]] = {}
     for row in rates:
         name = row["job_key"] if row["scope"] == "job" else "total"
         by_scope.setdefault(name, {})[row["field"]] = row
     names = [*FIELDS, ALL_FIELDS]
-    head = ["job", "pairs", *[SHORT[n] for n in names]]
+    head = ["job", "pairs", "ambiguous", *[SHORT[n] for n in names], "all decidable"]
+
+    def decidable(row: Mapping[str, Any]) -> str:
+        if not row.get("decidable"):
+            return "-"
+        return f"{round(100 * row['decidable_agreed'] / row['decidable'])} %"
+
     body = [
-        [scope, str(fields[ALL_FIELDS]["compared"]), *[_percent(fields.get(n)) for n in names]]
+        [
+            scope,
+            str(fields[ALL_FIELDS]["compared"]),
+            str(fields[ALL_FIELDS].get("ambiguous", 0)),
+            *[_percent(fields.get(n)) for n in names],
+            decidable(fields[ALL_FIELDS]),
+        ]
         for scope, fields in sorted(by_scope.items(), key=lambda kv: (kv[0] == "total", kv[0]))
     ]
     widths = [max(len(line[i]) for line in [head, *body]) for i in range(len(head))]

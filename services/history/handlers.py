@@ -98,6 +98,7 @@ def _run_options(args: argparse.Namespace, context: Context) -> RunOptions:
         secrets_dir=args.secrets_dir or _path(context.env.get("SCALEFOLD_SPARK_SECRETS_DIR")),
         sql_url=_endpoint(args).url if _serves_sql(args) else None,
         jdbc=_jdbc(args),
+        finder=context.ambiguities,
         planner=PlannerConfig(
             provision_grace_ms=round(args.provision_grace * 1000),
             release_grace_ms=round(args.release_grace * 1000),

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from services.contracts import Codec, SchemaRegistry, Settings
 from services.contracts.access import KafkaConnectionError
+from services.contracts.ambiguity import Finder
 from services.contracts.kafka import connect, retry_transient, spark_secrets
 from services.history.catalog import arrow_schema, table_schemas
 from services.history.commands import CommandSender, CommandSendError, read_issued
@@ -35,6 +36,7 @@ from services.history.endpoint import (
     withdraw_url,
 )
 from services.history.jobview import PlannerConfig
+from services.history.judge import Judge
 from services.history.letters import DeadLetterWriter
 from services.history.paths import SQL_URL, Layout
 from services.history.planning import Planner, fresh_as_of, fresh_checkpoint
@@ -90,6 +92,10 @@ class RunOptions:
     sql_url: str | None = None
     """The Spark Connect address the session serves (endpoint.py): the views are kept
     registered for it and the address published in DATA_DIR/sql.url while the job runs."""
+    finder: Finder | None = None
+    """Asks the scheduler's fold which pairs of a real Flink's job the observation cannot
+    decide (contracts/ambiguity.py): the judge (judge.py) keeps `flink_verdicts` with it."""
+    judge_interval_seconds: float = 5.0
     jdbc: JdbcConfig | None = None
     """Spark's Thrift JDBC server on the same views (endpoint.py), its address in
     DATA_DIR/jdbc.url while the job runs; its settings must be in the session's conf."""
@@ -298,6 +304,8 @@ def _run(
             return 0
         appended = [options.layout.table(t) for s in SOURCES for t in s.appended]
         threads = [_upkeep_thread(spark, keeper, appended, stop)]
+        judge = Judge(options.layout.data_dir, settings, options.finder)
+        threads.append(_judge_thread(judge, options.judge_interval_seconds, stop))
         failed: list[BaseException] = []
         if planner is not None:
             threads.append(_planner_thread(planner, queries, stop, failed))
@@ -372,6 +380,22 @@ def _upkeep_thread(
             keeper.run_due(tables)
 
     thread = threading.Thread(target=work, name="history-upkeep", daemon=True)
+    thread.start()
+    return thread
+
+
+def _judge_thread(judge: Judge, interval: float, stop: threading.Event) -> threading.Thread:
+    """The Flink pairs' verdicts (judge.py), in a thread of their own: asking the
+    scheduler's fold reads the job's inputs from the broker, seconds at load."""
+
+    def work() -> None:
+        while not stop.wait(interval):
+            try:
+                judge.tick(_now_ms())
+            except Exception:  # a verdict must not stop the ingest; the next tick retries
+                log.warning("could not judge the Flink pairs; retrying", exc_info=True)
+
+    thread = threading.Thread(target=work, name="history-judge", daemon=True)
     thread.start()
     return thread
 

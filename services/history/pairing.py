@@ -18,6 +18,7 @@ from services.history.conformance import ALL_FIELDS, FIELDS, JOB, ORDER
 from services.history.flink_tables import LATEST_TABLE as FLINK_TABLE
 from services.history.lake import Lake, Row, flink_job, quoted
 from services.history.tables import LATEST_TABLE
+from services.history.verdicts import verdict_columns
 
 Entries = list[dict[str, Any]]
 SIDE_COLUMNS = (*ORDER, "in_progress", "trigger_cause", "terminal_state", "terminated_reason")
@@ -201,6 +202,8 @@ def agreement(pairs: Sequence[Row]) -> list[Row]:
     for scope, job_columns, chosen in scopes:
         for index, (name, verdict) in enumerate(zip(names, verdicts, strict=True)):
             agreed = sum(1 for pair in chosen if pair[verdict])
+            decidable = [pair for pair in chosen if not pair.get("ambiguous")]
+            decided = sum(1 for pair in decidable if pair[verdict])
             rows.append(
                 {
                     "scope": scope,
@@ -209,6 +212,10 @@ def agreement(pairs: Sequence[Row]) -> list[Row]:
                     "compared": len(chosen),
                     "agreed": agreed,
                     "rate": agreed / len(chosen),
+                    "ambiguous": len(chosen) - len(decidable),
+                    "decidable": len(decidable),
+                    "decidable_agreed": decided,
+                    "decidable_rate": decided / len(decidable) if decidable else None,
                     "field_index": index,
                 }
             )
@@ -225,12 +232,30 @@ class Comparison:
     names: dict[str, str]
 
 
+def judged(pairs: Sequence[Row], verdicts: Mapping[tuple[str, int], Row]) -> list[Row]:
+    """`pairs` with the view's columns of their verdicts (verdicts.py): `judged` (a verdict
+    is there), `ambiguous`, `ambiguity` (why)."""
+    out = []
+    for pair in pairs:
+        found = verdicts.get((pair["job_key"], int(pair["pair_index"])))
+        out.append(
+            {
+                **pair,
+                "judged": found is not None,
+                "ambiguous": bool(found and found["ambiguous"]),
+                "ambiguity": found["ambiguity"] if found else None,
+            }
+        )
+    return out
+
+
 def compare(lake: Lake, job: str | None) -> Comparison:
     """The pairs of `job` (Flink's job id or its key; every job without one), their
     agreement, and the vertices' names: Flink's table read once."""
     rows = flink_rows(lake, job)
     flink = flink_side(rows)
     pairs = conformance(flink, predicted_side(lake, sorted({row["job_key"] for row in flink})))
+    pairs = judged(pairs, verdict_columns(lake, job))
     names = {
         vertex["job_vertex_id"]: vertex["job_vertex_name"]
         for row in rows

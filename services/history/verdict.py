@@ -28,6 +28,8 @@ class Verdict:
     lines: tuple[str, ...]
     decidable_disagreements: int
     ambiguous: frozenset[int] = frozenset()
+    reasons: tuple[tuple[int, str], ...] = ()
+    """(pair, what makes it ambiguous), a pair once per input it depends on."""
 
     @property
     def status(self) -> int:
@@ -67,7 +69,12 @@ def verdict(
         f"all pairs: {_agreeing(pairs)} of {len(pairs)} "
         f"({len(by_index) - len(decidable)} ambiguous)"
     )
-    return Verdict(tuple(lines), failed, frozenset(by_index.keys() & doubtful.keys()))
+    reasons = tuple(
+        (index, a.described)
+        for index in sorted(by_index.keys() & doubtful.keys())
+        for a in doubtful[index]
+    )
+    return Verdict(tuple(lines), failed, frozenset(by_index.keys() & doubtful.keys()), reasons)
 
 
 def undecided(

@@ -19,10 +19,13 @@ import pytest
 from services.clicontext import Context
 from services.contracts import Codec, Settings
 from services.contracts import records as r
+from services.contracts.ambiguity import AmbiguousPair
 from services.contracts.topics import flink_job_key
 from services.history import flinkcli
 from services.history.decode import RescaleSchemas
+from services.history.judge import Judge
 from services.history.paths import Layout
+from services.history.verdicts import RECHECK_MS
 from services.localstack.layout import cache_dir
 from tests.history.flink_support import (
     INITIAL,
@@ -160,6 +163,7 @@ def test_flink_rescales_are_kept_once_compared_with_the_predictions_and_bad_ones
     _assert_pairing_is_the_views(found, tmp_path)
     _assert_dead_letters(settings, codec)
     _assert_compare(settings, tmp_path, capsys)
+    _assert_verdicts(spark, settings, layout, schemas, capsys)
 
 
 def _assert_conformance(found: dict[str, Any]) -> None:
@@ -289,3 +293,70 @@ def _assert_compare(settings: Settings, data_dir: Path, capsys: pytest.CaptureFi
     (line,) = capsys.readouterr().err.splitlines()  # one line, naming the jobs there are
     assert "no rescales of Flink job nope" in line
     assert KEY in line and flink_job_key(CLUSTER, OTHER_JOB) in line, line
+
+
+WHY = (
+    "TaskManager tm-3 registered between 10:00:01.2 and 10:00:03.4, across the end of "
+    "the submission stabilization (10:00:02.0)"
+)
+
+
+def _finder(settings: Settings, job: str) -> list[AmbiguousPair]:
+    """The scheduler's answer as the entry point would hand it over (tests/flink ask a
+    real fold): the second pair of the job depends on where tm-3 registered."""
+    if job != KEY:
+        return []
+    return [AmbiguousPair(KEY, 2, ("post_parallelism", "slots"), WHY, "tm-3 window")]
+
+
+def _assert_verdicts(
+    spark: Any,
+    settings: Settings,
+    layout: Layout,
+    schemas: RescaleSchemas,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The history's judge writes `flink_verdicts`; the views count the ambiguous pair
+    apart and say why; `flink compare` (without Spark) says the same."""
+    judge = Judge(layout.data_dir, settings, _finder)
+    assert judge.tick(1_000)
+    assert not judge.tick(2_000)  # nothing changed, the recheck is not due
+    assert judge.tick(1_000 + RECHECK_MS)  # asked once more
+    found = views(spark, layout, schemas)
+    pairs = _rows(
+        found["flink_conformance"],
+        "pair_index",
+        "job_key",
+        "pair_index",
+        "judged",
+        "ambiguous",
+        "ambiguity",
+    )
+    mine = [
+        (p["pair_index"], p["judged"], p["ambiguous"], p["ambiguity"])
+        for p in pairs
+        if p["job_key"] == KEY
+    ]
+    assert mine == [(1, True, False, None), (2, True, True, WHY), (3, True, False, None)]
+    rates = {
+        (row["scope"], row["job_key"], row["field"]): (
+            row["compared"],
+            row["agreed"],
+            row["ambiguous"],
+            row["decidable"],
+            row["decidable_agreed"],
+            row["decidable_rate"],
+        )
+        for row in found["flink_agreement"].collect()
+    }
+    assert rates[("job", KEY, "all_fields")] == (2, 1, 1, 1, 1, 1.0)
+    assert rates[("total", None, "all_fields")] == (3, 1, 1, 2, 1, 0.5)
+    _assert_pairing_is_the_views(found, layout.data_dir)
+
+    capsys.readouterr()
+    assert _compare(settings, layout.data_dir) == 0
+    lines = capsys.readouterr().out.splitlines()
+    head = [cell.strip() for cell in lines[1].split("|")]
+    (total,) = [line for line in lines if line.strip().startswith("total")]
+    cells = dict(zip(head, (cell.strip() for cell in total.split("|")), strict=True))
+    assert (cells["pairs"], cells["ambiguous"], cells["all decidable"]) == ("3", "1", "50 %")

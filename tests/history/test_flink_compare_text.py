@@ -55,9 +55,10 @@ def test_the_rates_table_has_a_line_per_job_then_the_total() -> None:
     assert set(rule.strip()) <= {"-", "+"}
     assert first.split("|")[0].strip() == "local.j0" and second.split("|")[0].strip() == "local.j1"
     cells = [c.strip() for c in total.split("|")]
-    assert cells[:2] == ["total", "3"]
-    assert cells[2 + FIELDS.index("post_parallelism")] == "33 %"
-    assert cells[2 + FIELDS.index("trigger_cause")] == "100 %"
+    assert cells[:3] == ["total", "3", "0"]  # pairs, of which ambiguous
+    assert cells[3 + FIELDS.index("post_parallelism")] == "33 %"
+    assert cells[3 + FIELDS.index("trigger_cause")] == "100 %"
+    assert cells[-1] == "-"  # no pair is known to be decidable
 
 
 def test_a_disagreeing_pair_shows_only_the_fields_that_differ() -> None:

@@ -11,6 +11,7 @@ answers; the web page shows both side by side with the disagreement marked.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import threading
@@ -189,3 +190,50 @@ def test_summary_and_timeline_take_flinks_job_id_and_show_both_sides(
 
     unknown = history(layout, "summary", "--job", "nosuchjob")
     assert unknown.returncode == 1 and golden.JOB_ID in unknown.stderr, unknown.stderr
+
+
+def test_the_pages_count_the_pairs_the_observation_cannot_decide_apart(
+    layout: Layout, tmp_path: Path
+) -> None:
+    """With the history's verdict that the second pair is ambiguous (`flink_verdicts`,
+    as its judge writes it), its disagreement is greyed with the reason and not counted."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from services.history import verdicts
+
+    tables = tmp_path / "tables"
+    shutil.copytree(layout.data_dir / "tables", tables)
+    why = "TaskManager tm-2 was lost between 10:00:01 and 10:00:03, across the cooldown end"
+    rows = [
+        {
+            "cluster": CLUSTER,
+            "flink_job_id": golden.JOB_ID,
+            "job_key": KEY,
+            "pair_index": n,
+            "ambiguous": n == 2,
+            "ambiguity": why if n == 2 else None,
+            "ambiguities_known": True,
+            "judged_at_ms": 1,
+        }
+        for n in (1, 2)
+    ]
+    table = pa.Table.from_pylist(rows, schema=verdicts.arrow_schema())
+    write_deltalake(str(tables / verdicts.TABLE), table)
+    server = make_server(tables, "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1})
+    thread.daemon = True
+    thread.start()
+    try:
+        served = url_of(server)
+        _, page, _ = get(f"{served}/web/jobs/{golden.JOB_ID}")
+        assert 'class="disagrees"' not in page
+        assert '<span class="ambiguous">COMPLETED<br>IGNORED</span>' in page
+        assert f"ambiguous: {why}" in page
+        assert "0 disagreeing fields of decidable pairs" in page
+        assert "1 pairs the observation cannot decide" in page
+        _, fleet, _ = get(f"{served}/web/")
+        assert "<td>1 of 1 pairs (1 ambiguous)</td>" in fleet, fleet
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -81,41 +81,58 @@ def section(history: Any, name: str, job_id: str, rows: Sequence[Row]) -> str:
     kinds = ("vertices", "states")
     flink_kids = history.sources["flink"].details([f for _, f, _ in paired if f], kinds)
     predicted_kids = history.sources["scalefold"].details([p for _, _, p in paired if p], kinds)
-    lines, disagreements = [], 0
+    judged = history.sources["flink"].verdicts(key)
+    lines, disagreements, ambiguous = [], 0, 0
     for n, f, p in paired:
         left = facts(f, flink_kids.get(f["rescale_uuid"]) if f else None)
         right = facts(p, predicted_kids.get(p["rescale_uuid"]) if p else None)
+        verdict = judged.get(n) or {}
+        doubtful = bool(verdict.get("ambiguous"))
+        ambiguous += doubtful
         cells = [str(n)]
         for name_ in FIELDS:
             same = left[name_] == right[name_]
-            disagreements += not same
-            css = "agrees" if same else "disagrees"
+            disagreements += not same and not doubtful
+            css = "agrees" if same else "ambiguous" if doubtful else "disagrees"
             cells.append(
                 f'<span class="{css}">{html.escape(str(left[name_]))}<br>'
                 f"{html.escape(str(right[name_]))}</span>"
             )
+        why = verdict.get("ambiguity") if doubtful else None
+        cells.append(f"ambiguous: {html.escape(why)}" if why else "")
         lines.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-    head = "".join(f"<th>{h}</th>" for h in ("#", *FIELDS))
+    head = "".join(f"<th>{h}</th>" for h in ("#", *FIELDS, "observation"))
+    undecided = (
+        f" {ambiguous} pairs the observation cannot decide are greyed, with the input "
+        "and the deadline that make them so."
+        if ambiguous
+        else ""
+    )
     return (
         f"<h2>Flink's records beside scalefold's predictions</h2>"
         f"<p>Flink job {html.escape(flink_id)}, predicted as {html.escape(key)}: each cell is "
-        f"Flink's value over the prediction; {disagreements} disagreeing fields are marked.</p>"
+        f"Flink's value over the prediction; {disagreements} disagreeing fields of decidable "
+        f"pairs are marked.{undecided}</p>"
         f'<table class="compare"><thead><tr>{head}</tr></thead><tbody>{"".join(lines)}</tbody></table>'
     )
 
 
-def agreement(history: Any, flink_id: str, rows: Sequence[Row]) -> tuple[int, int] | None:
-    """(pairs equal in every field above, settled pairs) of a Flink job and its prediction
-    (`rows`: Flink's of the job); None when scalefold has no prediction of it."""
+def agreement(history: Any, flink_id: str, rows: Sequence[Row]) -> tuple[int, int, int] | None:
+    """(decidable pairs equal in every field above, decidable settled pairs, settled pairs
+    the observation cannot decide) of a Flink job and its prediction (`rows`: Flink's of
+    the job); None when scalefold has no prediction of it."""
     found = _counterpart(history, "flink", flink_id, rows)
     if found is None:
         return None
-    flink_rows, predicted_rows, _, _ = found
-    paired = [
-        (f, p)
-        for _, f, p in pairs(flink_rows, predicted_rows)
+    flink_rows, predicted_rows, _, key = found
+    judged = history.sources["flink"].verdicts(key)
+    settled = [
+        (n, f, p)
+        for n, f, p in pairs(flink_rows, predicted_rows)
         if not (f and f["terminal_state"] is None) and not (p and p["terminal_state"] is None)
     ]
+    ambiguous = sum(1 for n, _, _ in settled if (judged.get(n) or {}).get("ambiguous"))
+    paired = [(f, p) for n, f, p in settled if not (judged.get(n) or {}).get("ambiguous")]
     kinds = ("vertices", "states")
     flink_kids = history.sources["flink"].details([f for f, _ in paired if f], kinds)
     predicted_kids = history.sources["scalefold"].details([p for _, p in paired if p], kinds)
@@ -133,4 +150,4 @@ def agreement(history: Any, flink_id: str, rows: Sequence[Row]) -> tuple[int, in
         and facts(f, flink_kids.get(f["rescale_uuid"]))
         == facts(p, predicted_kids.get(p["rescale_uuid"]))
     )
-    return agreed, len(paired)
+    return agreed, len(paired), ambiguous

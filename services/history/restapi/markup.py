@@ -43,6 +43,7 @@ th {{ background: #f3f3f3; }}
 .in_progress {{ color: #1565c0; }}
 .disagrees {{ background: #ffebee; color: #b71c1c; font-weight: 600; }}
 .agrees {{ color: #2e7d32; }}
+.ambiguous {{ color: #757575; font-style: italic; }}
 pre.exception {{ max-width: 800px; max-height: 160px; overflow: auto; margin: 0;
   font-size: 11px; background: #fff3f3; padding: 4px; }}
 iframe.timeline {{ width: 100%; height: 420px; border: 1px solid #ddd; }}

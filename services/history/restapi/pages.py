@@ -104,6 +104,8 @@ def _flink_line(history: History, f: JobFigures, predicted: JobFigures | None) -
     mine = [r for r in rows if r.get("cluster") == latest.get("cluster")]
     agreed = compare.agreement(history, f.job_id, mine)
     shown = "-" if not agreed or not agreed[1] else f"{agreed[0]} of {agreed[1]} pairs"
+    if agreed and agreed[2]:
+        shown += f" ({agreed[2]} ambiguous)"
     return [job, f"flink / {link}", *counts, *_latest(f), shown]
 
 

@@ -28,6 +28,7 @@ from urllib.parse import unquote, urlparse
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from services.history import verdicts
 from services.history.restapi.sliced import Sliced, rows_of, slices_of
 from services.history.sinklog import latest_version
 
@@ -307,6 +308,18 @@ class FlinkSource(Source):
         self._children = {}
         self._lock = threading.Lock()
         self._jobs = (-2, Jobs.of(pa.table({})))
+        self._verdicts = TableReader(
+            tables_dir / verdicts.TABLE, [name for name, _ in verdicts.COLUMNS]
+        )
+
+    def verdicts(self, job_key: str) -> dict[int, Row]:
+        """The history's verdict on each pair of a job (`flink_verdicts`), by pair."""
+        _, table = self._verdicts.read()
+        if not table.num_rows:
+            return {}
+        return {
+            int(row["pair_index"]): row for row in table.to_pylist() if row["job_key"] == job_key
+        }
 
     @staticmethod
     def latest_columns() -> Sequence[str]:
