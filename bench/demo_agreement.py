@@ -5,7 +5,7 @@
 Runs `scalefold demo --flink` (services/tools/flinkdemo.py) `--runs` times, one after the
 other, beside `--hogs` busy processes (bench/load.py) started once for the whole bench.
 Each run's output goes to `.run/demo-agreement/run-K.log` (Flink's JobManager log to
-`run-K.jobmanager.log`); from its verdict (`flink compare --strict`'s last lines) it
+`run-K.jobmanager.log`, the history's tables to `run-K.tables`); from its verdict (`flink compare --strict`'s last lines) it
 takes the pairs, the ambiguous ones, and the fields each decidable pair disagrees in
 (`pair N disagrees: <field> Flink ... / scalefold ...`; `rescale` when only one side has
 the rescale). The 1-minute load average is sampled every 5 s during each run. At the
@@ -120,6 +120,9 @@ def one_run(number: int, verbose: bool) -> Run:
     jobmanager = DEMO_DIR / "flink" / "jobmanager.log"  # the next run deletes it
     if jobmanager.exists():
         shutil.copyfile(jobmanager, LOG_DIR / f"run-{number}.jobmanager.log")
+    tables = DEMO_DIR / "history" / "tables"  # both sides' records, to study offline
+    if tables.is_dir():
+        shutil.copytree(tables, LOG_DIR / f"run-{number}.tables", dirs_exist_ok=True)
     if verbose:
         for line in log.read_text().splitlines():
             if AMBIGUOUS.match(line) or DISAGREES.match(line) or TALLY.search(line):
