@@ -657,6 +657,19 @@ def test_requirements_changed_before_the_first_poll_are_a_change_after_the_start
     assert {q.vertex_id: q.upper for q in changed.requirements}[slow_map] == 2
 
 
+def test_a_job_waiting_for_its_first_resources_is_submitted_from_the_sources() -> None:
+    """Before its first execution graph Flink 2.3 answers from a sparse graph: no plan,
+    the vertices sinks first (seen on a real 2.3.0, 2026-12-03); the bridge reverses them."""
+    job = answer("job.json")
+    sparse = {**job, "vertices": list(reversed(job["vertices"])), "plan": {"nodes": []}}
+    polled = step.observe(JobOffset("local", JID), answers(job=sparse), NOW)
+    (submitted,) = [e for e in polled.events if isinstance(e, JobSubmitted)]
+    assert [v.name for v in submitted.vertices] == [
+        "Source: Numbers -> Slow map",
+        "Sum -> Discard: Writer",
+    ]
+
+
 def test_the_job_is_submitted_with_its_vertices_from_the_sources() -> None:
     """/jobs/:jid may list the sink's vertex first; Flink iterates its job graph from the
     sources, which decides which of two alike-hashed groups gets a spare slot."""
