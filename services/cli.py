@@ -19,7 +19,7 @@ from services.contracts.access import (
     KafkaConnectionError,
     without_reported_errors,
 )
-from services.contracts.ambiguity import AmbiguousPair
+from services.contracts.ambiguity import Findings
 from services.contracts.settings import Settings, SettingsError
 from services.localstack.layout import RUN_ROOT, cache_dir
 
@@ -143,7 +143,7 @@ def run() -> None:
     sys.exit(main(exit_on_refusal=True))
 
 
-def _ambiguities(settings: Settings, job: str) -> Sequence[AmbiguousPair]:
+def _ambiguities(settings: Settings, job: str) -> Findings:
     """The scheduler's answer to `flink compare`: which pairs of `job` are ambiguous."""
     from services.scheduler.observationcli import find
 

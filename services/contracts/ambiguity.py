@@ -7,7 +7,7 @@ The two services share only the contracts: the entry point (services/cli.py) han
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from services.contracts.settings import Settings
@@ -32,10 +32,21 @@ EXISTENCE = "paired"
 column `paired`): every later pair is paired by start with another rescale then."""
 
 
+@dataclass(frozen=True)
+class Findings:
+    """The scheduler's answer for one job: its ambiguous pairs, and how far apart its
+    prediction's instants and Flink's may lie from the observation alone
+    (`resolution_ms`: the widest observation window of the job's inputs plus Flink's
+    latency as its records show it), within which a span's duration is not judged."""
+
+    pairs: tuple[AmbiguousPair, ...]
+    resolution_ms: int
+
+
 class AmbiguitiesUnknownError(Exception):
     """The job's recorded inputs could not be read or folded: which pairs are ambiguous is
     not known (the message says why)."""
 
 
-Finder = Callable[[Settings, str], Sequence[AmbiguousPair]]
-"""(settings, a job's key) -> its ambiguous pairs; AmbiguitiesUnknownError if unknown."""
+Finder = Callable[[Settings, str], Findings]
+"""(settings, a job's key) -> its findings; AmbiguitiesUnknownError if unknown."""

@@ -48,6 +48,10 @@ FIELDS = (
     "scheduler_states",
 )
 ALL_FIELDS = "all_fields"
+DURATIONS = "state_durations"
+"""Each span's duration on either side (`flink_state_durations`, `predicted_...`): they
+agree within the observation's resolution (`state_durations_agree`), which the history's
+judge knows (verdicts.py); no other field needs it, so it is not among FIELDS."""
 ORDER = ("start_timestamp_ms", "rescale_attempt_id", "rescale_uuid")
 """The order in which each side numbers a job's rescales."""
 JOB = ("cluster", "flink_job_id", "job_key")
@@ -92,6 +96,7 @@ def _flink_side(latest: DataFrame) -> DataFrame:
         ),
         _entries(slots, "g", "v").alias("slots"),
         F.transform("scheduler_states", lambda s: s["state"]).alias("scheduler_states"),
+        F.transform("scheduler_states", lambda s: s["duration_ms"]).alias(DURATIONS),
     )
 
 
@@ -115,10 +120,10 @@ def predictions(
             F.coalesce("slot_sharing_group_name", "slot_sharing_group_id"), "post_rescale_slots"
         ).alias("slots")
     )
+    ordered = F.array_sort(F.collect_list(F.struct("span_index", "state", "duration_ms")))
     spans = states.groupBy("rescale_uuid").agg(
-        F.transform(
-            F.array_sort(F.collect_list(F.struct("span_index", "state"))), lambda s: s["state"]
-        ).alias("scheduler_states")
+        F.transform(ordered, lambda s: s["state"]).alias("scheduler_states"),
+        F.transform(ordered, lambda s: s["duration_ms"]).alias(DURATIONS),
     )
     joined = (
         rescales.select(
@@ -138,7 +143,8 @@ def predictions(
     for name in ("pre_parallelism", "post_parallelism", "slots"):
         joined = joined.withColumn(name, F.coalesce(name, empty))
     states_empty = F.array().cast("array<string>")
-    return joined.withColumn("scheduler_states", F.coalesce("scheduler_states", states_empty))
+    joined = joined.withColumn("scheduler_states", F.coalesce("scheduler_states", states_empty))
+    return joined.withColumn(DURATIONS, F.coalesce(DURATIONS, F.array().cast("array<bigint>")))
 
 
 def _numbered(side: DataFrame, prefix: str) -> DataFrame:
@@ -191,6 +197,7 @@ def conformance(
             F.lit(True).alias("judged"),
             F.col("ambiguous").alias("_ambiguous"),
             "ambiguity",
+            F.col("durations_agree").alias(f"{DURATIONS}_agree"),
         )
         joined = joined.join(judged, ["job_key", "pair_index"], "left")
     else:
@@ -199,6 +206,7 @@ def conformance(
             F.lit(None).cast("boolean").alias("judged"),
             F.lit(None).cast("boolean").alias("_ambiguous"),
             F.lit(None).cast("string").alias("ambiguity"),
+            F.lit(None).cast("boolean").alias(f"{DURATIONS}_agree"),
         )
     return joined.select(
         F.coalesce("f.cluster", "p.cluster").alias("cluster"),
@@ -224,9 +232,12 @@ def conformance(
             )
         ],
         every.alias(f"{ALL_FIELDS}_agree"),
+        f"flink_{DURATIONS}",
+        f"predicted_{DURATIONS}",
         F.coalesce("judged", F.lit(False)).alias("judged"),
         F.coalesce("_ambiguous", F.lit(False)).alias("ambiguous"),
         "ambiguity",
+        f"{DURATIONS}_agree",
     )
 
 

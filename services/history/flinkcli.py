@@ -21,10 +21,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from services.contracts.ambiguity import AmbiguitiesUnknownError, AmbiguousPair
+from services.contracts.ambiguity import Findings
 from services.history.conformance import ALL_FIELDS, FIELDS
 from services.history.mistakes import no_history, no_rescales
 from services.history.verdict import Verdict, shown, verdict
+from services.history.verdicts import ask
 
 if TYPE_CHECKING:
     from services.clicontext import Context
@@ -143,20 +144,15 @@ def _judged(
     (none, and a line saying so, when it cannot tell); None for several jobs."""
     if not args.job:
         return None
-    found: list[AmbiguousPair] = []
+    findings: Findings | None = None
     unknown = None
     if not args.ambiguities:
         unknown = "not asked (--no-ambiguities)"
-    elif context.ambiguities is None:
-        unknown = "no scheduler to ask"
     else:
-        try:
-            found = list(context.ambiguities(context.settings, args.job))
-        except AmbiguitiesUnknownError as error:
-            unknown = str(error)
-    judged = verdict(pairs, found, names)
-    if unknown is None:
-        return judged
+        findings, unknown = ask(context.ambiguities, context.settings, args.job)
+    if findings is not None:
+        return verdict(pairs, findings.pairs, names, findings.resolution_ms)
+    judged = verdict(pairs, (), names)
     note = f"(which pairs are ambiguous is not known: {unknown}; each counts as decidable)"
     return replace(judged, lines=(note, *judged.lines))
 

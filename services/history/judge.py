@@ -62,11 +62,16 @@ class Judge:
             changed = self._marks.get(job) != mark
             if not changed and now_ms < self._due.get(job, now_ms + 1):
                 continue
-            ambiguities, unknown = ask(self._finder, self._settings, job)
-            if unknown:
+            findings, unknown = ask(self._finder, self._settings, job)
+            if findings is None:
                 log.info("which pairs of %s are ambiguous is not known: %s", job, unknown)
-            judged = verdict(pairs, ambiguities, found.names)
-            self._rows[job] = rows(pairs, judged, not unknown, now_ms)
+            judged = verdict(
+                pairs,
+                findings.pairs if findings else (),
+                found.names,
+                findings.resolution_ms if findings else None,
+            )
+            self._rows[job] = rows(pairs, judged, findings is not None, now_ms)
             self._marks[job] = mark
             if changed:
                 self._due[job] = now_ms + RECHECK_MS

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from services.history.conformance import ALL_FIELDS, FIELDS, JOB, ORDER
+from services.history.conformance import ALL_FIELDS, DURATIONS, FIELDS, JOB, ORDER
 from services.history.flink_tables import LATEST_TABLE as FLINK_TABLE
 from services.history.lake import Lake, Row, flink_job, quoted
 from services.history.tables import LATEST_TABLE
@@ -65,6 +65,7 @@ def flink_side(rows: Sequence[Row]) -> list[Row]:
             ),
             "slots": _entries((_group(s), s["post_rescale_slots"]) for s in row["slots"] or []),
             "scheduler_states": [s["state"] for s in row["scheduler_states"] or []],
+            "state_durations": [s["duration_ms"] for s in row["scheduler_states"] or []],
         }
         for row in rows
     ]
@@ -99,7 +100,11 @@ def predicted_side(lake: Lake, keys: Sequence[str]) -> list[Row]:
     slots = children(
         "rescale_slots", "slot_sharing_group_id, slot_sharing_group_name, post_rescale_slots"
     )
-    states = children("rescale_states", "span_index, state")
+    states = children("rescale_states", "span_index, state, duration_ms")
+
+    def spans(row: Row) -> list[Row]:
+        return sorted(states.get(row["rescale_uuid"], []), key=lambda s: s["span_index"])
+
     return [
         {
             "job_key": row["job_id"],
@@ -115,10 +120,8 @@ def predicted_side(lake: Lake, keys: Sequence[str]) -> list[Row]:
             "slots": _entries(
                 (_group(s), s["post_rescale_slots"]) for s in slots.get(row["rescale_uuid"], [])
             ),
-            "scheduler_states": [
-                s["state"]
-                for s in sorted(states.get(row["rescale_uuid"], []), key=lambda s: s["span_index"])
-            ],
+            "scheduler_states": [s["state"] for s in spans(row)],
+            "state_durations": [s["duration_ms"] for s in spans(row)],
         }
         for row in latest
     ]
@@ -150,6 +153,7 @@ def conformance(flink: Sequence[Row], predicted: Sequence[Row]) -> list[Row]:
             for name in FIELDS
         }
         origin = jobs[job]
+        sides = (("flink", left), ("predicted", right))
         pairs.append(
             {
                 "cluster": origin["cluster"],
@@ -172,6 +176,7 @@ def conformance(flink: Sequence[Row], predicted: Sequence[Row]) -> list[Row]:
                     )
                 },
                 f"{ALL_FIELDS}_agree": all(agrees.values()),
+                **{f"{side}_{DURATIONS}": (row or {}).get(DURATIONS) for side, row in sides},
             }
         )
     return pairs
@@ -234,7 +239,8 @@ class Comparison:
 
 def judged(pairs: Sequence[Row], verdicts: Mapping[tuple[str, int], Row]) -> list[Row]:
     """`pairs` with the view's columns of their verdicts (verdicts.py): `judged` (a verdict
-    is there), `ambiguous`, `ambiguity` (why)."""
+    is there), `ambiguous`, `ambiguity` (why), `state_durations_agree` (within the
+    observation's resolution; None when not judged)."""
     out = []
     for pair in pairs:
         found = verdicts.get((pair["job_key"], int(pair["pair_index"])))
@@ -244,6 +250,7 @@ def judged(pairs: Sequence[Row], verdicts: Mapping[tuple[str, int], Row]) -> lis
                 "judged": found is not None,
                 "ambiguous": bool(found and found["ambiguous"]),
                 "ambiguity": found["ambiguity"] if found else None,
+                f"{DURATIONS}_agree": found.get("durations_agree") if found else None,
             }
         )
     return out

@@ -16,7 +16,7 @@ from typing import Any
 
 from services.contracts.ambiguity import EXISTENCE, AmbiguousPair
 from services.contracts.render import labelled
-from services.history.conformance import FIELDS
+from services.history.conformance import DURATIONS, FIELDS
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,12 @@ class Verdict:
     ambiguous: frozenset[int] = frozenset()
     reasons: tuple[tuple[int, str], ...] = ()
     """(pair, what makes it ambiguous), a pair once per input it depends on."""
+    durations: tuple[tuple[int, bool], ...] = ()
+    """(pair, its spans' durations agree within `tolerance_ms`), of each decidable pair
+    whose spans were compared (both sides settled, the same states)."""
+    tolerance_ms: int | None = None
+    """How far a span's duration may differ (None: the observation's resolution is not
+    known, durations are not judged)."""
 
     @property
     def status(self) -> int:
@@ -38,20 +44,32 @@ class Verdict:
         return 1 if self.decidable_disagreements else 0
 
 
+INSTANT_SLACK_MS = 1_000
+"""What a span of Flink's may take beyond the prediction's that the observation does not
+show and the core does not model: cancelling the tasks in Restarting, deploying them
+before Executing is entered (0.2-0.4 s on a quiet machine, measured up to ... s beside
+two hogs: docs/flink-conformance.md)."""
+
+
 def verdict(
     pairs: Sequence[Mapping[str, Any]],
     ambiguities: Sequence[AmbiguousPair],
     names: Mapping[str, str],
+    resolution_ms: int | None = None,
 ) -> Verdict:
     """Judge one job's pairs (pairing.compare's rows), pair by pair in order: an ambiguous
     pair is said so (with each input it depends on); a decidable one that disagrees names
-    each field that differs (`names`: the vertices' names by id)."""
+    each field that differs (`names`: the vertices' names by id); one that agrees in
+    every field has each span's duration compared, within `resolution_ms` (the
+    observation's: contracts/ambiguity.py `Findings`) and INSTANT_SLACK_MS."""
+    tolerance = None if resolution_ms is None else resolution_ms + INSTANT_SLACK_MS
     doubtful: dict[int, list[AmbiguousPair]] = {}
     kept = undecided(ambiguities, pairs)
     for ambiguity in [*kept, *shifted(kept, pairs), *restart_races(pairs)]:
         doubtful.setdefault(ambiguity.pair_index, []).append(ambiguity)
     by_index = {int(pair["pair_index"]): pair for pair in pairs}
     lines: list[str] = []
+    durations: list[tuple[int, bool]] = []
     failed = 0
     for index in sorted(by_index.keys() | doubtful.keys()):
         if index in doubtful:
@@ -61,6 +79,9 @@ def verdict(
             ]
             continue
         found = disagreements(by_index[index], names)
+        if not found and tolerance is not None and comparable(by_index[index]):
+            found = apart(by_index[index], tolerance)
+            durations.append((index, not found))
         lines += [f"pair {index} disagrees: {text}" for text in found]
         failed += bool(found)
     decidable = [pair for index, pair in by_index.items() if index not in doubtful]
@@ -74,7 +95,8 @@ def verdict(
         for index in sorted(by_index.keys() & doubtful.keys())
         for a in doubtful[index]
     )
-    return Verdict(tuple(lines), failed, frozenset(by_index.keys() & doubtful.keys()), reasons)
+    ambiguous = frozenset(by_index.keys() & doubtful.keys())
+    return Verdict(tuple(lines), failed, ambiguous, reasons, tuple(durations), tolerance)
 
 
 def undecided(
@@ -189,6 +211,47 @@ def disagreements(pair: Mapping[str, Any], names: Mapping[str, str]) -> list[str
         for name in FIELDS
         if not pair[f"{name}_agrees"]
     ]
+
+
+def comparable(pair: Mapping[str, Any]) -> bool:
+    """Whether a pair's spans can be compared one by one: both sides settled, through
+    the same states."""
+    flink, ours = pair.get(f"flink_{DURATIONS}"), pair.get(f"predicted_{DURATIONS}")
+    return (
+        pair["paired"] == "both"
+        and pair["settled"]
+        and pair["scheduler_states_agrees"]
+        and flink is not None
+        and ours is not None
+        and len(flink) == len(ours)
+    )
+
+
+def apart(pair: Mapping[str, Any], tolerance_ms: int) -> list[str]:
+    """`state_durations Flink ... / scalefold ...` when a span of a comparable pair lasted
+    more than `tolerance_ms` longer or shorter on one side (a span open on either side
+    is not compared)."""
+    states = pair["flink_scheduler_states"]
+    flink, ours = pair[f"flink_{DURATIONS}"], pair[f"predicted_{DURATIONS}"]
+    far = [
+        i
+        for i, (a, b) in enumerate(zip(flink, ours, strict=True))
+        if a is not None and b is not None and abs(a - b) > tolerance_ms
+    ]
+    if not far:
+        return []
+
+    def spans(durations: Sequence[int | None]) -> str:
+        return ", ".join(f"{states[i]} {_seconds(durations[i])}" for i in far)
+
+    return [
+        f"{DURATIONS} Flink {spans(flink)} / scalefold {spans(ours)} "
+        f"(more than the {tolerance_ms / 1000:.1f} s the observation allows)"
+    ]
+
+
+def _seconds(ms: int | None) -> str:
+    return "-" if ms is None else f"{ms / 1000:.3f} s"
 
 
 def _rescale(pair: Mapping[str, Any], side: str) -> str:

@@ -23,7 +23,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from services.contracts.ambiguity import AmbiguitiesUnknownError, AmbiguousPair, Finder
+from services.contracts.ambiguity import AmbiguitiesUnknownError, Finder, Findings
 from services.contracts.settings import Settings
 from services.history.lake import Lake, Row, quoted
 from services.history.verdict import Verdict
@@ -43,11 +43,16 @@ COLUMNS = (
     ("ambiguous", "boolean"),
     ("ambiguity", "string"),
     ("ambiguities_known", "boolean"),
+    ("durations_agree", "boolean"),
+    ("tolerance_ms", "bigint"),
     ("judged_at_ms", "bigint"),
 )
 """A row per pair: `ambiguous` and why (`ambiguity`: each input it depends on, `; `
 between); `ambiguities_known` false when the scheduler's fold could not be asked (only
-the restart races Flink's own records show count then)."""
+the restart races Flink's own records show count then); `durations_agree` whether each
+span lasted as long on both sides within `tolerance_ms` (the observation's resolution
+and verdict.INSTANT_SLACK_MS), null where not compared (an ambiguous pair, one that
+disagrees in a field already, or an unknown resolution)."""
 SEPARATOR = "; "
 RECHECK_MS = 30_000
 """A job is judged again this long after its pairs last changed."""
@@ -68,14 +73,14 @@ def arrow_schema() -> pa.Schema:
     return pa.schema([(name, kinds.get(kind, pa.int64())) for name, kind in COLUMNS])
 
 
-def ask(finder: Finder | None, settings: Settings, job: str) -> tuple[list[AmbiguousPair], str]:
-    """The job's ambiguous pairs, and why they are not known ("" when they are)."""
+def ask(finder: Finder | None, settings: Settings, job: str) -> tuple[Findings | None, str]:
+    """The scheduler's findings for the job, or None and why they are not known."""
     if finder is None:
-        return [], "no scheduler to ask"
+        return None, "no scheduler to ask"
     try:
-        return list(finder(settings, job)), ""
+        return finder(settings, job), ""
     except AmbiguitiesUnknownError as error:
-        return [], str(error)
+        return None, str(error)
 
 
 def rows(
@@ -85,6 +90,7 @@ def rows(
     why: dict[int, list[str]] = {}
     for index, described in judged.reasons:
         why.setdefault(index, []).append(described)
+    durations = dict(judged.durations)
     return [
         {
             "cluster": pair["cluster"],
@@ -96,6 +102,8 @@ def rows(
             if int(pair["pair_index"]) in why
             else None,
             "ambiguities_known": known,
+            "durations_agree": durations.get(int(pair["pair_index"])),
+            "tolerance_ms": judged.tolerance_ms,
             "judged_at_ms": now_ms,
         }
         for pair in sorted(pairs, key=lambda pair: int(pair["pair_index"]))

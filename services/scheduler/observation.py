@@ -139,6 +139,18 @@ def ambiguities(
     return found
 
 
+def resolution_ms(
+    events: Sequence[Event], defaults: Defaults, flink: Sequence[Mapping[str, Any]] = ()
+) -> int:
+    """How far the prediction's instants may lie from Flink's by the observation alone:
+    the widest window any input of the job was observed in (the prediction places it at
+    one instant of it), plus the latency Flink's records show (its spans start later)."""
+    inputs = [e for e in events if not isinstance(e, TimerFired)]
+    windows = [w for w in map(window_of, inputs) if w is not None]
+    widest = max((w.by - w.after for w in windows), default=0)
+    return widest + latency_ms(flink, fold(inputs, defaults)).worst
+
+
 def describe(ambiguity: Ambiguity) -> str:
     """One line a person reads: which input, its window, the deadline, what changes."""
     a = ambiguity

@@ -17,7 +17,7 @@ from typing import IO, TYPE_CHECKING
 
 from services.contracts import Codec, Settings
 from services.contracts.access import KafkaConnectionError
-from services.contracts.ambiguity import AmbiguitiesUnknownError, AmbiguousPair
+from services.contracts.ambiguity import AmbiguitiesUnknownError, AmbiguousPair, Findings
 
 if TYPE_CHECKING:
     from services.scheduler.observation import Ambiguity
@@ -33,12 +33,13 @@ def folded(
     job: str,
     defines: Sequence[str] | None = None,
     connect_timeout: float | None = None,
-) -> tuple[str, list[Ambiguity]]:
-    """The job's key (`job` may be a bare Flink job id) and its ambiguous pairs;
-    AmbiguitiesUnknownError when its inputs cannot be read or folded."""
+) -> tuple[str, list[Ambiguity], int]:
+    """The job's key (`job` may be a bare Flink job id), its ambiguous pairs and the
+    observation's resolution (observation.resolution_ms); AmbiguitiesUnknownError when
+    its inputs cannot be read or folded."""
     from services.contracts.kafka import CLI_CONNECT_TIMEOUT, TopicReadError, connect
     from services.scheduler.core.config import ConfigError
-    from services.scheduler.observation import ambiguities
+    from services.scheduler.observation import ambiguities, resolution_ms
     from services.scheduler.replay import parse_defines
     from services.scheduler.whatif import WhatIfError, read_recorded, resolve
 
@@ -50,19 +51,22 @@ def folded(
         events = recorded.inputs.get(key)
         if not events:
             raise WhatIfError(f"job {key} has no input the scheduler could fold")
-        return key, ambiguities(events, defaults, recorded.flink.get(key, ()))
+        flink = recorded.flink.get(key, ())
+        found = ambiguities(events, defaults, flink)
+        return key, found, resolution_ms(events, defaults, flink)
     except (WhatIfError, ConfigError, TopicReadError, KafkaConnectionError) as error:
         raise AmbiguitiesUnknownError(str(error)) from None
 
 
-def find(settings: Settings, job: str) -> list[AmbiguousPair]:
+def find(settings: Settings, job: str) -> Findings:
     """`flink compare`'s question (contracts/ambiguity.py `Finder`), answered."""
     from services.contracts import SchemaRegistry
     from services.scheduler.observation import describe
 
     codec = Codec(SchemaRegistry.load(settings.schemas_dir))
-    key, found = folded(settings, codec, job, connect_timeout=FIND_CONNECT_TIMEOUT)
-    return [AmbiguousPair(key, a.pair_index, a.fields, describe(a), cause(a)) for a in found]
+    key, found, resolution = folded(settings, codec, job, connect_timeout=FIND_CONNECT_TIMEOUT)
+    pairs = tuple(AmbiguousPair(key, a.pair_index, a.fields, describe(a), cause(a)) for a in found)
+    return Findings(pairs, resolution)
 
 
 def cause(ambiguity: Ambiguity) -> str:
@@ -79,7 +83,7 @@ def run_command(
     from services.scheduler.observation import as_json, describe
 
     try:
-        key, found = folded(settings, codec, args.job, args.default)
+        key, found, resolution = folded(settings, codec, args.job, args.default)
     except AmbiguitiesUnknownError as error:
         print(f"scalefold ambiguities: {error}", file=sys.stderr)
         return 2
@@ -87,5 +91,10 @@ def run_command(
         out.write(json.dumps([as_json(a) for a in found], indent=2) + "\n")
     else:
         lines = [f"pair {a.pair_index}: {describe(a)}" for a in found]
-        out.write("\n".join(lines or [f"job {key}: no pair is ambiguous"]) + "\n")
+        lines = lines or [f"job {key}: no pair is ambiguous"]
+        lines.append(
+            f"resolution: the observation places the prediction's instants within "
+            f"{resolution / 1000:.3f} s of Flink's (widest input window + Flink's latency)"
+        )
+        out.write("\n".join(lines) + "\n")
     return 0

@@ -19,7 +19,7 @@ import pytest
 from services.clicontext import Context
 from services.contracts import Codec, Settings
 from services.contracts import records as r
-from services.contracts.ambiguity import AmbiguousPair
+from services.contracts.ambiguity import AmbiguousPair, Findings
 from services.contracts.topics import flink_job_key
 from services.history import flinkcli
 from services.history.decode import RescaleSchemas
@@ -301,12 +301,12 @@ WHY = (
 )
 
 
-def _finder(settings: Settings, job: str) -> list[AmbiguousPair]:
+def _finder(settings: Settings, job: str) -> Findings:
     """The scheduler's answer as the entry point would hand it over (tests/flink ask a
     real fold): the second pair of the job depends on where tm-3 registered."""
     if job != KEY:
-        return []
-    return [AmbiguousPair(KEY, 2, ("post_parallelism", "slots"), WHY, "tm-3 window")]
+        return Findings((), 0)
+    return Findings((AmbiguousPair(KEY, 2, ("post_parallelism", "slots"), WHY, "tm-3"),), 0)
 
 
 def _assert_verdicts(
@@ -331,13 +331,19 @@ def _assert_verdicts(
         "judged",
         "ambiguous",
         "ambiguity",
+        "state_durations_agree",
     )
     mine = [
-        (p["pair_index"], p["judged"], p["ambiguous"], p["ambiguity"])
+        (p["pair_index"], p["judged"], p["ambiguous"], p["ambiguity"], p["state_durations_agree"])
         for p in pairs
         if p["job_key"] == KEY
     ]
-    assert mine == [(1, True, False, None), (2, True, True, WHY), (3, True, False, None)]
+    # the first pair agrees in every field, and its spans lasted as long on both sides
+    assert mine == [
+        (1, True, False, None, True),
+        (2, True, True, WHY, None),
+        (3, True, False, None, None),
+    ]
     rates = {
         (row["scope"], row["job_key"], row["field"]): (
             row["compared"],

@@ -109,7 +109,7 @@ def _context(finder: Any) -> Any:
 def test_the_verdict_asks_the_scheduler_which_pairs_are_ambiguous() -> None:
     import argparse
 
-    from services.contracts.ambiguity import AmbiguitiesUnknownError, AmbiguousPair
+    from services.contracts.ambiguity import AmbiguitiesUnknownError, AmbiguousPair, Findings
     from services.history.flinkcli import _judged, verdict_text
 
     wrong = _pair(slots_agrees=False, flink_slots="4", predicted_slots="3")
@@ -117,9 +117,9 @@ def test_the_verdict_asks_the_scheduler_which_pairs_are_ambiguous() -> None:
     args = argparse.Namespace(job="local.j1", ambiguities=True)
     asked: list[str] = []
 
-    def finder(settings: Any, job: str) -> list[AmbiguousPair]:
+    def finder(settings: Any, job: str) -> Findings:
         asked.append(job)
-        return [AmbiguousPair(job, 2, ("slots",), "TaskManagerRegistered tm-3, ...")]
+        return Findings((AmbiguousPair(job, 2, ("slots",), "TaskManagerRegistered tm-3, ..."),), 0)
 
     judged = _judged(args, _context(finder), pairs, {})
     assert asked == ["local.j1"] and judged is not None
@@ -131,7 +131,7 @@ def test_the_verdict_asks_the_scheduler_which_pairs_are_ambiguous() -> None:
         in text
     )
 
-    def unreachable(settings: Any, job: str) -> list[AmbiguousPair]:
+    def unreachable(settings: Any, job: str) -> Findings:
         raise AmbiguitiesUnknownError("no broker answered at 127.0.0.1:9")
 
     judged = _judged(args, _context(unreachable), pairs, {})

@@ -38,6 +38,7 @@ from services.scheduler.observation import (
     fold,
     latency_ms,
     moved,
+    resolution_ms,
 )
 from services.scheduler.observationcli import run_command
 from services.scheduler.whatif import Recorded
@@ -249,7 +250,19 @@ def test_the_command_says_so_when_nothing_is_ambiguous(
         argparse.Namespace(job=JOB, format="text", default=None), Settings.from_env({}), codec, out
     )
 
-    assert (status, out.getvalue()) == (0, f"job {JOB}: no pair is ambiguous\n")
+    assert (status, out.getvalue().splitlines()[0]) == (0, f"job {JOB}: no pair is ambiguous")
+    assert "instants within 0.000 s of Flink's" in out.getvalue()  # no window, no record
+
+
+def test_the_resolution_is_the_widest_window_and_flinks_latency() -> None:
+    """How far the prediction's instants may lie from Flink's by the observation alone
+    (issue 47, item 6): tm-2 seen within 2 s; Flink entered Executing 2.5 s late."""
+    events = [*cooled(), registered("tm-3", 9000, Window(8000, 9000))]
+    events[2] = registered("tm-2", 3000, Window(1000, 3000))
+
+    assert resolution_ms(events, ()) == 2000
+    flink = [flink_record("INITIAL_SCHEDULE", 0, 4500)]
+    assert resolution_ms(events, (), flink) == 2000 + 2500
 
 
 def test_a_later_rescale_adds_only_its_own_latency_to_what_it_inherited() -> None:

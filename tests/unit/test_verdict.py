@@ -8,7 +8,7 @@ from typing import Any
 
 from services.contracts.ambiguity import AmbiguousPair
 from services.history.pairing import conformance
-from services.history.verdict import verdict
+from services.history.verdict import INSTANT_SLACK_MS, verdict
 
 JOB = "local.0123"
 SUM = "9dd63673dd41ea021b896a9b3a3a8d1f"  # a Flink JobVertexID: shown by its name
@@ -189,3 +189,53 @@ def test_pairs_after_one_that_exists_in_one_case_only_follow_it() -> None:
         "pair 5: ambiguous at this observation resolution: it follows pair 4: a rescale "
         "that happens in one case only shifts the pairing from there"
     )
+
+
+def _timed(number: int, durations: list[int | None], **changed: Any) -> dict[str, Any]:
+    return rescale(number, state_durations=durations, **changed)
+
+
+def test_span_durations_agree_within_the_observations_resolution() -> None:
+    flink = [_timed(1, [150, 6_032, 1_384, 1])]
+    ours = [_timed(1, [0, 5_000, 0, 0])]
+    pairs = conformance(flink, ours)
+
+    judged = verdict(pairs, [], NAMES, resolution_ms=1_100)  # and INSTANT_SLACK_MS
+
+    assert judged.status == 0 and judged.durations == ((1, True),)
+    assert judged.tolerance_ms == 1_100 + INSTANT_SLACK_MS
+    assert verdict(pairs, [], NAMES).durations == ()  # an unknown resolution: not judged
+
+
+def test_a_span_that_lasts_seconds_longer_than_predicted_fails_the_demo() -> None:
+    """A restart delay of 10 s where the prediction restarted after 1 s: every state
+    agrees, the instants do not (issue 47, item 6)."""
+    states = ["Executing", "Restarting", "CreatingExecutionGraph", "Executing"]
+    flink = [_timed(1, [4_000, 10_230, 300, None], scheduler_states=states)]
+    ours = [_timed(1, [4_100, 1_000, 0, 0], scheduler_states=states)]
+
+    judged = verdict(conformance(flink, ours), [], NAMES, resolution_ms=500)
+
+    assert judged.status == 1 and judged.durations == ((1, False),)
+    assert judged.lines[0] == (
+        "pair 1 disagrees: state_durations Flink Restarting 10.230 s / scalefold Restarting "
+        "1.000 s (more than the 1.5 s the observation allows)"
+    )
+
+
+def test_durations_are_not_compared_where_the_states_differ_or_the_pair_is_ambiguous() -> None:
+    flink = [_timed(1, [0, 9_000, 0]), _timed(2, [0, 9_000, 0])]
+    ours = [
+        _timed(1, [0, 1_000, 0], post_parallelism=[{"key": SUM, "value": 1}]),
+        _timed(2, [0, 1_000], scheduler_states=["Created", "Executing"]),
+    ]
+    why = "TaskManagerRegistered tm-2, observed in (1.0 s, 3.0 s], ..."
+    found = [AmbiguousPair(JOB, 1, ("post_parallelism",), why)]
+
+    judged = verdict(conformance(flink, ours), found, NAMES, resolution_ms=0)
+
+    assert judged.durations == () and judged.ambiguous == {1}
+    assert [line.split(":")[1].strip() for line in judged.lines[1:-1]] == [
+        "scheduler_states Flink Created > WaitingForResources > Executing / scalefold "
+        "Created > Executing"
+    ]
