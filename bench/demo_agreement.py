@@ -38,6 +38,7 @@ RUN_LIMIT_S = 1800.0
 
 AMBIGUOUS = re.compile(r"^\s*pair (\d+): ambiguous at this observation resolution", re.M)
 DISAGREES = re.compile(r"^\s*pair (\d+) disagrees: (\S+) Flink", re.M)
+APART = re.compile(r"^\s*pair (\d+) spans apart: \S+ Flink (.*) / scalefold (.*) \(more", re.M)
 TALLY = re.compile(
     r"decidable pairs: (\d+) of (\d+) agree; all pairs: (\d+) of (\d+) \((\d+) ambiguous\)"
 )
@@ -57,6 +58,7 @@ class Run:
     decidable_agreeing: int = 0
     ambiguous: int = 0
     disagreements: dict[int, list[str]] = field(default_factory=dict)  # pair: fields
+    apart: dict[int, str] = field(default_factory=dict)  # pair: its spans further apart
     log: str = ""
     commit: str = ""  # main's HEAD when the run started (the demo runs the code on disk)
 
@@ -76,6 +78,8 @@ def parse(number: int, status: int, seconds: float, loads: list[float], text: st
         verdict = text[max(0, text.rfind("$ scalefold flink compare")) :]
         for pair, name in DISAGREES.findall(verdict):
             run.disagreements.setdefault(int(pair), []).append(name)
+        for pair, flink, ours in APART.findall(verdict):
+            run.apart[int(pair)] = f"{flink} / {ours}"
     return run
 
 
@@ -139,6 +143,10 @@ def row(run: Run) -> str:
             verdict += "; " + "; ".join(
                 f"pair {p}: {', '.join(f)}" for p, f in sorted(run.disagreements.items())
             )
+        if run.apart:  # reported by the verdict, not failed (history/verdict.py)
+            verdict += "; spans apart: " + "; ".join(
+                f"pair {p}: {spans}" for p, spans in sorted(run.apart.items())
+            )
     return (
         f"| {run.number} | {run.commit} | {run.status} | {run.seconds:.0f} | "
         f"{run.load_min:.1f}-{run.load_max:.1f} | {run.pairs if run.pairs is not None else '-'} "
@@ -162,6 +170,7 @@ def summary(runs: list[Run]) -> dict[str, object]:
         "pairs": sum(run.pairs or 0 for run in judged),
         "ambiguous": sum(run.ambiguous for run in judged),
         "decidable": decidable,
+        "pairs_spans_apart": sum(len(run.apart) for run in judged),
         "field_agreement": {name: decidable - n for name, n in against.items()},
         "load_min": min((run.load_min for run in runs), default=0.0),
         "load_max": max((run.load_max for run in runs), default=0.0),
@@ -182,6 +191,8 @@ def table(runs: list[Run], totals: dict[str, object]) -> str:
         f"runs where every decidable pair agreed: {totals['runs_all_decidable_agree']} of "
         f"{totals['runs']} (exit 0: {totals['runs_exit_0']})",
         f"ambiguous pairs: {totals['ambiguous']} of {totals['pairs']}",
+        f"decidable pairs whose spans lay further apart than the observation allows "
+        f"(reported, not failed): {totals['pairs_spans_apart']}",
         "agreement per field over decidable pairs: "
         + ", ".join(f"{name} {n}/{decidable}" for name, n in agreement.items()),
         f"load (1 min) during the runs: {totals['load_min']:.1f} to {totals['load_max']:.1f}",

@@ -51,6 +51,15 @@ before Executing is entered (0.2-0.4 s on a quiet machine, measured up to ... s 
 two hogs: docs/flink-conformance.md)."""
 
 
+INSTANTS_REPORTED = (
+    "A span seconds apart is reported, not failed, until the bridge stamps a killed "
+    "TaskManager's loss at Flink's own failure: it stamps it when /taskmanagers drops the "
+    "TaskManager, 0.5-2.4 s after Flink failed the job over from the broken connection "
+    "(12 demo runs, 2026-12-03), a lag the loss's window does not hold"
+)
+"""Why `state_durations` does not fail `flink compare --strict` yet (issue 47, item 6)."""
+
+
 def verdict(
     pairs: Sequence[Mapping[str, Any]],
     ambiguities: Sequence[AmbiguousPair],
@@ -61,7 +70,8 @@ def verdict(
     pair is said so (with each input it depends on); a decidable one that disagrees names
     each field that differs (`names`: the vertices' names by id); one that agrees in
     every field has each span's duration compared, within `resolution_ms` (the
-    observation's: contracts/ambiguity.py `Findings`) and INSTANT_SLACK_MS."""
+    observation's: contracts/ambiguity.py `Findings`) and INSTANT_SLACK_MS, and a span
+    further apart is reported (`pair N spans apart: ...`), not failed (INSTANTS_REPORTED)."""
     tolerance = None if resolution_ms is None else resolution_ms + INSTANT_SLACK_MS
     doubtful: dict[int, list[AmbiguousPair]] = {}
     kept = undecided(ambiguities, pairs)
@@ -79,11 +89,13 @@ def verdict(
             ]
             continue
         found = disagreements(by_index[index], names)
-        if not found and tolerance is not None and comparable(by_index[index]):
-            found = apart(by_index[index], tolerance)
-            durations.append((index, not found))
         lines += [f"pair {index} disagrees: {text}" for text in found]
         failed += bool(found)
+        if not found and tolerance is not None and comparable(by_index[index]):
+            far = apart(by_index[index], tolerance)
+            durations.append((index, not far))
+            # reported, not failed: see INSTANTS_REPORTED
+            lines += [f"pair {index} spans apart: {text}" for text in far]
     decidable = [pair for index, pair in by_index.items() if index not in doubtful]
     lines.append(
         f"decidable pairs: {_agreeing(decidable)} of {len(decidable)} agree; "

@@ -207,18 +207,19 @@ def test_span_durations_agree_within_the_observations_resolution() -> None:
     assert verdict(pairs, [], NAMES).durations == ()  # an unknown resolution: not judged
 
 
-def test_a_span_that_lasts_seconds_longer_than_predicted_fails_the_demo() -> None:
+def test_a_span_that_lasts_seconds_longer_than_predicted_is_reported() -> None:
     """A restart delay of 10 s where the prediction restarted after 1 s: every state
-    agrees, the instants do not (issue 47, item 6)."""
+    agrees, the instants do not (issue 47, item 6). Reported, not failed yet
+    (verdict.INSTANTS_REPORTED)."""
     states = ["Executing", "Restarting", "CreatingExecutionGraph", "Executing"]
     flink = [_timed(1, [4_000, 10_230, 300, None], scheduler_states=states)]
     ours = [_timed(1, [4_100, 1_000, 0, 0], scheduler_states=states)]
 
     judged = verdict(conformance(flink, ours), [], NAMES, resolution_ms=500)
 
-    assert judged.status == 1 and judged.durations == ((1, False),)
+    assert judged.status == 0 and judged.durations == ((1, False),)
     assert judged.lines[0] == (
-        "pair 1 disagrees: state_durations Flink Restarting 10.230 s / scalefold Restarting "
+        "pair 1 spans apart: state_durations Flink Restarting 10.230 s / scalefold Restarting "
         "1.000 s (more than the 1.5 s the observation allows)"
     )
 
