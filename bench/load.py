@@ -29,9 +29,13 @@ from services.contracts.kafka import producer_config
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
-def _spin(until: float) -> None:
-    while time.time() < until:
-        pass
+def _spin(until: float, parent: int) -> None:
+    """Busy until `until`, or until the process that started it is gone: a bench killed
+    by a signal skips `hogs`' cleanup, and its busy loops outlived it by hours (six of
+    them loaded a CI run beside them, 2026-12-03)."""
+    while time.time() < until and os.getppid() == parent:
+        for _ in range(100_000):
+            pass
 
 
 @contextmanager
@@ -39,7 +43,8 @@ def hogs(count: int, seconds: float) -> Iterator[None]:
     """`count` busy processes for at most `seconds` (ended early when the block ends)."""
     until = time.time() + seconds
     context = multiprocessing.get_context("spawn")
-    procs = [context.Process(target=_spin, args=(until,), daemon=True) for _ in range(count)]
+    parent = os.getpid()
+    procs = [context.Process(target=_spin, args=(until, parent), daemon=True) for _ in range(count)]
     for proc in procs:
         proc.start()
     try:
