@@ -46,18 +46,9 @@ class Verdict:
 
 INSTANT_SLACK_MS = 1_000
 """What a span of Flink's may take beyond the prediction's that the observation does not
-show and the core does not model: cancelling the tasks in Restarting, deploying them
-before Executing is entered (0.2-0.4 s on a quiet machine, measured up to ... s beside
-two hogs: docs/flink-conformance.md)."""
-
-
-INSTANTS_REPORTED = (
-    "A span seconds apart is reported, not failed, until the bridge stamps a killed "
-    "TaskManager's loss at Flink's own failure: it stamps it when /taskmanagers drops the "
-    "TaskManager, 0.5-2.4 s after Flink failed the job over from the broken connection "
-    "(12 demo runs, 2026-12-03), a lag the loss's window does not hold"
-)
-"""Why `state_durations` does not fail `flink compare --strict` yet (issue 47, item 6)."""
+show and the core does not model: cancelling the tasks in Restarting (0.04-1.1 s),
+building the graph before Executing is entered (0.2-0.6 s; 12 demo runs at load 12-24,
+2026-12-03: docs/flink-conformance.md, "Instants")."""
 
 
 def verdict(
@@ -71,7 +62,10 @@ def verdict(
     each field that differs (`names`: the vertices' names by id); one that agrees in
     every field has each span's duration compared, within `resolution_ms` (the
     observation's: contracts/ambiguity.py `Findings`) and INSTANT_SLACK_MS, and a span
-    further apart is reported (`pair N spans apart: ...`), not failed (INSTANTS_REPORTED)."""
+    further apart is reported (`pair N spans apart: ...`), not failed: the bridge stamps a
+    killed TaskManager's loss when /taskmanagers drops it, 0.5-2.4 s after Flink failed
+    the job over, a lag the loss's window does not hold (docs/flink-conformance.md,
+    "Instants"; issue 47, item 6)."""
     tolerance = None if resolution_ms is None else resolution_ms + INSTANT_SLACK_MS
     doubtful: dict[int, list[AmbiguousPair]] = {}
     kept = undecided(ambiguities, pairs)
@@ -94,7 +88,7 @@ def verdict(
         if not found and tolerance is not None and comparable(by_index[index]):
             far = apart(by_index[index], tolerance)
             durations.append((index, not far))
-            # reported, not failed: see INSTANTS_REPORTED
+            # reported, not failed (see the docstring)
             lines += [f"pair {index} spans apart: {text}" for text in far]
     decidable = [pair for index, pair in by_index.items() if index not in doubtful]
     lines.append(

@@ -19,7 +19,6 @@ judge.py; here the table, and its rows.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -31,8 +30,6 @@ from services.history.verdict import Verdict
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql.types import StructType
-
-log = logging.getLogger(__name__)
 
 TABLE = "flink_verdicts"
 COLUMNS = (
@@ -91,22 +88,21 @@ def rows(
     for index, described in judged.reasons:
         why.setdefault(index, []).append(described)
     durations = dict(judged.durations)
+    by_index = sorted(((int(pair["pair_index"]), pair) for pair in pairs), key=lambda t: t[0])
     return [
         {
             "cluster": pair["cluster"],
             "flink_job_id": pair["flink_job_id"],
             "job_key": pair["job_key"],
-            "pair_index": int(pair["pair_index"]),
-            "ambiguous": int(pair["pair_index"]) in judged.ambiguous,
-            "ambiguity": SEPARATOR.join(why[int(pair["pair_index"])])
-            if int(pair["pair_index"]) in why
-            else None,
+            "pair_index": index,
+            "ambiguous": index in judged.ambiguous,
+            "ambiguity": SEPARATOR.join(why[index]) if index in why else None,
             "ambiguities_known": known,
-            "durations_agree": durations.get(int(pair["pair_index"])),
+            "durations_agree": durations.get(index),
             "tolerance_ms": judged.tolerance_ms,
             "judged_at_ms": now_ms,
         }
-        for pair in sorted(pairs, key=lambda pair: int(pair["pair_index"]))
+        for index, pair in by_index
     ]
 
 

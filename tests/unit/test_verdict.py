@@ -210,7 +210,7 @@ def test_span_durations_agree_within_the_observations_resolution() -> None:
 def test_a_span_that_lasts_seconds_longer_than_predicted_is_reported() -> None:
     """A restart delay of 10 s where the prediction restarted after 1 s: every state
     agrees, the instants do not (issue 47, item 6). Reported, not failed yet
-    (verdict.INSTANTS_REPORTED)."""
+    (verdict.verdict's docstring says why)."""
     states = ["Executing", "Restarting", "CreatingExecutionGraph", "Executing"]
     flink = [_timed(1, [4_000, 10_230, 300, None], scheduler_states=states)]
     ours = [_timed(1, [4_100, 1_000, 0, 0], scheduler_states=states)]
