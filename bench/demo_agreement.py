@@ -143,7 +143,7 @@ def row(run: Run) -> str:
             verdict += "; " + "; ".join(
                 f"pair {p}: {', '.join(f)}" for p, f in sorted(run.disagreements.items())
             )
-        if run.apart:  # reported by the verdict, not failed (history/verdict.py)
+        if run.apart:
             verdict += "; spans apart: " + "; ".join(
                 f"pair {p}: {spans}" for p, spans in sorted(run.apart.items())
             )
@@ -192,7 +192,7 @@ def table(runs: list[Run], totals: dict[str, object]) -> str:
         f"{totals['runs']} (exit 0: {totals['runs_exit_0']})",
         f"ambiguous pairs: {totals['ambiguous']} of {totals['pairs']}",
         f"decidable pairs whose spans lay further apart than the observation allows "
-        f"(reported, not failed): {totals['pairs_spans_apart']}",
+        f"(a disagreement since 2026-12-03's stop 58): {totals['pairs_spans_apart']}",
         "agreement per field over decidable pairs: "
         + ", ".join(f"{name} {n}/{decidable}" for name, n in agreement.items()),
         f"load (1 min) during the runs: {totals['load_min']:.1f} to {totals['load_max']:.1f}",

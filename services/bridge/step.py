@@ -449,13 +449,14 @@ def _changes(
         listed = {tm.id for tm in answers.task_managers}
         lost = set(offset.task_managers) - listed
         for tm in sorted(lost):
-            at, window = _seen(answers.departed.get(tm), offset.updated_at, now)
+            at, window = _departure(answers.departed.get(tm), offset, now)
             held = hosted(tm, answers, window.after if window else at)
             events.append(
                 TaskManagerLost(
                     offset.key, at, tm, "no longer listed by /taskmanagers", window, held
                 )
             )
+        events += _flapped(offset, answers, listed, now)
         gone = frozenset(offset.lost_task_managers) & listed  # lost by the JobMaster, still listed
         new = _offering(answers.task_managers, (*offset.task_managers, *gone))
         for view in new:
@@ -486,15 +487,94 @@ def _changes(
         for e in events
     ]
     if offset.last_exception_ms > before.last_exception_ms:
-        lost_at = max(before.updated_at, min(now, _first_new_exception(before, answers)))
+        first = _first_new_exception(before, answers)
         events = [  # Flink's own instant: exact
-            replace(e, timestamp=lost_at, window=None) if isinstance(e, TaskManagerLost) else e
+            replace(e, timestamp=_clamped(named.get(e.task_manager_id, first), before, now))
+            if isinstance(e, TaskManagerLost)
+            else e
             for e in events
         ]
-    offset, dropped = _lost_by_the_jobmaster(offset, named)
+        events = [replace(e, window=None) if isinstance(e, TaskManagerLost) else e for e in events]
+    else:
+        offset, events = _held(offset, answers, now, events)
+    offset, dropped = _lost_by_the_jobmaster(offset, _not_back(named, answers))
     offset, ended = _checkpoints(offset, answers, problems)
     events += dropped + failures + ended
     return _terminal(offset, answers, now, events)
+
+
+def _departure(window: Window | None, offset: JobOffset, now: int) -> tuple[int, Window | None]:
+    """When a TaskManager no longer listed is stamped lost, and the window it lies in: the
+    listing's, also one from before the job's last poll if the job's clock has not passed
+    it (a loss held back for Flink's exceptions, `_held`), else as `_seen` says."""
+    if window is not None and offset.advanced_to < window.by <= now:
+        return window.by, window
+    return _seen(window, offset.updated_at, now)
+
+
+def _flapped(offset: JobOffset, answers: Answers, listed: set[str], now: int) -> list[Event]:
+    """A known TaskManager the listing saw leave and come back (under the same id) since
+    the job's last poll: lost and registered again, each at its listing's window (the
+    loss's may lie before the last poll if the job's clock has not passed it: `_held`)."""
+    events: list[Event] = []
+    views = {tm.id: tm for tm in answers.task_managers or ()}
+    for tm in sorted(set(offset.task_managers) & listed):
+        left, back = answers.departed.get(tm), answers.appeared.get(tm)
+        if left is None or back is None or not offset.updated_at < back.by <= now:
+            continue
+        if not (offset.advanced_to < left.by < back.by) or views[tm].slots <= 0:
+            continue
+        held = hosted(tm, answers, left.after)
+        events += [
+            TaskManagerLost(offset.key, left.by, tm, "left the listing and came back", left, held),
+            TaskManagerRegistered(
+                offset.key, back.by, tm, views[tm].slots, views[tm].profile, back
+            ),
+        ]
+    return events
+
+
+def _not_back(named: Mapping[str, int], answers: Answers) -> dict[str, int]:
+    """The TaskManagers Flink's exceptions name as lost, bar those listed again since that
+    instant (a TaskManager that came back under its id: `_flapped` sent both)."""
+    return {
+        tm: at
+        for tm, at in named.items()
+        if (back := answers.appeared.get(tm)) is None or back.after < at
+    }
+
+
+def _held(
+    offset: JobOffset, answers: Answers, now: int, events: list[Event]
+) -> tuple[JobOffset, list[Event]]:
+    """Losses seen as absence from the listing, kept back (the TaskManager stays known, the
+    job's clock stays before them: `_advanced`) until an exceptions answer that would show
+    Flink's failover for them has been read: Flink fails a job over when a killed
+    TaskManager's connections break, often seconds before the ResourceManager stops listing
+    it, and its exception history has that instant, but cached for up to the refresh
+    interval. Held while no new entry is read and `now` is within the refresh interval
+    (and a margin) of the window's end; then sent at the window's end, with the window.
+    Memory only: a restarted bridge finds the loss again, without the listing's window,
+    and sends it at once."""
+    wait = answers.refresh_ms + CLOCK_MARGIN_MS
+    listed = {tm.id for tm in answers.task_managers or ()}
+    held = {
+        e.task_manager_id
+        for e in events
+        if isinstance(e, TaskManagerLost)
+        and e.task_manager_id not in listed
+        and e.window is not None
+        and now < e.window.by + wait
+    }
+    if not held:
+        return offset, events
+    kept = [e for e in events if not (isinstance(e, TaskManagerLost) and e.task_manager_id in held)]
+    return replace(offset, task_managers=tuple(sorted({*offset.task_managers, *held}))), kept
+
+
+def _clamped(at: int, before: JobOffset, now: int) -> int:
+    """An instant from Flink's exceptions, kept after the job's clock and by this poll."""
+    return max(before.advanced_to + 1, min(now, at))
 
 
 def _advanced(

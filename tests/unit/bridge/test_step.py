@@ -308,6 +308,81 @@ def test_a_lost_task_manager_is_lost_before_the_failures_its_loss_caused() -> No
     assert [(type(e), e.timestamp) for e in quiet.events] == [(TaskManagerLost, NOW + 5000)]
 
 
+def polled(offset: JobOffset, now: int, **changes: Any) -> step.Observed:
+    """A poll of a JobManager that caches its job answers for 3 s (web.refresh-interval)."""
+    quiet = {"exceptionHistory": {"entries": []}}
+    return step.observe(
+        offset, answers(details={}, refresh_ms=3_000, **{"exceptions": quiet, **changes}), now
+    )
+
+
+def losses(seen: step.Observed) -> list[tuple[str, int, Window | None]]:
+    return [
+        (e.task_manager_id, e.timestamp, e.window)
+        for e in seen.events
+        if isinstance(e, TaskManagerLost)
+    ]
+
+
+def test_a_loss_seen_in_the_listing_waits_for_flinks_exceptions_and_takes_their_instant() -> None:
+    # Flink fails the job over when a killed TaskManager's connections break, often seconds
+    # before the ResourceManager stops listing it; its exceptions say when, from a cache up
+    # to web.refresh-interval old. The loss waits for an answer that would show the failover.
+    start = first_poll().offset
+    left = Window(NOW + 1500, NOW + 1750)
+    gone = {"task_managers": views_without("tm-1"), "departed": {"tm-1": left}}
+    waiting = polled(start, NOW + 2000, **gone)
+    assert losses(waiting) == [] and "tm-1" in waiting.offset.task_managers
+    timers = [e.timestamp for e in waiting.events if isinstance(e, TimerFired)]
+    assert timers and max(timers) < left.by  # the job's clock stays before the loss
+    failed = {"exceptionHistory": {"entries": [failure(NOW + 1200, "tm-1")]}}
+    shown = polled(waiting.offset, NOW + 4000, exceptions=failed, **gone)
+    assert losses(shown) == [("tm-1", NOW + 1200, None)]  # Flink's instant, exact
+    assert [type(e) for e in shown.events] == [TimerFired, TaskManagerLost]  # clock NOW + 500
+    assert "tm-1" not in shown.offset.task_managers
+    # no failover by the time an answer would show one: the listing's window
+    quiet = polled(waiting.offset, NOW + 4000, **gone)
+    assert losses(quiet) == []
+    late = polled(quiet.offset, left.by + 3_500, **gone)
+    assert losses(late) == [("tm-1", left.by, left)]
+    # a restarted bridge has no listing's window: the loss is sent at once
+    restarted = polled(waiting.offset, NOW + 4000, task_managers=views_without("tm-1"))
+    assert losses(restarted) == [("tm-1", NOW + 4000, None)]
+
+
+def test_a_task_manager_that_left_and_came_back_under_its_id_is_lost_and_registered() -> None:
+    # item 5 of issue 47: a TaskManager restarted with a fixed resource id between two polls
+    start = first_poll().offset
+    left, back = Window(NOW + 600, NOW + 850), Window(NOW + 850, NOW + 1100)
+    flap = {"departed": {"tm-1": left}, "appeared": {"tm-1": back}}
+    seen = polled(start, NOW + 2000, **flap)
+    inputs = [e for e in seen.events if not isinstance(e, TimerFired)]
+    assert [(type(e), e.timestamp, getattr(e, "window", None)) for e in inputs] == [
+        (TaskManagerLost, left.by, left),
+        (TaskManagerRegistered, back.by, back),
+    ]
+    assert "tm-1" in seen.offset.task_managers
+    # Flink's exceptions name it lost before it came back: not lost a second time
+    named = {
+        "exceptionHistory": {
+            "entries": [
+                {
+                    "exceptionName": "java.util.concurrent.TimeoutException",
+                    "timestamp": NOW + 700,
+                    "stacktrace": "TaskManager with id tm-1 is no longer reachable.",
+                }
+            ]
+        }
+    }
+    after = polled(seen.offset, NOW + 4000, exceptions=named, **flap)
+    assert losses(after) == [] and "tm-1" in after.offset.task_managers
+    assert not [e for e in after.events if isinstance(e, JobLifecycle)]  # its loss, not a failure
+    together = polled(start, NOW + 2000, exceptions=named, **flap)
+    assert losses(together) == [("tm-1", NOW + 700, None)]  # Flink's instant
+    _, effects = replay([*first_poll().events, *together.events])
+    assert not [e for e in effects if isinstance(e, Rejected)]
+
+
 def test_a_lost_task_manager_says_whether_it_held_the_jobs_tasks_as_last_read() -> None:
     # which of more TaskManagers than it needs a job runs on is Flink's ResourceManager's
     # choice: the bridge reads it once the cached graph is the running one
@@ -523,7 +598,7 @@ def test_observed_inputs_carry_the_window_they_are_known_to_lie_in() -> None:
         v: {"parallelism": {"lowerBound": 1, "upperBound": 3}}
         for v in answer("resource-requirements.json")
     }
-    now = NOW + 2000
+    now = NOW + 4000  # a loss is sent once Flink's exceptions would show it (refresh 3 s)
     polled = step.observe(
         seen.offset,
         answers(
@@ -531,15 +606,16 @@ def test_observed_inputs_carry_the_window_they_are_known_to_lie_in() -> None:
             task_managers=(*kept, new),
             requirements=raised,
             appeared={"tm-new": Window(NOW + 100, now + 30)},
-            departed={gone.id: Window(NOW + 100, now + 30)},
+            departed={gone.id: Window(NOW + 100, NOW + 130)},
             requirements_window=Window(NOW + 120, now + 40),
             exceptions={"exceptionHistory": {"entries": []}},
+            refresh_ms=3_000,
         ),
         now,
     )
     windows = {type(e).__name__: e.window for e in polled.events if hasattr(e, "window")}
     assert windows == {
-        "TaskManagerLost": Window(NOW + 100, now + 30),
+        "TaskManagerLost": Window(NOW + 100, NOW + 130),
         "TaskManagerRegistered": Window(NOW + 100, now + 30),
         "RequirementsUpdated": Window(NOW + 120, now + 40),
     }
