@@ -734,7 +734,7 @@ def test_requirements_changed_before_the_first_poll_are_a_change_after_the_start
 
 
 def test_a_job_waiting_for_its_first_resources_is_submitted_from_the_sources() -> None:
-    """Before its first execution graph Flink 2.3 answers from a sparse graph: no plan,
+    """Before its first execution graph Flink 2.3 answers from a sparse graph: a plan of no nodes,
     the vertices sinks first (seen on a real 2.3.0, 2026-12-03); the bridge reverses them."""
     job = answer("job.json")
     sparse = {**job, "vertices": list(reversed(job["vertices"])), "plan": {"nodes": []}}
@@ -744,6 +744,10 @@ def test_a_job_waiting_for_its_first_resources_is_submitted_from_the_sources() -
         "Source: Numbers -> Slow map",
         "Sum -> Discard: Writer",
     ]
+    planless = {k: v for k, v in job.items() if k != "plan"}  # no plan at all: as answered
+    polled = step.observe(JobOffset("local", JID), answers(job=planless), NOW)
+    (submitted,) = [e for e in polled.events if isinstance(e, JobSubmitted)]
+    assert [v.name for v in submitted.vertices] == [v["name"] for v in job["vertices"]]
 
 
 def test_the_job_is_submitted_with_its_vertices_from_the_sources() -> None:
