@@ -376,26 +376,31 @@ def _upkeep_thread(
 
     def work() -> None:
         spark.sparkContext.setLocalProperty("spark.scheduler.pool", "tables")
-        while not stop.wait(1.0):
-            keeper.run_due(tables)
+        keeper.run_due(tables)  # logs a table's failure and retries it later
 
-    thread = threading.Thread(target=work, name="history-upkeep", daemon=True)
-    thread.start()
-    return thread
+    return _repeating("history-upkeep", 1.0, work, stop)
 
 
 def _judge_thread(judge: Judge, interval: float, stop: threading.Event) -> threading.Thread:
     """The Flink pairs' verdicts (judge.py), in a thread of their own: asking the
     scheduler's fold reads the job's inputs from the broker, seconds at load."""
+    return _repeating("history-judge", interval, lambda: judge.tick(_now_ms()), stop)
 
-    def work() -> None:
+
+def _repeating(
+    name: str, interval: float, work: Callable[[], object], stop: threading.Event
+) -> threading.Thread:
+    """A daemon thread that runs `work` every `interval` seconds until `stop`; a failure
+    is logged and the next round tries again (neither may stop the ingest)."""
+
+    def loop() -> None:
         while not stop.wait(interval):
             try:
-                judge.tick(_now_ms())
-            except Exception:  # a verdict must not stop the ingest; the next tick retries
-                log.warning("could not judge the Flink pairs; retrying", exc_info=True)
+                work()
+            except Exception:
+                log.warning("%s failed; trying again in %.0f s", name, interval, exc_info=True)
 
-    thread = threading.Thread(target=work, name="history-judge", daemon=True)
+    thread = threading.Thread(target=loop, name=name, daemon=True)
     thread.start()
     return thread
 

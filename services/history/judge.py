@@ -52,7 +52,7 @@ class Judge:
         lake = Lake(self._data_dir)
         if not lake.committed(LATEST_TABLE):
             return False
-        found = pairing.compare(lake, None)
+        found = pairing.compare(lake, None, verdicts=False)
         by_job: dict[str, list[Row]] = {}
         for pair in found.pairs:
             by_job.setdefault(pair["job_key"], []).append(pair)

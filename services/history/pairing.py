@@ -256,13 +256,15 @@ def judged(pairs: Sequence[Row], verdicts: Mapping[tuple[str, int], Row]) -> lis
     return out
 
 
-def compare(lake: Lake, job: str | None) -> Comparison:
+def compare(lake: Lake, job: str | None, verdicts: bool = True) -> Comparison:
     """The pairs of `job` (Flink's job id or its key; every job without one), their
-    agreement, and the vertices' names: Flink's table read once."""
+    agreement, and the vertices' names: Flink's table read once. `verdicts`: with the
+    judge's columns (`flink_verdicts`; the judge itself does without)."""
     rows = flink_rows(lake, job)
     flink = flink_side(rows)
     pairs = conformance(flink, predicted_side(lake, sorted({row["job_key"] for row in flink})))
-    pairs = judged(pairs, verdict_columns(lake, job))
+    if verdicts:
+        pairs = judged(pairs, verdict_columns(lake, job))
     names = {
         vertex["job_vertex_id"]: vertex["job_vertex_name"]
         for row in rows

@@ -102,3 +102,22 @@ def remove_uncommitted(table_dir: Path) -> list[Path]:
         crc = path.with_name(f".{path.name}.crc")
         crc.unlink(missing_ok=True)
     return removed
+
+
+def last_compacted(table_dir: Path, within: int = 200) -> int | None:
+    """When the table was last compacted, in wall ms, by its own log: the newest OPTIMIZE
+    commit among its last `within` commits; without one, when it was created if its whole
+    log is that short; None (long overdue) when `within` commits passed without one. Read
+    with `deltalake` (a few tens of ms), so a restarted writer keeps the table's schedule."""
+    if not is_delta(table_dir):
+        return None
+    from deltalake import DeltaTable
+
+    commits = DeltaTable(str(table_dir)).history(limit=within)  # newest first
+    for commit in commits:
+        if commit.get("operation") == "OPTIMIZE":
+            return int(commit["timestamp"])
+    oldest = commits[-1] if commits else None
+    if oldest is None or len(commits) >= within or oldest.get("version") not in (0, None):
+        return None
+    return int(oldest["timestamp"])

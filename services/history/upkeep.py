@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from services.history.catalog import read_table
 from services.history.paths import Layout
-from services.history.sinklog import is_delta, remove_uncommitted
+from services.history.sinklog import is_delta, last_compacted, remove_uncommitted
 from services.history.sources import SOURCES
 from services.history.spark import STATS_COLUMNS
 from services.history.tables import EXECUTING, LATEST_TABLE, PARTITION_COLUMN, TABLES, span_length
@@ -173,20 +173,32 @@ def optimize(spark: SparkSession, path: Path) -> None:
     spark.sql(f"OPTIMIZE {quoted(path)}")
 
 
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
 @dataclass
 class Upkeep:
-    """OPTIMIZE and VACUUM of tables, each at most every `optimize_minutes`."""
+    """OPTIMIZE and VACUUM of tables, each every `optimize_minutes`, by the table's own
+    Delta history: a table is first due `optimize_minutes` after its last compaction
+    (`sinklog.last_compacted`), so a history restarted more often than that still
+    compacts; then by `clock` (monotonic s; `wall`: wall ms, to age the table's commits)."""
 
     spark: SparkSession
     config: UpkeepConfig
     clock: Callable[[], float] = time.monotonic
+    wall: Callable[[], int] = _wall_ms
     _last: dict[Path, float] = field(default_factory=dict)
 
     def due(self, path: Path) -> bool:
         if self.config.optimize_minutes <= 0 or not is_delta(path):
             return False
-        last = self._last.setdefault(path, self.clock())
-        return self.clock() - last >= self.config.optimize_minutes * 60
+        every = self.config.optimize_minutes * 60
+        if path not in self._last:
+            compacted = last_compacted(path)
+            age = every if compacted is None else max(0.0, (self.wall() - compacted) / 1000)
+            self._last[path] = self.clock() - age
+        return self.clock() - self._last[path] >= every
 
     def run(self, path: Path) -> None:
         """Compact `path`'s small files, then vacuum what the retention lets go (the table's

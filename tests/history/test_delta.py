@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from services.contracts import Codec, Settings
 from services.history import synthetic
 from services.history.decode import RescaleSchemas, decode, valid
 from services.history.paths import Layout
-from services.history.sinklog import committed_files, uncommitted_files
+from services.history.sinklog import committed_files, last_compacted, uncommitted_files
 from services.history.tables import LATEST_TABLE, TABLES
 from services.history.upkeep import Upkeep, UpkeepConfig, convert_legacy, keep_for
 from services.history.upsert import append, merge_latest
@@ -210,7 +211,10 @@ def test_upkeep_compacts_small_files_and_vacuums_the_replaced_ones(
     assert len(before) >= len(records)
 
     now = [0.0]
-    upkeep = Upkeep(spark, UpkeepConfig(optimize_minutes=1, retention_hours=0), lambda: now[0])
+    created = last_compacted(path)  # never compacted: due a minute after its first commit
+    assert created is not None
+    config = UpkeepConfig(optimize_minutes=1, retention_hours=0)
+    upkeep = Upkeep(spark, config, lambda: now[0], lambda: created)
     upkeep.run_due([path])
     assert len(committed_files(path)) == len(before), "compacted before it was due"
     now[0] = 61.0
@@ -222,6 +226,16 @@ def test_upkeep_compacts_small_files_and_vacuums_the_replaced_ones(
     assert uncommitted_files(path) == []
     assert DeltaTable(str(path)).to_pyarrow_table().num_rows == len(records)
     assert DeltaTable(str(path)).metadata().configuration["delta.dataSkippingNumIndexedCols"] == "1"
+    # A restarted history keeps the table's schedule, by its Delta history (issue 49):
+    compacted = last_compacted(path)
+    assert compacted is not None and abs(compacted - time.time() * 1000) < 120_000
+
+    def restarted(seconds_since: float) -> Upkeep:
+        wall = int(compacted + seconds_since * 1000)
+        return Upkeep(spark, UpkeepConfig(optimize_minutes=1), lambda: 5.0, lambda: wall)
+
+    assert not restarted(30).due(path)
+    assert restarted(61).due(path)
     # A table of an earlier scalefold, with Delta's 32 columns of statistics:
     spark.sql(
         f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES (delta.dataSkippingNumIndexedCols = 32)"
