@@ -15,11 +15,12 @@ argument. What REST cannot show is approximated here, and docs/bridge.md says ho
   or by address (an RPC to it that found no recipient). Flink 2.3's adaptive scheduler
   records its failures without a task, so each is sent as a global failure: one caused by
   the loss after the prediction restarted for the loss would fail the predicted job;
-- a TaskManager's loss: at the poll that no longer lists it, or at the first exception
-  this poll finds, if earlier. Flink's graph cannot finish cancelling before its JobMaster
-  has released the lost TaskManager's slots, so the restart a failure starts ends without
-  them (docs/flink-conformance.md, "Against a real Flink 2.3.0"); the loss stamped at the
-  poll would let the scheduler restart on them first.
+- a TaskManager's loss: at Flink's failover for it, from the exception history (held
+  back, `_held`, until an answer that would show it has been read), else at the end of
+  the listing's window that no longer showed it. Flink's graph cannot finish cancelling
+  before its JobMaster has released the lost TaskManager's slots, so the restart a
+  failure starts ends without them (docs/flink-conformance.md, "Against a real Flink
+  2.3.0"); the loss stamped at the poll would let the scheduler restart on them first.
 """
 
 from __future__ import annotations
