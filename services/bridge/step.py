@@ -491,12 +491,15 @@ def _changes(
     if offset.last_exception_ms > before.last_exception_ms:
         first = _first_new_exception(before, answers)
         events = [  # Flink's own instant: exact
-            replace(e, timestamp=_clamped(named.get(e.task_manager_id, first), before, now))
+            replace(
+                e,
+                timestamp=_clamped(named.get(e.task_manager_id, first), before, now),
+                window=None,
+            )
             if isinstance(e, TaskManagerLost)
             else e
             for e in events
         ]
-        events = [replace(e, window=None) if isinstance(e, TaskManagerLost) else e for e in events]
     else:
         offset, events = _held(offset, answers, now, events)
     offset, dropped = _lost_by_the_jobmaster(offset, _not_back(named, answers))
