@@ -502,8 +502,11 @@ def _changes(
         ]
     else:
         offset, events = _held(offset, answers, now, events)
+    holding = answers.task_managers is not None and bool(
+        set(offset.task_managers) - {tm.id for tm in answers.task_managers}
+    )
     offset, dropped = _lost_by_the_jobmaster(offset, _not_back(named, answers))
-    offset, ended = _checkpoints(offset, answers, problems)
+    offset, ended = _checkpoints(offset, answers, problems, offset.advanced_to if holding else None)
     events += dropped + failures + ended
     return _terminal(offset, answers, now, events)
 
@@ -560,7 +563,17 @@ def _held(
     interval. Held while no new entry is read and `now` is within the refresh interval
     (and a margin) of the window's end; then sent at the window's end, with the window.
     Memory only: a restarted bridge finds the loss again, without the listing's window,
-    and sends it at once."""
+    and sends it at once.
+
+    The job's inputs stay in time order around a held loss, as the scheduler folds them
+    in the order sent: a checkpoint that ended after the job's clock waits with it
+    (`_checkpoints`), and a poll with any other input (a TaskManager registered, the
+    requirements changed) sends the loss at once, at the window's end, sorted with it."""
+    if (
+        any(not isinstance(e, TaskManagerLost) for e in events)
+        or answers.job.get("state") in TERMINAL
+    ):
+        return offset, events
     wait = answers.refresh_ms + CLOCK_MARGIN_MS
     listed = {tm.id for tm in answers.task_managers or ()}
     held = {
@@ -705,12 +718,17 @@ def _unreachable(entry: Mapping[str, Any], paths: frozenset[str] | None) -> bool
 
 
 def _checkpoints(
-    offset: JobOffset, answers: Answers, problems: list[tuple[str, str]]
+    offset: JobOffset,
+    answers: Answers,
+    problems: list[tuple[str, str]],
+    waiting_after: int | None = None,
 ) -> tuple[JobOffset, list[Event]]:
     """Checkpoints that ended since the job's submission and were not sent yet, by id: the
     scheduler's rescale trigger waits for one (FLIP-461) and counts failed ones. Flink
     serves /checkpoints from a cache refreshed every `web.refresh-interval`, so a
-    checkpoint may first show a poll or two after it ended; it is sent then."""
+    checkpoint may first show a poll or two after it ended; it is sent then. Those that
+    ended after `waiting_after` (the job's clock, while a loss is held: `_held`) are left
+    for a later poll, which finds them again, as if not yet shown."""
     if answers.checkpoints is None:
         return offset, []
     try:
@@ -721,6 +739,8 @@ def _checkpoints(
     floor = offset.updated_at if offset.checkpoint_floor is None else offset.checkpoint_floor
     sent = set(offset.checkpoints_sent)
     new = [(cid, completed, at) for cid, completed, at in ended if cid not in sent and at > floor]
+    if waiting_after is not None:
+        new = [(cid, completed, at) for cid, completed, at in new if at <= waiting_after]
     listed = {cid for cid, _, _ in ended}
     kept = tuple(sorted((sent & listed) | {cid for cid, _, _ in new}))
     offset = replace(offset, checkpoints_sent=kept, checkpoint_floor=floor)

@@ -37,7 +37,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,7 @@ from services.bridge.poll import ClusterPoller
 from services.bridge.service import Bridge
 from services.bridge.sink import Sink
 from services.contracts import Codec
+from services.contracts.events import TimerFired
 from services.contracts.flinkrest import FlinkRest
 from services.contracts.settings import Settings
 from services.contracts.topics import flink_job_key
@@ -54,7 +55,7 @@ from services.localstack.flinkconf import Waits
 from services.localstack.layout import RUN_ROOT
 from services.scheduler.core.driver import replay
 from services.scheduler.core.effects import Rejected, RescaleUpdated
-from services.scheduler.observation import ambiguities, describe
+from services.scheduler.observation import ambiguities, describe, fold, latency_ms
 from tests.flink.differential import agreement, compare, differences, latest, unexplained
 from tests.flink.flink_support import FlinkTestCluster, session_cluster, wait_for
 from tests.integration.bridge_support import read_all, read_events
@@ -177,6 +178,7 @@ def verdict(watched: Watched, name: str, jid: str, landed: dict[str, Any]) -> di
         "rescales": {"flink": len(forwarded), "predicted": len(predicted)},
         "pairs": len(pairs),
         "ambiguous": [describe(a) for a in found],
+        "latency_ms": asdict(latency_ms(latest(forwarded), fold(inputs, ()))),
         "decidable_agreement": agreement(decidable),
         "differences": differences(pairs),
         "timeline": timeline(inputs, latest(forwarded), predicted),
@@ -191,7 +193,7 @@ def verdict(watched: Watched, name: str, jid: str, landed: dict[str, Any]) -> di
 def timeline(
     inputs: list[Any], flink: list[dict[str, Any]], predicted: list[dict[str, Any]]
 ) -> dict[str, list[str]]:
-    """What a failing run is read from: each windowed input and each side's state spans,
+    """What a failing run is read from: each input (and its window) and each side's state spans,
     in ms after the job's submission (as the bridge stamped it)."""
     origin = inputs[0].timestamp if inputs else 0
 
@@ -203,12 +205,15 @@ def timeline(
             for s in r["schedulerStates"] or []
         ]
 
+    def window(e: Any) -> str:
+        w = getattr(e, "window", None)
+        return "" if w is None else f" ({w.after - origin}, {w.by - origin}]"
+
     windowed = [
-        f"{type(e).__name__} {getattr(e, 'task_manager_id', '')} +{e.timestamp - origin} "
-        f"({e.window.after - origin}, {e.window.by - origin}] "
-        f"hosted={getattr(e, 'hosted_tasks', '-')}"
+        f"{type(e).__name__} {getattr(e, 'task_manager_id', '')} +{e.timestamp - origin}"
+        f"{window(e)} hosted={getattr(e, 'hosted_tasks', '-')}"
         for e in inputs
-        if getattr(e, "window", None) is not None
+        if not isinstance(e, TimerFired)
     ]
     return {"inputs": windowed, "flink": spans(flink), "predicted": spans(predicted)}
 

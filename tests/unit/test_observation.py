@@ -159,6 +159,21 @@ def test_flinks_own_latency_makes_a_loss_near_its_later_cooldown_end_ambiguous()
     assert ambiguities(events, (), [flink_record("INITIAL_SCHEDULE", 0, 1500)]) == []
 
 
+def test_a_window_straddling_a_deadline_flinks_latency_moved_is_ambiguous() -> None:
+    # Flink entered Executing 2.5 s after the prediction: its cooldown ended at +9.5 s.
+    # tm-2 lost in (+9 s, +10 s], recorded at +10 s: after both cooldown ends as recorded,
+    # so the latency alone changes nothing, but the window holds Flink's end
+    events = cooled(lost("tm-2", 10_000, Window(9000, 10_000)))
+    flink = [flink_record("INITIAL_SCHEDULE", 0, 4500)]
+    assert ambiguities(events, ()) == []  # the prediction's own cooldown ended at +7 s
+
+    found = ambiguities(events, (), flink)
+
+    assert [(a.pair_index, a.input) for a in found] == [(2, "TaskManagerLost tm-2")]
+    assert found[0].deadline == "cooldown end at +9.500 s"
+    assert "post_parallelism" in found[0].fields
+
+
 def test_a_loss_straddling_a_restart_delay_makes_the_restart_ambiguous() -> None:
     # at 2 on tm-1 and tm-2 from +1 s; a failure at +5 s restarts after 2 s (+7 s), on 2
     # slots if tm-2 is still there then, on 1 if it was lost before

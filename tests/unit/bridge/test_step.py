@@ -350,6 +350,55 @@ def test_a_loss_seen_in_the_listing_waits_for_flinks_exceptions_and_takes_their_
     assert losses(restarted) == [("tm-1", NOW + 4000, None)]
 
 
+def checkpoint(cid: int, at: int) -> dict[str, Any]:
+    return {"id": cid, "status": "COMPLETED", "latest_ack_timestamp": at}
+
+
+def test_a_held_loss_keeps_the_jobs_inputs_in_time_order() -> None:
+    # the scheduler folds inputs in the order sent, each moving the job's clock: a
+    # checkpoint that ended after the job's clock waits with the loss, not to pass it
+    start = replace(first_poll().offset, checkpoint_floor=NOW)
+    left = Window(NOW + 1500, NOW + 1750)
+    gone = {"task_managers": views_without("tm-1"), "departed": {"tm-1": left}}
+    ended = {"history": [checkpoint(7, NOW + 1000), checkpoint(8, NOW + 2600)]}
+    waiting = polled(start, NOW + 3000, checkpoints=ended, **gone)
+    assert losses(waiting) == []
+    assert [e.checkpoint_id for e in waiting.events if isinstance(e, JobLifecycle)] == []
+    clock = max(e.timestamp for e in waiting.events if isinstance(e, TimerFired))
+    assert clock < left.by
+    # 7 ended after the job's clock too (the first poll's, NOW - 3.5 s): the loss may be
+    # stamped at any instant after that clock, and every input after it waits
+    later = {"history": [*ended["history"], checkpoint(9, NOW + 4600)]}
+    sent = polled(waiting.offset, left.by + 3_500, checkpoints=later, **gone)
+    inputs = [e for e in sent.events if not isinstance(e, TimerFired)]
+    assert [(type(e), e.timestamp) for e in inputs] == [
+        (JobLifecycle, NOW + 1000),
+        (TaskManagerLost, left.by),
+        (JobLifecycle, NOW + 2600),
+        (JobLifecycle, NOW + 4600),
+    ]
+    again = polled(sent.offset, left.by + 5_000, checkpoints=later, **gone)
+    assert [e for e in again.events if not isinstance(e, TimerFired)] == []
+    # another input in the poll: the loss goes at once, at its window's end, sorted with it
+    added = replace(answer_views()[0], id="tm-9")
+    joined = polled(
+        start,
+        NOW + 3000,
+        task_managers=(*views_without("tm-1"), added),
+        departed={"tm-1": left},
+        appeared={"tm-9": Window(NOW + 1750, NOW + 2000)},
+    )
+    inputs = [e for e in joined.events if not isinstance(e, TimerFired)]
+    assert [(type(e), e.timestamp) for e in inputs] == [
+        (TaskManagerLost, left.by),
+        (TaskManagerRegistered, NOW + 2000),
+    ]
+
+
+def answer_views() -> tuple[tr.TaskManagerView, ...]:
+    return tr.task_managers(answer("taskmanagers.json"))
+
+
 def test_a_task_manager_that_left_and_came_back_under_its_id_is_lost_and_registered() -> None:
     # item 5 of issue 47: a TaskManager restarted with a fixed resource id between two polls
     start = first_poll().offset
