@@ -389,8 +389,14 @@ def _status(args: argparse.Namespace, context: Context) -> int:
     )
     for process in processes:
         pid = pids[process.name]
-        state = f"running  pid {pid}" if pid else "stopped"
-        print(f"{process.name:<10} {state}  log {process.log}")
+        restarts = process.restarts().words()
+        if pid:
+            state = f"running  pid {pid}"
+        else:
+            state = "restarting" if process.supervised() else "stopped"
+        print(
+            f"{process.name:<10} {state}  log {process.log}{f'  ({restarts})' if restarts else ''}"
+        )
         for kind, url in stack.endpoints(process).items() if pid else ():
             print(f"{'':<10}   {kind:<8} {url}")
     for line in flink:

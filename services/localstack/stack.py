@@ -148,7 +148,7 @@ def wait_healthy(process: ServiceProcess, port: int, timeout: float = 120.0) -> 
     """Poll the service's /health until it says ready; fail with its log if it dies."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if process.pid() is None:
+        if not process.supervised():
             raise RuntimeError(
                 f"{process.name} exited; last lines of {process.log}:\n{process.tail()}"
             )
@@ -166,7 +166,7 @@ def wait_logged(process: ServiceProcess, line: str, timeout: float = 180.0) -> N
     """Wait until the service's log says `line` (for services without a web endpoint)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if process.pid() is None:
+        if not process.supervised():
             raise RuntimeError(
                 f"{process.name} exited; last lines of {process.log}:\n{process.tail()}"
             )
@@ -202,6 +202,7 @@ RUN_FILES = (
     "*.pid",
     "*.port",
     "*.endpoints.json",
+    "*.supervisor.conf",
     "bootstrap",
     "server.properties",
 )

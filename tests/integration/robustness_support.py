@@ -1,5 +1,6 @@
 """What the broker-restart and chaos tests share: a broker of their own (they stop it), the
-three services as subprocesses, and the checks that nothing was lost or duplicated.
+three services as subprocesses (or under their supervisors, as the local stack runs
+them), and the checks that nothing was lost or duplicated.
 
 "Nothing lost, nothing invented" is checked against a replay: the job-events log
 as it stands, folded message by message through the scheduler's own
@@ -15,12 +16,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from services.contracts import Codec, DecodeError, Settings
@@ -149,6 +152,82 @@ class Stack:
         if self.history is not None:
             parts.append(f"--- history\n{self.history.tail(15)}")
         return "\n".join(parts)
+
+
+class SupervisedStack:
+    """The three services as the local stack runs them, each under its supervisord
+    (services/localstack/processes.py): one that is killed is started again by its
+    supervisor, nobody else. The interface of `Stack` that the chaos test uses."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        root: Path,
+        scheduler: tuple[str, ...] = (),
+        actuator: tuple[str, ...] = (),
+        history: tuple[str, ...] = (),
+    ) -> None:
+        from services.localstack import ports, stack
+
+        self.settings, self.root = settings, root
+        scheduler_port, actuator_port = ports.free_ports(2)
+        self.processes = {
+            "scheduler": stack.scheduler_process(
+                root, scheduler_port, "--session-timeout", "6", *scheduler
+            ),
+            "actuator": stack.actuator_process(root, actuator_port, *actuator),
+            "history": stack.history_process(root, "--trigger-seconds", "1", *history),
+        }
+        self.actuator = SimpleNamespace(port=actuator_port)
+        self.killed: dict[str, int] = {}
+
+    @property
+    def history_dir(self) -> Path:
+        return self.root / "history"
+
+    @property
+    def starts(self) -> dict[str, int]:
+        """Each service's starts: the first, and its supervisor's restarts."""
+        return {name: p.restarts().count + 1 for name, p in self.processes.items()}
+
+    def start_all(self) -> None:
+        from services.localstack import stack
+
+        for process in self.processes.values():
+            stack.start(process, self.settings)
+        for process in self.processes.values():
+            stack.wait_ready(process)
+
+    def kill(self, name: str) -> None:
+        """SIGKILL to the service (not its supervisor): no shutdown, no flush, no commit."""
+        pid = self.processes[name].pid()
+        assert pid is not None, f"{name} is not running"
+        os.kill(pid, signal.SIGKILL)
+        self.killed[name] = pid
+
+    def back(self, name: str, timeout: float = 240) -> None:
+        """Until the supervisor has started `name` again (a new pid) and it is ready."""
+        from services.localstack import stack
+
+        process = self.processes[name]
+        deadline = give_up_at(timeout)
+        while process.pid() in (None, self.killed.get(name)):
+            assert time.monotonic() < deadline, f"{name} not started again:\n{process.tail()}"
+            time.sleep(0.2)
+        stack.wait_ready(process)
+
+    def wait_history(self, timeout: float = 240) -> None:
+        self.back("history", timeout)
+
+    def alive(self) -> dict[str, bool]:
+        return {name: p.pid() is not None for name, p in self.processes.items()}
+
+    def stop(self) -> None:
+        for process in reversed(self.processes.values()):
+            process.stop()
+
+    def tails(self) -> str:
+        return "\n".join(f"--- {p.name}\n{p.tail(15)}" for p in self.processes.values())
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,7 @@ from services.localstack.broker import LocalBroker
 from tests.history.support import read_topic
 from tests.integration.robustness_support import (
     Stack,
+    SupervisedStack,
     command_ledger,
     fresh_settings,
     latest_rescales,
@@ -420,7 +421,7 @@ def _trace_summary(path: Path, last: int = 15) -> str:
 
 def _chaos(
     rng: random.Random,
-    stack: Stack,
+    stack: Stack | SupervisedStack,
     broker: LocalBroker,
     start: float,
     log: list[str],
@@ -448,6 +449,9 @@ def _chaos(
                 return
             log.append(f"{time.monotonic() - start:5.1f}s SIGKILL {what}")
             stack.kill(what)
+            if isinstance(stack, SupervisedStack):
+                stack.back(what)  # its supervisor starts it again, nobody else
+                continue
             stack.start(what)
             if what == "history":
                 stack.wait_history()
@@ -474,13 +478,16 @@ def _broker_outage(
 
 
 @pytest.mark.exclusive
-def test_chaos(tmp_path: Path, codec: Codec) -> None:
+@pytest.mark.parametrize("supervised", [False, True], ids=["restarted-by-the-test", "supervised"])
+def test_chaos(tmp_path: Path, codec: Codec, supervised: bool) -> None:
+    """`supervised`: the services run as `local up` runs them, each under its supervisord,
+    and after each kill nobody starts them: their supervisors do."""
     seed = int(os.environ.get("SCALEFOLD_CHAOS_SEED") or random.SystemRandom().randrange(10**6))
     print(f"\nchaos seed {seed} (SCALEFOLD_CHAOS_SEED={seed} runs it again)")
     rng = random.Random(seed)
     with own_broker(tmp_path / "broker") as broker:
         settings = fresh_settings(broker)
-        stack = Stack(
+        stack = (SupervisedStack if supervised else Stack)(
             settings,
             tmp_path,
             scheduler=tuple(f"-D{k}={v}" for k, v in DEFAULTS),
@@ -545,7 +552,7 @@ def _check(
     codec: Codec,
     settings: Settings,
     *,
-    stack: Stack,
+    stack: Stack | SupervisedStack,
     inputs: Inputs,
     actions: list[str],
     seed: int,

@@ -4,8 +4,10 @@ restarts alone while the broker and the rest keep running."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 import urllib.request
 from pathlib import Path
 
@@ -103,6 +105,33 @@ def test_one_service_restarts_alone(tmp_path: Path) -> None:
     finally:
         stack.stop_all(run_dir, lambda _: None)
         local("down", "--run-dir", str(run_dir))
+
+
+def test_a_killed_service_is_started_again_by_its_supervisor(tmp_path: Path) -> None:
+    run_dir = tmp_path / "local"
+    local("up", "--broker-only", "--run-dir", str(run_dir))
+    try:
+        settings = Settings(bootstrap_servers=bootstrap_of(run_dir))
+        scheduler = stack.scheduler_process(run_dir, ports.free_port())
+        first = stack.start(scheduler, settings)
+        stack.wait_ready(scheduler)
+
+        os.kill(first, signal.SIGKILL)  # nobody calls `local up` or `local restart`
+
+        deadline = time.monotonic() + 60
+        while (second := scheduler.pid()) in (None, first) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert second not in (None, first), scheduler.supervisor_log.read_text()
+        stack.wait_ready(scheduler)
+        status = local("status", "--run-dir", str(run_dir)).stdout
+        assert f"scheduler  running  pid {second}" in status, status
+        assert "restarted 1 time by its supervisor" in status, status
+        assert len(sorted(run_dir.glob("scheduler-*.log"))) == 2  # each run its own log
+    finally:
+        stack.stop_all(run_dir, lambda _: None)
+        local("down", "--run-dir", str(run_dir))
+    assert scheduler.pid() is None and scheduler.supervisor_pid() is None
+    assert not _alive(second)
 
 
 def test_status_with_nothing_running_says_so(tmp_path: Path) -> None:
