@@ -13,6 +13,10 @@ and the broker is restarted once. At the end:
 - the actuator's model holds: only accepted jobs, no TaskManager without slots, and
   no runaway rate of simulated events.
 
+It runs twice: the test starting each killed service again itself, and the services
+under their supervisors as `local up` runs them (`[supervised]`), nobody starting
+them after the kills (issue 49).
+
 Bounded: `CHAOS_SECONDS` of inputs at about `RATE` a second, a few kills. The seed is
 printed (and named in every failure); `SCALEFOLD_CHAOS_SEED=N` runs that seed again.
 """
