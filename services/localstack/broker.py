@@ -124,14 +124,11 @@ class LocalBroker:
             return False
         progress(f"stopping Kafka broker (pid {pid})")
         _signal_group(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while _alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.2)
+        _wait_gone(pid, timeout, poll=0.2)
         if _alive(pid):
             progress("  broker did not stop in time; killing it")
             _signal_group(pid, signal.SIGKILL)
-            while _alive(pid):
-                time.sleep(0.1)
+            _wait_gone(pid)
         _reap(pid)
         self.pid_file.unlink(missing_ok=True)
         return True
@@ -320,6 +317,13 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return _state(pid) != "Z"
+
+
+def _wait_gone(pid: int, timeout: float = float("inf"), poll: float = 0.1) -> None:
+    """Until `pid` has exited, or `timeout` seconds have passed (none: until it exits)."""
+    deadline = time.monotonic() + timeout
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(poll)
 
 
 def _reap(pid: int) -> None:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from services.contracts.flinkrest import FlinkRest, FlinkRestError
-from services.localstack.broker import _alive, _read_int
+from services.localstack.broker import _alive, _read_int, _wait_gone
 from services.localstack.flinkconf import (
     JVM_OPENS,
     LOG4J,
@@ -98,13 +98,10 @@ class FlinkProcess:
             return False
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL if kill else signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while _alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
+        _wait_gone(pid, timeout)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGKILL)
-        while _alive(pid):
-            time.sleep(0.05)
+        _wait_gone(pid, poll=0.05)
         self.pid_file.unlink(missing_ok=True)
         return True
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -32,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from services.localstack.broker import _alive, _read_int
+from services.localstack.broker import _alive, _read_int, _wait_gone
 from services.localstack.layout import PROJECT_ROOT
 
 START_SECONDS: Final = 10
@@ -183,7 +184,7 @@ def supervisor_conf(process: ServiceProcess) -> str:
     """supervisord's configuration for one service: no socket, no environment (inherited)."""
     service = (sys.executable, "-m", "services.cli", *process.args)
     runlog = (sys.executable, "-m", "services.localstack.runlog", str(process.run_dir))
-    command = " ".join(_quoted(part) for part in (*runlog, process.name, "--", *service))
+    command = shlex.join((*runlog, process.name, "--", *service))  # supervisord splits by shlex
     return "\n".join(
         (
             "[supervisord]",
@@ -214,19 +215,6 @@ def supervisor_conf(process: ServiceProcess) -> str:
     )
 
 
-def _quoted(part: str) -> str:
-    """A command word as supervisord splits its `command` (shlex)."""
-    import shlex
-
-    return shlex.quote(part)
-
-
 def _escaped(text: str) -> str:
     """supervisord expands `%(name)s` in its values: a literal % is written %%."""
     return text.replace("%", "%%")
-
-
-def _wait_gone(pid: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
