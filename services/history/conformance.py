@@ -23,7 +23,7 @@ input and which deadline; `judged` is false until the history service has judged
 
 `flink_agreement` counts, per job and field and over all jobs, the *settled*
 pairs (no side still in progress: an open rescale may yet agree; the prediction's
-vertices committed: they reach their table after its latest revision) and those
+children all committed: `CHILD_FIELDS`) and those
 that agree: `rate` = agreed / compared; then the same over the pairs the observation
 decides (`decidable`, `decidable_agreed`, `decidable_rate`) and how many it does not
 (`ambiguous`). The field `all_fields` is a pair that agrees in every field.
@@ -55,6 +55,11 @@ judge knows (verdicts.py); no other field needs it, so it is not among FIELDS.""
 ORDER = ("start_timestamp_ms", "rescale_attempt_id", "rescale_uuid")
 """The order in which each side numbers a job's rescales."""
 JOB = ("cluster", "flink_job_id", "job_key")
+CHILD_FIELDS = ("post_parallelism", "slots", "scheduler_states")
+"""The fields of a prediction read from its child tables, one table each; a terminated
+rescale has all three (its vertices, their slot-sharing groups, the state it began in).
+The tables query appends each table in a commit of its own, after the latest revision's,
+so a prediction missing one of them is not settled: its children are on their way."""
 _ENTRIES = "array<struct<key:string,value:int>>"
 
 
@@ -182,9 +187,11 @@ def conformance(
     every = F.lit(True)
     for column in agrees.values():
         every = every & column
-    # a prediction whose children (vertices...) are not committed yet is not settled: they
-    # reach their tables after its latest revision does (the tables query's slower trigger)
-    children_missing = has_ours & (F.size("predicted_post_parallelism") == 0)
+    # a prediction whose children are not all committed yet is not settled (CHILD_FIELDS)
+    children_missing = F.lit(False)
+    for name in CHILD_FIELDS:
+        children_missing = children_missing | (F.size(f"predicted_{name}") == 0)
+    children_missing = has_ours & children_missing
     done = (
         ~F.coalesce(F.col("flink_in_progress"), F.lit(False))
         & ~F.coalesce(F.col("predicted_in_progress"), F.lit(False))

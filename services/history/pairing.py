@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from services.history.conformance import ALL_FIELDS, DURATIONS, FIELDS, JOB, ORDER
+from services.history.conformance import ALL_FIELDS, CHILD_FIELDS, DURATIONS, FIELDS, JOB, ORDER
 from services.history.flink_tables import LATEST_TABLE as FLINK_TABLE
 from services.history.lake import Lake, Row, flink_job, quoted
 from services.history.tables import LATEST_TABLE
@@ -183,12 +183,17 @@ def conformance(flink: Sequence[Row], predicted: Sequence[Row]) -> list[Row]:
 
 
 def _settled(flink: Row | None, predicted: Row | None) -> bool:
-    """Neither side in progress, and the prediction's children committed: its vertices
-    reach their table after its latest revision does (the tables query's slower trigger),
-    and a rescale without them would disagree in every per-vertex field until they come."""
+    """Neither side in progress, and the prediction's children all committed
+    (conformance.CHILD_FIELDS): until they are, it would disagree in their fields."""
     if (flink or {}).get("in_progress") or (predicted or {}).get("in_progress"):
         return False
-    return predicted is None or bool(predicted["post_parallelism"])
+    return predicted is None or children_committed(predicted)
+
+
+def children_committed(predicted: Mapping[str, Any], prefix: str = "") -> bool:
+    """Whether every child table of a prediction (`prefix`: its columns', e.g. a pair's
+    `predicted_`) has its rows committed."""
+    return all(predicted[f"{prefix}{name}"] for name in CHILD_FIELDS)
 
 
 def agreement(pairs: Sequence[Row]) -> list[Row]:

@@ -276,7 +276,9 @@ def _kept(flink: FlinkWatch) -> bool:
         return False
     flink_in = ended <= {row["rescale_uuid"] for row in kept}
     # the prediction's children come after its latest revision (the tables' slower trigger)
-    children = all(p["predicted_post_parallelism"] for p in pairs if p["predicted_rescale_uuid"])
+    children = all(
+        pairing.children_committed(p, "predicted_") for p in pairs if p["predicted_rescale_uuid"]
+    )
     ours_in = bool(predicted) and not any(row["in_progress"] for row in predicted) and children
     return flink_in and ours_in
 
