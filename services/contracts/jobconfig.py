@@ -26,6 +26,9 @@ ACTIVE_CHECKPOINT = P + "rescale-trigger.active-checkpoint.enabled"
 PREFER_MINIMAL_TASKMANAGERS = P + "prefer-minimal-taskmanagers"
 MIN_PARALLELISM_INCREASE = P + "min-parallelism-increase"
 HISTORY_SIZE = "web.adaptive-scheduler.rescale-history.size"
+# How long a finished job is kept (Flink: in the JobManager's store of completed jobs,
+# seconds, default 3600); scalefold's scheduler then releases the job's state.
+JOB_STORE_EXPIRATION = "jobstore.expiration-time"
 MIN_PAUSE = "execution.checkpointing.min-pause"
 # FLINK-40379 (apache/flink#28999, open): wait this long after a rescale-triggered restart
 # for the pre-restart parallelism to come back. Unset: off, as Flink today.

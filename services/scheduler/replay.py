@@ -70,7 +70,8 @@ def summarize(run: Replay, effects: Sequence[Effect]) -> list[JobSummary]:
         if isinstance(effect, RescaleUpdated):
             latest[effect.rescale_uuid] = effect.record
     summaries = []
-    for job_id, job in sorted(run.jobs.items()):
+    for job_id, kept in sorted(run.jobs.items()):
+        job = kept or run.released.get(job_id)
         records = [rec for rec in latest.values() if rec["jobId"] == job_id]
         outcomes = Counter(rec["terminalState"] or "IN_PROGRESS" for rec in records)
         reasons = Counter(rec["terminatedReason"] for rec in records if rec["terminatedReason"])
@@ -86,7 +87,7 @@ def summarize(run: Replay, effects: Sequence[Effect]) -> list[JobSummary]:
         summaries.append(
             JobSummary(
                 job_id,
-                _state(job),
+                _state(job) + (" (released)" if kept is None and job is not None else ""),
                 outcomes,
                 reasons,
                 job.num_restarts if job else 0,

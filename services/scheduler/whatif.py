@@ -143,7 +143,7 @@ def tally(events: Sequence[Event], defaults: Defaults) -> Tally:
     for effect in effects:
         if isinstance(effect, RescaleUpdated):
             latest[effect.rescale_uuid] = effect.record
-    jobs = [job for job in run.jobs.values() if job is not None]
+    jobs = run.last_states().values()
     return Tally(
         tuple(sorted(latest.values(), key=_start)),
         sum(job.num_restarts for job in jobs),

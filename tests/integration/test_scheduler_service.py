@@ -18,7 +18,14 @@ from services.contracts import Codec, Settings
 from services.contracts import records as r
 from services.contracts.codec import HEADER_SIZE, MAGIC
 from services.contracts.deadletters import PAYLOAD_LIMIT
-from services.contracts.events import Event, JobSubmitted, TaskManagerRegistered
+from services.contracts.events import (
+    Event,
+    JobEventKind,
+    JobLifecycle,
+    JobSubmitted,
+    TaskManagerRegistered,
+)
+from services.contracts.jobconfig import JOB_STORE_EXPIRATION
 from services.contracts.kafka import producer_config
 from tests.integration.scheduler_support import (
     SchedulerProcess,
@@ -450,3 +457,70 @@ def test_the_partitions_of_a_worker_killed_before_its_first_commit_are_all_folde
     )
     assert latest_by_uuid(received) == expected
     assert survivor.metrics()["scalefold_scheduler_events_in_total"] > 0
+
+
+@pytest.mark.parametrize("store", ["memory://", "rocksdb://"])
+def test_a_finished_jobs_state_is_released_and_stays_released_after_a_restart(
+    kafka: Settings, codec: Codec, scheduler, store: str
+) -> None:  # type: ignore[no-untyped-def]
+    """`jobstore.expiration-time` after a job finished its state is deleted (a tombstone
+    on the changelog): a later input of it is dead-lettered as of an unknown job, before
+    and after a kill -9, while a live job of the same worker goes on."""
+    vertices = example_events(codec, "tm-join-one-by-one.jsonl")[0].vertices  # type: ignore[attr-defined]
+    now = int(time.time() * 1000)
+    expiring = ((JOB_STORE_EXPIRATION, "2"),)
+    inputs: list[Event] = [
+        JobSubmitted("ends", now, "ends", vertices, None, expiring),
+        JobLifecycle("ends", now + 1, JobEventKind.CANCEL),  # WaitingForResources -> Finished
+        JobSubmitted("lives", now, "lives", vertices, None, expiring),
+        TaskManagerRegistered("lives", now + 1, "tm-1", 1, None),
+    ]
+    produce(kafka, kafka.topics.job_events, encode_events(codec, inputs))
+    options = ("--store", store)
+    worker = scheduler(*options)
+    deadline = give_up_at(60)
+    released = "scalefold_scheduler_jobs_released_total"
+    while worker.metrics().get(released, 0) < 1 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert worker.metrics()[released] == 1  # the cancelled job only
+
+    def late(tm: str) -> list[Event]:
+        at = int(time.time() * 1000)
+        return [
+            TaskManagerRegistered("ends", at, tm, 1, None),
+            TaskManagerRegistered("lives", at, tm, 1, None),
+        ]
+
+    def unknown(expected: int) -> list[dict[str, Any]]:
+        def found(got: list[Any]) -> list[dict[str, Any]]:
+            records = [codec.decode(m.value).record for m in got]
+            return [d for d in records if d["errorClass"] == "UnknownJob"]
+
+        letters = consume(kafka, kafka.topics.dead_letters, lambda got: len(found(got)) >= expected)
+        return found(letters)
+
+    produce(kafka, kafka.topics.job_events, encode_events(codec, late("tm-2")))
+    first = unknown(1)
+    assert "released" in first[0]["errorMessage"]
+    worker.kill()
+    scheduler(*options, port=worker.port)
+    produce(kafka, kafka.topics.job_events, encode_events(codec, late("tm-3")))
+    assert len(unknown(2)) == 2  # not brought back by the changelog's recovery
+    assert all(letter["key"] == b"ends" for letter in unknown(2))
+
+    def items(got: list[Any]) -> list[dict[str, Any]]:
+        records = [codec.decode(m.value).record for m in got]
+        return [{**i, "job": d["jobId"]} for d in records for i in d["items"]]
+
+    def joined(got: list[Any]) -> bool:
+        """The live job's TaskManager of after the restart, and the release (the two
+        jobs' partitions are read in no particular order)."""
+        found = items(got)
+        return any(
+            i["job"] == "lives" and (i["details"] or {}).get("taskManager") == "tm-3" for i in found
+        ) and any(i["kind"] == "JOB_RELEASED" for i in found)
+
+    decided = items(consume(kafka, kafka.topics.decisions, joined))
+    assert [(i["job"], i["kind"]) for i in decided if i["kind"] == "JOB_RELEASED"] == [
+        ("ends", "JOB_RELEASED")
+    ]

@@ -201,7 +201,17 @@ class AwaitedTable(faust.Table):  # type: ignore[type-arg]
         self._sensor_on_set(self, key, value)
 
     def on_key_del(self, key: Any) -> None:
-        raise NotImplementedError("the scheduler's tables never delete a key")
+        """A released job: a tombstone on its changelog partition (Faust's recovery
+        then deletes the key too), acknowledged like any other changelog record."""
+        assert self.output is not None, "the table's output is set by create_service"
+        self.output.send(
+            self.changelog_topic_name,
+            str(key).encode(),
+            None,
+            partition=self.partition_of[key],
+            on_delivery=self._delivered,
+        )
+        self._sensor_on_del(self, key)
 
     def _delivered(self, error: Any, message: Any) -> None:
         # Called by librdkafka's flush, off the event loop: only note it here.
@@ -268,6 +278,17 @@ def _rocks_store_class() -> type:
                 pending, self._pending = self._pending, None
                 for partition, batch in pending.items():
                     self._db_for_partition(partition).write(batch)
+
+        def _del(self, key: bytes) -> None:
+            partition: int = cast(AwaitedTable, self.table).partition_of[key.decode()]
+            self._key_index.pop(key, None)
+            if self._pending is None:
+                self._db_for_partition(partition).delete(key)
+                return
+            batch = self._pending.get(partition)
+            if batch is None:
+                batch = self._pending[partition] = WriteBatch(raw_mode=True)
+            batch.delete(key)
 
         def _get(self, key: bytes) -> bytes | None:
             self._refuse_read_in_batch()
@@ -406,7 +427,7 @@ class Output:
         self,
         topic: str,
         key: bytes,
-        value: bytes,
+        value: bytes | None,  # None: a tombstone (a released job's changelog record)
         partition: int = -1,  # librdkafka's "unassigned": its partitioner picks
         on_delivery: Any = None,
     ) -> None:
@@ -467,7 +488,7 @@ class SchedulerService:
     generation: int = 0  # counts revocations: a rescan in progress stops at the next one
 
     async def process_batch(self, events: list[Any]) -> None:
-        staged: dict[str, Stored] = {}
+        staged: dict[str, Stored | None] = {}  # None: the job's state is released
         outgoing: list[Outgoing] = []
         messages = [
             Incoming(m.topic, m.partition, m.offset, m.key, m.value)
@@ -484,7 +505,7 @@ class SchedulerService:
             outcome = self.processor.process(incoming, stored)
             self._count(outcome, time.perf_counter() - started)
             outgoing.extend(outcome.outgoing)
-            if outcome.stored is not None and outcome.job_id is not None:
+            if outcome.job_id is not None and (outcome.stored is not None or outcome.released):
                 staged[outcome.job_id] = outcome.stored
                 self.table.partition_of[outcome.job_id] = incoming.partition
         # Handed to librdkafka together after the fold, not one by one between folds:
@@ -494,12 +515,20 @@ class SchedulerService:
         for out in outgoing:
             self.output.send(out.topic, out.key, out.value)
         await self.output.delivered()  # every output acknowledged before any state is stored
+        released = [job_id for job_id, stored in staged.items() if stored is None]
+        for job_id in released:
+            self._release(job_id)
         with self.table.batched():
             for job_id, stored in staged.items():
+                if stored is None:
+                    continue
                 self.table[job_id] = stored
                 self._keep(job_id, stored)
                 self._note_due(job_id, stored)
         await self.table.acknowledged()
+        for job_id in released:  # its tombstone is written: nothing of the job is kept
+            self.table.partition_of.pop(job_id, None)
+        self.metrics.jobs_released += len(released)
         for partition in {m.partition for m in messages}:
             key = str(partition)
             self.folded.partition_of[key] = partition
@@ -515,6 +544,14 @@ class SchedulerService:
         if stored is not None:
             self._keep(job_id, stored)
         return stored
+
+    def _release(self, job_id: str) -> None:
+        """Delete a finished job's state (processor.Outcome.released): from the table,
+        whose changelog gets a tombstone, and from what the worker keeps of it."""
+        with contextlib.suppress(KeyError):  # a job created and released in this batch
+            del self.table[job_id]
+        self.states.pop(job_id, None)
+        self.due.pop(job_id, None)
 
     def _keep(self, job_id: str, stored: Stored) -> None:
         """Remember a state the table holds too; forget the least recently used

@@ -19,6 +19,7 @@ class Metrics:
     dead_letters_failed: int = 0
     timer_ticks_sent: int = 0
     holes_filled: int = 0
+    jobs_released: int = 0
     batches: int = 0
     fold_seconds_sum: float = 0.0
     fold_buckets: list[int] = field(default_factory=lambda: [0] * (len(BUCKETS) + 1))
@@ -71,6 +72,10 @@ class Metrics:
             "scalefold_scheduler_holes_filled_total": (
                 "messages Faust skipped that the worker read from Kafka itself",
                 self.holes_filled,
+            ),
+            "scalefold_scheduler_jobs_released_total": (
+                "finished jobs whose state was released (jobstore.expiration-time)",
+                self.jobs_released,
             ),
         }
         lines = []

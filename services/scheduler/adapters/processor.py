@@ -79,6 +79,8 @@ class Outcome:
     job_id: str | None
     outgoing: list[Outgoing] = field(default_factory=list)
     stored: Stored | None = None
+    released: bool = False
+    """The job's state is to be deleted: it finished `jobstore.expiration-time` ago."""
     skipped: bool = False
     dead_letters: int = 0
     rescale_records: int = 0
@@ -144,6 +146,8 @@ class Processor:
             return self._dead(message, "OutputTooLarge", reason)
         if step.job is not None:
             outcome.stored = Stored(message.offset, step.job)
+        elif stored is not None:  # only a finished job's release takes a state away
+            outcome.released = True
         return outcome
 
     def _event_of(self, message: Incoming) -> Event | Outcome:

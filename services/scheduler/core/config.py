@@ -43,6 +43,7 @@ from services.contracts.jobconfig import (
     FIXED_ATTEMPTS,
     FIXED_DELAY,
     HISTORY_SIZE,
+    JOB_STORE_EXPIRATION,
     MAX_CHECKPOINT_FAILURES,
     MAX_DELAY,
     MIN_PARALLELISM_INCREASE,
@@ -156,6 +157,9 @@ class SchedulerConfig:
     rescale_stabilization_ms: int | None  # None: off (FLINK-40379 is not merged)
     prefer_minimal_taskmanagers: bool
     history_size: int
+    job_expiration_ms: int
+    """How long a finished job's state is kept (`jobstore.expiration-time`, in seconds
+    as Flink reads it): the scheduler releases it then; its history stays in the tables."""
     restart: RestartConfig
     policy: ScalingPolicy
     min_parallelism_increase: int
@@ -237,6 +241,7 @@ def resolve(settings: Mapping[str, str], checkpointing: bool = False) -> Schedul
         rescale_stabilization_ms=reader.optional_duration(RESCALE_STABILIZATION),
         prefer_minimal_taskmanagers=reader.boolean(PREFER_MINIMAL_TASKMANAGERS, True),
         history_size=max(0, reader.integer(HISTORY_SIZE, DEFAULT_HISTORY_SIZE)),
+        job_expiration_ms=reader.integer(JOB_STORE_EXPIRATION, 3600, minimum=0) * SECOND,
         restart=_restart(reader, checkpointing),
         policy=reader.choice(SCALING_POLICY, ScalingPolicy, ScalingPolicy.FLINK),
         min_parallelism_increase=reader.integer(MIN_PARALLELISM_INCREASE, 1, minimum=1),

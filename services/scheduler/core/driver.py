@@ -28,6 +28,9 @@ class Replay:
 
     defaults: Defaults = ()
     jobs: dict[str, JobState | None] = field(default_factory=dict)
+    released: dict[str, JobState] = field(default_factory=dict)
+    """The last state of each job whose state was released (`jobstore.expiration-time`
+    after it finished): `jobs` has None for it, as the service's table has nothing."""
     _due: list[tuple[int, str]] = field(default_factory=list)
 
     def feed(self, event: Event) -> Iterator[Effect]:
@@ -57,7 +60,15 @@ class Replay:
         """Run the remaining timers, all of them or those due by `until`."""
         yield from self.run_timers(until if until is not None else 2**63 - 1)
 
+    def last_states(self) -> dict[str, JobState]:
+        """Each job's last state, a released job's included (what a summary reports)."""
+        found = {job_id: job or self.released.get(job_id) for job_id, job in self.jobs.items()}
+        return {job_id: job for job_id, job in found.items() if job is not None}
+
     def _store(self, job_id: str, job: JobState | None) -> None:
+        before = self.jobs.get(job_id)
+        if job is None and before is not None:
+            self.released[job_id] = before
         self.jobs[job_id] = job
         if job is not None and (due := job.next_due()) is not None:
             heapq.heappush(self._due, (due, job_id))

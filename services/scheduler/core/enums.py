@@ -102,6 +102,7 @@ class DecisionKind(StrEnum):
     RESOURCES_CHANGED = "RESOURCES_CHANGED"
     EVENT_IGNORED = "EVENT_IGNORED"
     CLOCK_CLAMPED = "CLOCK_CLAMPED"
+    JOB_RELEASED = "JOB_RELEASED"  # a finished job's state let go (jobstore.expiration-time)
 
 
 class RequestKind(StrEnum):

@@ -79,6 +79,7 @@ class Fold:
         "epochs",
         "job",
         "now",
+        "released",
         "sequence",
         "state",
         "timeline",
@@ -97,6 +98,8 @@ class Fold:
         self.epochs = job.epochs
         self.timer_seq = job.timer_seq
         self.effects: list[Effect] = []
+        self.released = False
+        """Set when a finished job's state is let go: the step's job is then None."""
         self._touched: dict[str, Rescale] = {}
         self._constructing = False
         self._config: SchedulerConfig | None = None

@@ -329,6 +329,8 @@ class JobState(msgspec.Struct, frozen=True, array_like=True, gc=False):
         """When the service's wall-clock tick should fire this job's earliest timer: never
         for a job observed on a real Flink, whose clock the bridge moves (TimerFired as far
         as its polls have seen), so that a deadline is met only once every input before it
-        has arrived, however late a busy machine delivers them."""
+        has arrived, however late a busy machine delivers them. A finished job's timer
+        (its release) fires on the wall clock either way: no input changes it any more."""
         observed = any(key == OBSERVED_CLUSTER for key, _ in self.settings)
-        return None if observed else self.next_due()
+        finished = self.state.name is StateName.FINISHED
+        return None if observed and not finished else self.next_due()

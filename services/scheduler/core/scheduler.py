@@ -74,7 +74,8 @@ def handle(job: JobState | None, event: Event, defaults: Defaults = ()) -> Step:
                     event.timestamp,
                     0,
                     RejectionKind.UNKNOWN_JOB,
-                    f"no job {event.job_id} has been submitted",
+                    f"no job {event.job_id} is known: never submitted, or finished and "
+                    "released (jobstore.expiration-time)",
                 ),
             ),
         )
@@ -101,7 +102,8 @@ def advance(job: JobState, until: int, defaults: Defaults = ()) -> Step:
 
 
 def _finish(fold: Fold) -> Step:
-    return Step(fold.finish(), tuple(fold.effects))
+    job = fold.finish()
+    return Step(None if fold.released else job, tuple(fold.effects))
 
 
 def _run_timer(fold: Fold, action: str) -> None:

@@ -34,6 +34,7 @@ from services.contracts.events import (
 )
 from services.scheduler.core import advance, handle
 from services.scheduler.core.effects import Effect, RescaleUpdated
+from services.scheduler.core.enums import DecisionKind, StateName
 from services.scheduler.core.guards import runs
 from services.scheduler.core.model import JobState
 from services.scheduler.core.serde import dumps, loads
@@ -139,8 +140,12 @@ def fold(submitted: JobSubmitted, events: list[Event], roundtrip: bool = False) 
     for event in [*events, None]:
         assert job is not None
         step = handle(job, event) if event is not None else advance(job, job.now + 3_600_000)
-        job = loads(dumps(step.job)) if roundtrip and step.job is not None else step.job
         effects.extend(step.effects)
+        if step.job is None:  # only a finished job's release lets it go
+            assert job.state.name is StateName.FINISHED and event is None
+            assert any(getattr(e, "kind", None) is DecisionKind.JOB_RELEASED for e in step.effects)
+            break
+        job = loads(dumps(step.job)) if roundtrip else step.job
         _check_state(job)
     return Run(job, effects)
 

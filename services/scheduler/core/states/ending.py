@@ -63,7 +63,27 @@ class Failing(StoppingGraph):
 
 
 class Finished(Behaviour):
+    """The job has ended; `jobstore.expiration-time` after, its state is released (as
+    Flink's JobManager purges a completed job from its store): the step's job is None,
+    and the service deletes the job's state. A later input for it finds no job."""
+
     name = StateName.FINISHED
+    RELEASE = "finished.release"
+
+    def on_enter(self, fold: Fold) -> None:
+        fold.run_if_state(self.RELEASE, fold.config.job_expiration_ms)
+
+    def on_timer(self, fold: Fold, action: str) -> None:
+        if action != self.RELEASE:
+            super().on_timer(fold, action)
+            return
+        seconds = fold.config.job_expiration_ms // 1000
+        fold.decide(
+            DecisionKind.JOB_RELEASED,
+            f"the job's state is released {seconds} s after it finished "
+            "(jobstore.expiration-time); its rescales stay in the history",
+        )
+        fold.released = True
 
     def on_lifecycle(self, fold: Fold, event: JobLifecycle) -> None:
         fold.decide(DecisionKind.EVENT_IGNORED, f"{event.kind} ignored: the job has finished")
