@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.proc import memory_mib
-from bench.scheduler_bench import EVENTS_IN, fresh, metrics_of, produce_all
+from bench.scheduler_bench import EVENTS_IN, fresh, killed_and_ready, metrics_of, produce_all
 from services.contracts import Codec, SchemaRegistry, Settings
 from services.contracts.events import (
     Event,
@@ -102,14 +102,7 @@ def run(base: Settings, codec: Codec, setting: str, rounds: int, jobs: int) -> l
                     }
                 )
                 print(json.dumps(rows[-1]), flush=True)
-            worker.kill()
-            started = time.monotonic()
-            again = SchedulerProcess(settings, Path(data), port=worker.port).start()
-            try:
-                again.wait_ready(600)
-                ready = time.monotonic() - started
-            finally:
-                again.stop()
+            ready, _ = killed_and_ready(worker)
         finally:
             worker.stop()
     restart = {"setting": setting, "restart_s": round(ready, 1), "jobs_ended": rounds * jobs}

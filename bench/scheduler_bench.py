@@ -352,18 +352,7 @@ def restart(base: Settings, codec: Codec, events: int, jobs: int, store: str) ->
                     break
                 time.sleep(0.2)
             time.sleep(2)  # the last batch's table writes
-            worker.kill()
-            started = time.monotonic()
-            # restarted as a user restarts it: the same command, so the same web port
-            again = SchedulerProcess(
-                settings, Path(data), "--store", store, port=worker.port
-            ).start()
-            try:
-                again.wait_ready(600)
-                seconds = time.monotonic() - started
-                after = metrics_of(again)
-            finally:
-                again.stop()
+            seconds, after = killed_and_ready(worker)
         finally:
             worker.stop()
     return {
@@ -372,6 +361,21 @@ def restart(base: Settings, codec: Codec, events: int, jobs: int, store: str) ->
         "jobs_before": metrics.get("scalefold_scheduler_jobs", 0),
         "jobs_after": after.get("scalefold_scheduler_jobs", 0),
     }
+
+
+def killed_and_ready(worker: SchedulerProcess) -> tuple[float, dict[str, float]]:
+    """kill -9 `worker`, then start it again as a user restarts it (the same command: its
+    data directory, options and web port); the seconds until ready, and its metrics then."""
+    worker.kill()
+    started = time.monotonic()
+    again = SchedulerProcess(
+        worker.settings, worker.data_dir, *worker.extra, port=worker.port
+    ).start()
+    try:
+        again.wait_ready(600)
+        return time.monotonic() - started, metrics_of(again)
+    finally:
+        again.stop()
 
 
 def throughput(

@@ -70,8 +70,9 @@ def summarize(run: Replay, effects: Sequence[Effect]) -> list[JobSummary]:
         if isinstance(effect, RescaleUpdated):
             latest[effect.rescale_uuid] = effect.record
     summaries = []
+    last = run.last_states()
     for job_id, kept in sorted(run.jobs.items()):
-        job = kept or run.released.get(job_id)
+        job = last.get(job_id)
         records = [rec for rec in latest.values() if rec["jobId"] == job_id]
         outcomes = Counter(rec["terminalState"] or "IN_PROGRESS" for rec in records)
         reasons = Counter(rec["terminatedReason"] for rec in records if rec["terminatedReason"])
