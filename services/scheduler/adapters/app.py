@@ -515,25 +515,19 @@ class SchedulerService:
         for out in outgoing:
             self.output.send(out.topic, out.key, out.value)
         await self.output.delivered()  # every output acknowledged before any state is stored
-        released = [job_id for job_id, stored in staged.items() if stored is None]
-        for job_id in released:
-            self._release(job_id)
         with self.table.batched():
             for job_id, stored in staged.items():
-                if stored is None:
-                    continue
-                self.table[job_id] = stored
-                self._keep(job_id, stored)
-                self._note_due(job_id, stored)
+                if stored is not None:
+                    self.table[job_id] = stored
+                    self._keep(job_id, stored)
+                    self._note_due(job_id, stored)
         await self.table.acknowledged()
-        for job_id in released:  # its tombstone is written: nothing of the job is kept
-            self.table.partition_of.pop(job_id, None)
-        self.metrics.jobs_released += len(released)
         for partition in {m.partition for m in messages}:
             key = str(partition)
             self.folded.partition_of[key] = partition
             self.folded[key] = self.next_offset[partition] - 1
         await self.folded.acknowledged()  # the batch's offsets are committed after this
+        await self._release([job_id for job_id, stored in staged.items() if stored is None])
 
     def _stored(self, job_id: str) -> Stored | None:
         stored = self.states.get(job_id)
@@ -545,13 +539,26 @@ class SchedulerService:
             self._keep(job_id, stored)
         return stored
 
-    def _release(self, job_id: str) -> None:
-        """Delete a finished job's state (processor.Outcome.released): from the table,
-        whose changelog gets a tombstone, and from what the worker keeps of it."""
-        with contextlib.suppress(KeyError):  # a job created and released in this batch
-            del self.table[job_id]
-        self.states.pop(job_id, None)
-        self.due.pop(job_id, None)
+    async def _release(self, jobs: list[str]) -> None:
+        """Delete finished jobs' states (processor.Outcome.released): from the table,
+        whose changelog gets a tombstone, and from what the worker keeps of them.
+
+        Only once the batch's offsets are in the `folded` table: a crash before
+        then folds the batch again onto the state as it was, and a crash after
+        the offsets but before the tombstone leaves the state as it was too (its
+        release timer fires again at the restart's rescan). Either way no event
+        of the job is folded into a job that is gone."""
+        if not jobs:
+            return
+        for job_id in jobs:
+            with contextlib.suppress(KeyError):  # a job created and released in this batch
+                del self.table[job_id]
+            self.states.pop(job_id, None)
+            self.due.pop(job_id, None)
+        await self.table.acknowledged()
+        for job_id in jobs:  # its tombstone is written: nothing of the job is kept
+            self.table.partition_of.pop(job_id, None)
+        self.metrics.jobs_released += len(jobs)
 
     def _keep(self, job_id: str, stored: Stored) -> None:
         """Remember a state the table holds too; forget the least recently used
@@ -563,12 +570,18 @@ class SchedulerService:
             states.popitem(last=False)
 
     async def _in_order(self, messages: list[Incoming]) -> list[Incoming]:
-        """The messages with every partition's skipped offsets read in.
-
-        Messages before the expected offset pass on: the per-job guard skips them."""
+        """The messages to fold: every partition's skipped offsets read in, and
+        the messages already folded and stored (Faust's committed offset lags the
+        `folded` table's after a crash) left out. The per-job offset guard alone
+        would not do: a released job has no state left to remember its offset by,
+        so its old events would fold into a new job."""
         result: list[Incoming] = []
         for message in messages:
             expected = await self._expected(message.topic, message.partition)
+            if message.offset < expected:
+                self.metrics.events_in += 1
+                self.metrics.events_skipped += 1
+                continue
             if message.offset > expected:
                 log.warning(
                     "Faust skipped offsets %d..%d of %s[%d]; reading them from Kafka (%s)",
