@@ -36,6 +36,14 @@ input is then moved within its window on that slower timeline as well, and compa
 with its fold as recorded: a window that holds a deadline only Flink's latency moved
 there (the cooldown's end 0.9 s after the prediction's, a loss observed across it)
 cannot be decided either.
+
+Flink may also decide later (or earlier) than the prediction: a TaskManager's
+registration, which REST shows, is not its slots' offer to the job, which the adaptive
+scheduler waits for, and on a busy machine the offer has come seconds later. Where
+Flink's record of a pair left its waiting state (entered CreatingExecutionGraph) at
+another instant than the prediction's, each input between the two instants is folded
+once more on the other side of the prediction's decision; a pair that differs then
+cannot be decided either, its deadline Flink's own decision.
 """
 
 from __future__ import annotations
@@ -109,6 +117,8 @@ class Folded:
     deadlines: tuple[Decision, ...]
     executing: tuple[int | None, ...] = ()
     """Per rescale, when it entered Executing from CreatingExecutionGraph, if it did."""
+    decided: tuple[int | None, ...] = ()
+    """Per rescale, when it first entered CreatingExecutionGraph (its parallelism decided)."""
 
 
 def ambiguities(
@@ -129,6 +139,7 @@ def ambiguities(
             for pair, names in sorted(differences(baseline, [slowed]).items())
         ]
         timelines.append((partial(created_after, latency=latency), slowed))
+    found += decided_apart(inputs, defaults, flink, baseline, origin)
     for index, event in enumerate(inputs):
         window = window_of(event)
         if window is None:
@@ -154,6 +165,47 @@ def ambiguities(
 
 def _as_recorded(events: Sequence[Event]) -> list[Event]:
     return list(events)
+
+
+def decided_apart(
+    inputs: Sequence[Event],
+    defaults: Defaults,
+    flink: Sequence[Mapping[str, Any]],
+    baseline: Folded,
+    origin: int,
+) -> list[Ambiguity]:
+    """The pairs an input between the prediction's decision and Flink's could change
+    (the module doc's last paragraph): the input moved to the other side of the
+    prediction's decision, the inputs folded again."""
+    found: list[Ambiguity] = []
+    ordered = sorted(flink, key=lambda r: (r["startTimestampInMillis"], r["rescaleAttemptId"] or 0))
+    ours = zip(baseline.rescales, baseline.decided, strict=True)
+    for record, (rescale, decided) in zip(ordered, ours, strict=False):
+        theirs = decided_at(record)
+        if record["triggerCause"] != rescale["trigger_cause"] or None in (theirs, decided):
+            continue
+        assert theirs is not None and decided is not None
+        low, high = sorted((decided, theirs))
+        for index, event in enumerate(inputs):
+            if not (_observed(event) and low < event.timestamp <= high):
+                continue
+            other_side = decided - 1 if event.timestamp > decided else decided
+            variant = fold(moved(inputs, index, other_side), defaults)
+            window = window_of(event) or Window(event.timestamp - 1, event.timestamp)
+            lag = theirs - decided
+            words = (
+                f"decision Flink took {abs(lag) / 1000:.3f} s {'after' if lag > 0 else 'before'} "
+                f"the prediction's (at {_offset(theirs, origin)})"
+            )
+            found += [
+                Ambiguity(pair, tuple(names), label(event), window, words, origin, abs(lag))
+                for pair, names in sorted(differences(baseline, [variant]).items())
+            ]
+    return found
+
+
+def _observed(event: Event) -> bool:
+    return isinstance(event, TaskManagerRegistered | TaskManagerLost | RequirementsUpdated)
 
 
 def resolution_ms(
@@ -232,6 +284,16 @@ def executing_entered(record: Mapping[str, Any]) -> int | None:
     return None
 
 
+def decided_at(record: Mapping[str, Any]) -> int | None:
+    """When a rescale record first entered CreatingExecutionGraph (its parallelism
+    decided), if it did."""
+    for span in record["schedulerStates"] or []:
+        if span["state"] == StateName.CREATING_EXECUTION_GRAPH:
+            at = span["enterTimestampInMillis"]
+            return int(at) if at else None
+    return None
+
+
 def created_after(events: Sequence[Event], latency: Latency) -> list[Event]:
     """The inputs with the job's first execution graph taking `latency.first` ms to
     build, and every later one `latency.later`."""
@@ -303,6 +365,7 @@ def fold(events: Iterable[Event], defaults: Defaults) -> Folded:
         tuple(compared(r) for r in ordered),
         _step_openers(timed),
         tuple(executing_entered(r) for r in ordered),
+        tuple(decided_at(r) for r in ordered),
     )
 
 

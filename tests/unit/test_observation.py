@@ -130,9 +130,11 @@ def test_a_loss_straddling_the_cooldown_end_makes_the_rescale_after_it_ambiguous
     assert ambiguities(cooled(lost("tm-2", 9000, Window(8000, 9000))), ()) == []
 
 
-def flink_record(trigger: str, start: int, executing: int) -> dict[str, object]:
-    """A Flink rescale record as the bridge forwards it, cut to what latency_ms reads."""
-    states = [("WaitingForResources", start), ("CreatingExecutionGraph", executing - 100)]
+def flink_record(trigger: str, start: int, executing: int, decided: int) -> dict[str, object]:
+    """A Flink rescale record as the bridge forwards it, cut to what latency_ms reads: it
+    decided (entered CreatingExecutionGraph) at `decided` and entered Executing at
+    `executing`."""
+    states = [("WaitingForResources", start), ("CreatingExecutionGraph", decided)]
     spans = [{"state": name, "enterTimestampInMillis": at} for name, at in states]
     return {
         "triggerCause": trigger,
@@ -148,15 +150,15 @@ def test_flinks_own_latency_makes_a_loss_near_its_later_cooldown_end_ambiguous()
     events = cooled(lost("tm-2", 9000, Window(8000, 9000)))
     assert ambiguities(events, ()) == []  # the windows alone decide it
 
-    found = ambiguities(events, (), [flink_record("INITIAL_SCHEDULE", 0, 4500)])
+    found = ambiguities(events, (), [flink_record("INITIAL_SCHEDULE", 0, 4500, 2000)])
 
     assert [a.pair_index for a in found] == [2]
     assert (found[0].input, found[0].latency_ms) == ("Flink's latency", 2500)
     assert describe(found[0]).startswith("Flink entered Executing up to 2.500 s after the")
     assert "post_parallelism" in found[0].fields
     # a record of another trigger, or one that entered Executing earlier, is no latency
-    assert ambiguities(events, (), [flink_record("UPDATE_REQUIREMENT", 0, 4500)]) == []
-    assert ambiguities(events, (), [flink_record("INITIAL_SCHEDULE", 0, 1500)]) == []
+    assert ambiguities(events, (), [flink_record("UPDATE_REQUIREMENT", 0, 4500, 2000)]) == []
+    assert ambiguities(events, (), [flink_record("INITIAL_SCHEDULE", 0, 1500, 1400)]) == []
 
 
 def test_a_window_straddling_a_deadline_flinks_latency_moved_is_ambiguous() -> None:
@@ -164,7 +166,7 @@ def test_a_window_straddling_a_deadline_flinks_latency_moved_is_ambiguous() -> N
     # tm-2 lost in (+9 s, +10 s], recorded at +10 s: after both cooldown ends as recorded,
     # so the latency alone changes nothing, but the window holds Flink's end
     events = cooled(lost("tm-2", 10_000, Window(9000, 10_000)))
-    flink = [flink_record("INITIAL_SCHEDULE", 0, 4500)]
+    flink = [flink_record("INITIAL_SCHEDULE", 0, 4500, 2000)]
     assert ambiguities(events, ()) == []  # the prediction's own cooldown ended at +7 s
 
     found = ambiguities(events, (), flink)
@@ -172,6 +174,26 @@ def test_a_window_straddling_a_deadline_flinks_latency_moved_is_ambiguous() -> N
     assert [(a.pair_index, a.input) for a in found] == [(2, "TaskManagerLost tm-2")]
     assert found[0].deadline == "cooldown end at +9.500 s"
     assert "post_parallelism" in found[0].fields
+
+
+def test_inputs_between_the_predictions_decision_and_flinks_later_one_make_it_ambiguous() -> None:
+    """Flink's slots offered seconds after the TaskManager registered (a busy machine):
+    its record left WaitingForResources at +4.4 s, the prediction's at +2 s (tm-1 at +0,
+    a 2 s stabilization). tm-2, observed exactly at +3 s, may have counted for Flink."""
+    events = cooled()
+    assert ambiguities(events, ()) == []
+    late = [flink_record("INITIAL_SCHEDULE", 0, 4500, 4400)]
+
+    found = ambiguities(events, (), late)
+
+    first = [a for a in found if a.input == "TaskManagerRegistered tm-2"]
+    assert [a.pair_index for a in first] == [1, 2], found
+    assert "post_parallelism" in first[0].fields and first[0].latency_ms == 2400
+    assert first[0].deadline == "decision Flink took 2.400 s after the prediction's (at +4.400 s)"
+    assert "may have come before or after the decision Flink took 2.400 s" in describe(first[0])
+    # Flink deciding when the prediction did leaves tm-2 decided
+    on_time = [flink_record("INITIAL_SCHEDULE", 0, 4500, 2000)]
+    assert [a for a in ambiguities(events, (), on_time) if a.input.endswith("tm-2")] == []
 
 
 def test_a_loss_straddling_a_restart_delay_makes_the_restart_ambiguous() -> None:
@@ -276,7 +298,7 @@ def test_the_resolution_is_the_widest_window_and_flinks_latency() -> None:
     events[2] = registered("tm-2", 3000, Window(1000, 3000))
 
     assert resolution_ms(events, ()) == 2000
-    flink = [flink_record("INITIAL_SCHEDULE", 0, 4500)]
+    flink = [flink_record("INITIAL_SCHEDULE", 0, 4500, 2000)]
     assert resolution_ms(events, (), flink) == 2000 + 2500
 
 
@@ -287,7 +309,10 @@ def test_a_later_rescale_adds_only_its_own_latency_to_what_it_inherited() -> Non
     assert baseline.executing == (2000, 7000), baseline.executing
     trigger = baseline.rescales[1]["trigger_cause"]
 
-    flink = [flink_record("INITIAL_SCHEDULE", 0, 4500), flink_record(trigger, 3000, 9600)]
+    flink = [
+        flink_record("INITIAL_SCHEDULE", 0, 4500, 2000),
+        flink_record(trigger, 3000, 9600, 7000),
+    ]
 
     assert latency_ms(flink, baseline) == Latency(first=2500, later=100)
     assert latency_ms(flink[1:], baseline) == Latency()  # paired by start: another trigger
