@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import tempfile
 import time
 from pathlib import Path
@@ -65,11 +66,20 @@ def _size_mib(directory: Path) -> float:
     return sum(f.stat().st_size for f in directory.rglob("*") if f.is_file()) / 2**20
 
 
-def run(base: Settings, codec: Codec, setting: str, rounds: int, jobs: int) -> list[dict[str, Any]]:
+def run(
+    base: Settings,
+    codec: Codec,
+    setting: str,
+    rounds: int,
+    jobs: int,
+    *,
+    extra: tuple[str, ...] = (),
+) -> list[dict[str, Any]]:
+    """`extra`: the worker's further arguments (e.g. `--rocksdb-write-buffer 64`)."""
     settings = fresh(base)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as data:
-        worker = SchedulerProcess(settings, Path(data)).start()
+        worker = SchedulerProcess(settings, Path(data), *extra).start()
         try:
             worker.wait_ready(300)
             produced = 0
@@ -92,6 +102,7 @@ def run(base: Settings, codec: Codec, setting: str, rounds: int, jobs: int) -> l
                 rows.append(
                     {
                         "setting": setting,
+                        "worker": " ".join(extra),
                         "round": index,
                         "jobs_ended": index * jobs,
                         "jobs_released": int(metrics.get(RELEASED, 0)),
@@ -119,11 +130,18 @@ def main() -> None:
     parser.add_argument(
         "--setting", action="append", choices=tuple(SETTINGS), help="only this one (repeatable)"
     )
+    parser.add_argument(
+        "--worker",
+        default="",
+        metavar="ARGS",
+        help="further arguments of the scheduler worker, e.g. '--rocksdb-write-buffer 64 "
+        "--rocksdb-block-cache 2048' (Faust's own RocksDB sizes)",
+    )
     args = parser.parse_args()
     base = Settings(bootstrap_servers=os.environ["SCALEFOLD_BOOTSTRAP_SERVERS"])
     codec = Codec(SchemaRegistry.load())
     for setting in args.setting or tuple(SETTINGS):
-        run(base, codec, setting, args.rounds, args.jobs)
+        run(base, codec, setting, args.rounds, args.jobs, extra=tuple(shlex.split(args.worker)))
 
 
 if __name__ == "__main__":
