@@ -106,6 +106,16 @@ FLINK_BRIDGE_OFFSETS = TopicSpec(
     "Flink job, written in one transaction with the flink-rescales records; compacted.",
 )
 
+WORKLOAD = TopicSpec(
+    "workload",
+    partitions=6,
+    key="record key (k<n>)",
+    values=frozenset(),
+    retention_ms=24 * 3600 * 1000,
+    doc="The workload job's input (deploy/flink/workload), text lines from `scalefold load`; "
+    "not one of scalefold's contracts (no Avro), so not in ALL; kept a day.",
+)
+
 ALL: tuple[TopicSpec, ...] = (
     JOB_EVENTS,
     RESCALES,
@@ -195,6 +205,10 @@ class Topics:
     @property
     def flink_bridge_offsets(self) -> str:
         return self.name(FLINK_BRIDGE_OFFSETS)
+
+    @property
+    def workload(self) -> str:
+        return self.name(WORKLOAD)
 
     def all(self) -> dict[str, TopicSpec]:
         """Every topic scalefold uses, by full name."""

@@ -34,6 +34,18 @@ def register(verbs: Verbs) -> None:
     sample.add_argument("--checkpoint-interval", type=int, default=2000, help="ms")
     sample.add_argument("--rate", type=float, default=20.0, help="records a second")
     sample.add_argument("--name", default="scalefold-sample")
+    workload = submit.add_argument_group(
+        "the workload job (deploy/flink/workload): Kafka in, CPU per record, keyed"
+    )
+    workload.add_argument(
+        "--workload",
+        action="store_true",
+        help="run the workload job instead: it reads the workload topic `scalefold load` "
+        "fills, from the configured broker (the sample job's options apply too)",
+    )
+    workload.add_argument(
+        "--cost-us", type=int, default=200, help="CPU microseconds per record (default 200)"
+    )
     submit.add_argument("program_args", nargs="*", metavar="ARG", help="(after --) for --jar")
     submit.set_defaults(handler=_submit)
 
@@ -135,6 +147,23 @@ def sample_arguments(args: argparse.Namespace) -> list[str]:
     return [*arguments, "--rate", str(args.rate), "--name", args.name]
 
 
+def workload_arguments(args: argparse.Namespace, context: Context) -> list[str]:
+    """The workload job's program arguments: the sample job's options that apply (not
+    --rate: `scalefold load` sets the rate), the configured broker and the workload topic."""
+    settings = context.settings
+    name = "scalefold-workload" if args.name == "scalefold-sample" else args.name
+    arguments = ["--max-parallelism", str(args.max_parallelism), "--restart", args.restart]
+    if args.parallelism is not None:
+        arguments += ["--parallelism", str(args.parallelism)]
+    return [
+        *arguments,
+        *("--checkpoint-interval", str(args.checkpoint_interval), "--name", name),
+        *("--bootstrap-servers", settings.bootstrap_servers),
+        *("--topic", settings.topics.workload, "--group", settings.topics.own("workload")),
+        *("--cost-us", str(args.cost_us)),
+    ]
+
+
 def _rest(args: argparse.Namespace) -> FlinkRest:
     from services.contracts.flinkrest import FlinkRest
     from services.localstack.flink import FlinkCluster
@@ -194,12 +223,15 @@ def _not_there(args: argparse.Namespace, error: Exception) -> str:
 
 @_guarded
 def _submit(args: argparse.Namespace, context: Context) -> int:
-    from services.localstack.flinkdist import flink_home, sample_job
+    from services.localstack.flinkdist import flink_home, sample_job, workload_job
 
     rest = _rest(args)
     rest.overview()  # no Flink there: said before the sample job is built
     if args.jar:
         jar, arguments = Path(args.jar), list(args.program_args)
+    elif args.workload:
+        jar = workload_job(context.cache_dir, flink_home(context.cache_dir, _say), _say)
+        arguments = workload_arguments(args, context) + list(args.program_args)
     else:
         jar = sample_job(context.cache_dir, flink_home(context.cache_dir, _say), _say)
         arguments = sample_arguments(args) + list(args.program_args)

@@ -21,11 +21,18 @@ from collections.abc import Callable
 from pathlib import Path
 
 from services.localstack.flinkconf import FLINK_VERSION
+from services.localstack.jars import pom_property, resolve
 from services.localstack.layout import PROJECT_ROOT
 
 WHEEL = f"apache-flink-libraries=={FLINK_VERSION}"
 JOB_SOURCES = PROJECT_ROOT / "deploy" / "flink" / "job"
 JOB_MAIN = "scalefold.SampleJob"
+WORKLOAD_SOURCES = PROJECT_ROOT / "deploy" / "flink" / "workload"
+WORKLOAD_POM = WORKLOAD_SOURCES / "pom.xml"
+WORKLOAD_MAIN = "scalefold.WorkloadJob"
+PROVIDED = ("slf4j-api",)
+"""Dependencies of the workload's connector that flink-dist's classpath has already
+(Flink loads `org.slf4j` parent-first)."""
 MARKER = ".complete"
 UNPACKED = ("pyflink/lib/", "pyflink/bin/")
 """What of the wheel the processes use: the jars and BashJavaUtils (not the Python parts,
@@ -90,10 +97,10 @@ def _complete(target: Path, fill: Callable[[Path], None]) -> None:
 
 
 def job_digest(sources: Path = JOB_SOURCES) -> str:
-    """The first 8 hex digits of a SHA-256 over the job's sources and the Flink version:
-    a changed source gets a build of its own."""
+    """The first 8 hex digits of a SHA-256 over the job's sources (its pom too, if it has
+    one) and the Flink version: a changed source gets a build of its own."""
     digest = hashlib.sha256(FLINK_VERSION.encode())
-    for path in sorted(sources.rglob("*.java")):
+    for path in sorted([*sources.rglob("*.java"), *sources.rglob("pom.xml")]):
         digest.update(path.relative_to(sources).as_posix().encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:8]
@@ -109,6 +116,61 @@ def sample_job(cache: Path, home: Path, progress: Progress = print) -> Path:
         progress(f"building the sample Flink job ({JOB_SOURCES}) into {target}")
         _complete(target, lambda staging: _build(home, staging))
     return target / "sample.jar"
+
+
+def workload_job(cache: Path, home: Path, progress: Progress = print) -> Path:
+    """The workload job's jar (deploy/flink/workload): compiled against flink-dist and
+    Flink's Kafka connector, with the connector and the Kafka client packed in (a Flink
+    job jar carries its connectors); once per source and pom digest."""
+    target = cache / f"flink-workload-job-{job_digest(WORKLOAD_SOURCES)}"
+    if not (target / MARKER).exists():
+        for tool in ("javac",):
+            if shutil.which(tool) is None:
+                raise FlinkSetupError(f"{tool} is not on PATH; a JDK 17 builds the workload job")
+        version = pom_property(WORKLOAD_POM, "connector.version")
+        libraries = resolve(WORKLOAD_POM, cache / f"flink-connector-kafka-{version}", {}, progress)
+        packed = [jar for jar in libraries if not jar.name.startswith(PROVIDED)]
+        progress(f"building the workload Flink job ({WORKLOAD_SOURCES}) into {target}")
+        _complete(target, lambda staging: _build_fat(home, staging, packed))
+    return target / "workload.jar"
+
+
+def _build_fat(home: Path, staging: Path, libraries: list[Path]) -> None:
+    """javac the workload's sources, then one jar of its classes and `libraries`' entries
+    (the first of a name wins; signatures and module descriptors left out: they would
+    not hold for the merged jar)."""
+    classes = staging / "classes"
+    sources = [str(path) for path in sorted(WORKLOAD_SOURCES.rglob("*.java"))]
+    classpath = ":".join(str(p) for p in [dist_jar(home), *libraries])
+    step = ["javac", "-nowarn", "-d", str(classes), "-cp", classpath, *sources]
+    result = subprocess.run(step, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise FlinkSetupError(f"javac failed: {(result.stderr or result.stdout)[-800:]}")
+    manifest = f"Manifest-Version: 1.0\nMain-Class: {WORKLOAD_MAIN}\n"
+    seen = {"META-INF/MANIFEST.MF"}
+    with zipfile.ZipFile(staging / "workload.jar", "w", zipfile.ZIP_DEFLATED) as jar:
+        jar.writestr("META-INF/MANIFEST.MF", manifest)
+        for path in sorted(classes.rglob("*")):
+            if path.is_file():
+                name = path.relative_to(classes).as_posix()
+                jar.write(path, name)
+                seen.add(name)
+        for library in libraries:
+            with zipfile.ZipFile(library) as packed:
+                for entry in packed.infolist():
+                    name = entry.filename
+                    if name in seen or entry.is_dir() or _unpackable(name):
+                        continue
+                    jar.writestr(entry, packed.read(entry))
+                    seen.add(name)
+    shutil.rmtree(classes)
+
+
+def _unpackable(name: str) -> bool:
+    """Entries a merged jar must not carry over: signatures, module descriptors."""
+    upper = name.upper()
+    signature = upper.startswith("META-INF/") and upper.endswith((".SF", ".DSA", ".RSA", ".EC"))
+    return signature or name.endswith("module-info.class")
 
 
 def _build(home: Path, staging: Path) -> None:

@@ -128,6 +128,55 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     tail.set_defaults(handler=_tail)
 
+    load = commands.add_parser(
+        "load",
+        help="replay a rate trace onto the workload job's topic (deploy/flink/workload)",
+        description="Produce text records at the rate a trace gives over time onto the "
+        "workload topic (<prefix>workload), the input of `scalefold flink submit --workload`. "
+        "TRACE is a built-in shape (steps, ramp, sine, burst; scaled to --peak and "
+        "--duration) or a file of `SECONDS RATE` lines (straight lines between them).",
+        epilog="examples:\n"
+        "  scalefold load --trace steps --peak 2000 --duration 600\n"
+        "  scalefold load --trace my-day.txt\n"
+        "  scalefold load --trace sine --peak 1500 --print   # the points, nothing sent",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    load.add_argument("--trace", required=True, metavar="TRACE", help="a shape or a file")
+    load.add_argument(
+        "--peak", type=float, default=1000.0, help="a shape's peak, records/s (default 1000)"
+    )
+    load.add_argument(
+        "--duration", type=float, default=600.0, help="a shape's length, seconds (default 600)"
+    )
+    load.add_argument("--keys", type=int, default=64, help="distinct record keys (default 64)")
+    load.add_argument(
+        "--print", action="store_true", help="print the trace's points and send nothing"
+    )
+    load.set_defaults(handler=_load)
+
+
+def _load(args: argparse.Namespace, context: Context) -> int:
+    from services.tools.load import TraceError, load_trace, points_text, run
+
+    try:
+        trace = load_trace(args.trace, args.peak, args.duration)
+    except TraceError as error:
+        print(f"scalefold load: {error}", file=sys.stderr)
+        return 2
+    if args.print:
+        sys.stdout.write(points_text(trace))
+        return 0
+    _require_broker(args, context)
+    topic = context.settings.topics.workload
+
+    def say(line: str) -> None:  # progress: a line every 10 s
+        print(f"scalefold load: {line}", file=sys.stderr, flush=True)
+
+    say(f"producing {args.trace} ({trace.duration:g} s) onto {topic}")
+    sent = run(context.settings, trace, topic, args.keys, say)
+    print(f"sent {sent} records onto {topic} in {trace.duration:g} s", file=sys.stderr)
+    return 0
+
 
 def _topics(args: argparse.Namespace, context: Context) -> int:
     from services.contracts.kafka import CLI_CONNECT_TIMEOUT, ensure_topics

@@ -1,0 +1,102 @@
+"""The workload job (deploy/flink/workload) on Flink 2.3.0 with Flink's Kafka connector
+5.0.0-2.2 (issue 50, item 1): it reads what `scalefold load` produces from the local
+broker, its source's backlog shows in the connector's `pendingRecords` metric, grows
+while the load exceeds what its subtasks' CPU cost lets them take, drains after, and
+every record produced reaches the keyed stage."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from services.contracts.kafka import ensure_topics
+from services.contracts.settings import Settings
+from services.contracts.topics import WORKLOAD
+from services.localstack.flinkdist import flink_home, workload_job
+from services.localstack.layout import cache_dir
+from services.tools.load import Trace, run
+from tests.flink.flink_support import FlinkTestCluster, wait_for
+from tests.integration.conftest import kafka  # noqa: F401  (a fixture)
+
+COST_US = 2_000
+"""500 records a second per subtask at most: two subtasks take 1,000."""
+LOAD = Trace(((0.0, 2_000.0), (6.0, 2_000.0)))
+"""Twice what the job takes, for 6 s: 12,000 records, a backlog of thousands."""
+
+
+def vertex_metric(flink: FlinkTestCluster, jid: str, vertex: str, suffix: str) -> float | None:
+    """The largest subtask value of `vertex`'s metric ending in `suffix` (None: not there)."""
+    rest = flink.rest
+    found = [v for v in rest.job(jid)["vertices"] if v["name"].startswith(vertex)]
+    if not found:
+        return None
+    path = f"/jobs/{jid}/vertices/{found[0]['id']}/subtasks/metrics"
+    names = [m["id"] for m in rest.get_json(path) if m["id"].endswith(suffix)]
+    if not names:
+        return None
+    values = rest.get_json(f"{path}?get={names[0]}&agg=max,sum")
+    return float(values[0]["sum" if suffix == "numRecordsIn" else "max"])
+
+
+@pytest.fixture
+def workload(
+    flink: FlinkTestCluster,
+    kafka: Settings,  # noqa: F811
+) -> Iterator[tuple[str, Any]]:
+    """The workload job running at parallelism 2 on two TaskManagers, its topic empty."""
+    topic = kafka.topics.workload
+    ensure_topics(kafka, {topic: WORKLOAD})
+    cache = cache_dir(os.environ)
+    jar = workload_job(cache, flink_home(cache))
+    flink.add_taskmanagers(2)
+    jar_id = flink.rest.upload_jar(jar.name, jar.read_bytes())
+    arguments = [
+        *("--max-parallelism", "2", "--checkpoint-interval", "1000"),
+        *("--bootstrap-servers", kafka.bootstrap_servers, "--topic", topic),
+        *("--group", kafka.topics.own("workload"), "--cost-us", str(COST_US)),
+    ]
+    jid = flink.rest.run_jar(jar_id, arguments)
+    flink.wait_running(jid, {"Work": 2})
+    yield jid, topic
+
+
+def test_the_workload_reads_the_load_and_its_backlog_shows_and_drains(
+    flink: FlinkTestCluster,
+    kafka: Settings,  # noqa: F811
+    workload: tuple[str, Any],
+) -> None:
+    jid, topic = workload
+    pending: list[float] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            value = vertex_metric(flink, jid, "Source: Kafka", "pendingRecords")
+            if value is not None:
+                pending.append(value)
+            done.wait(0.5)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        sent = run(kafka, LOAD, topic, 16, lambda _: None)
+        assert sent == 12_000
+        took = wait_for(
+            "every record through the keyed stage",
+            lambda: (vertex_metric(flink, jid, "Work", "numRecordsIn") or 0) >= sent or None,
+            120.0,
+        )
+        assert took
+        wait_for(
+            "the backlog drained",
+            lambda: (pending and pending[-1] == 0) or None,
+            60.0,
+        )
+    finally:
+        done.set()
+        watcher.join(5)
+    assert max(pending) >= 1_000, pending  # the load outran the job: a backlog it reported
