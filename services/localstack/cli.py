@@ -34,7 +34,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     verbs = local.add_subparsers(title="verbs", metavar="VERB", required=True)
 
     fetch = verbs.add_parser(
-        "fetch", help="resolve the broker's and Spark's connector jars; fetch Flink, build its job"
+        "fetch", help="resolve the broker's and Spark's connector jars; fetch Flink, build its jobs"
     )
     fetch.set_defaults(handler=_fetch)
 
@@ -170,7 +170,7 @@ def _broker(args: argparse.Namespace, context: Context) -> LocalBroker:
 
 
 def _fetch(args: argparse.Namespace, context: Context) -> int:
-    from services.localstack.flinkdist import flink_home, sample_job
+    from services.localstack.flinkdist import flink_home, sample_job, workload_job
     from services.localstack.jars import kafka_jars, spark_connector_jars
 
     kafka = kafka_jars(context.cache_dir, progress=_say)
@@ -179,6 +179,7 @@ def _fetch(args: argparse.Namespace, context: Context) -> int:
     _say(f"Spark connectors: {', '.join(jar.name for jar in spark)}")
     flink = flink_home(context.cache_dir, progress=_say)
     _say(f"Flink: {flink}; sample job: {sample_job(context.cache_dir, flink, progress=_say)}")
+    _say(f"workload job: {workload_job(context.cache_dir, flink, progress=_say)}")
     return 0
 
 
