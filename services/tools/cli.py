@@ -150,6 +150,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     load.add_argument("--keys", type=int, default=64, help="distinct record keys (default 64)")
     load.add_argument(
+        "--size", type=int, default=256, help="bytes per record, padded (default 256)"
+    )
+    load.add_argument(
         "--print", action="store_true", help="print the trace's points and send nothing"
     )
     load.set_defaults(handler=_load)
@@ -173,7 +176,7 @@ def _load(args: argparse.Namespace, context: Context) -> int:
         print(f"scalefold load: {line}", file=sys.stderr, flush=True)
 
     say(f"producing {args.trace} ({trace.duration:g} s) onto {topic}")
-    sent = run(context.settings, trace, topic, args.keys, say)
+    sent = run(context.settings, trace, topic, args.keys, say, size=args.size)
     print(f"sent {sent} records onto {topic} in {trace.duration:g} s", file=sys.stderr)
     return 0
 

@@ -9,8 +9,11 @@ the peak), `ramp` (a tenth up to the peak), `sine` (two periods between a tenth 
 peak: days, compressed) and `burst` (a third of the peak, the peak for a tenth of the
 time in the middle).
 
-The records are text lines `k<n> <sequence> <epoch ms>`, keyed by `k<n>` (`--keys`
-keys, in turn), the input of deploy/flink/workload. The producer sends, every 50 ms,
+The records are text lines `k<n> <sequence> <epoch ms>`, padded to `--size` bytes and
+keyed by `k<n>` (`--keys` keys, in turn), the input of deploy/flink/workload. The size
+matters to the backlog: what Flink's network buffers and its source's queue hold of a
+burst (several thousand records of tens of bytes) is not in Kafka, so not in the
+source's `pendingRecords` either. The producer sends, every 50 ms,
 what the trace's integral says is due by then: a late tick sends more, so the count
 follows the trace, not the machine's timing. The trace's arithmetic is pure; `run` is
 the shell.
@@ -150,10 +153,12 @@ def load_trace(spec: str, peak: float, duration: float) -> Trace:
     return parse(path.read_text(), str(path))
 
 
-def record(sequence: int, keys: int, now_ms: int) -> tuple[bytes, bytes]:
-    """The `sequence`th record: its key and its line."""
+def record(sequence: int, keys: int, now_ms: int, size: int = 0) -> tuple[bytes, bytes]:
+    """The `sequence`th record: its key and its line, padded with `x` to `size` bytes."""
     key = f"k{sequence % keys}"
-    return key.encode(), f"{key} {sequence} {now_ms}".encode()
+    line = f"{key} {sequence} {now_ms}"
+    padding = size - len(line) - 1
+    return key.encode(), (f"{line} {'x' * padding}" if padding > 0 else line).encode()
 
 
 def run(
@@ -163,6 +168,7 @@ def run(
     keys: int,
     say: Callable[[str], None],
     *,
+    size: int = 0,
     every_s: float = 10.0,
 ) -> int:
     """Produce `trace` onto `topic`; the number of records sent."""
@@ -180,7 +186,7 @@ def run(
         due = int(trace.records_by(elapsed)) - sent
         now_ms = int(time.time() * 1000)
         for sequence in range(sent, sent + due):
-            key, value = record(sequence, keys, now_ms)
+            key, value = record(sequence, keys, now_ms, size)
             _send(producer, topic, key, value)
         sent += due
         producer.poll(0)

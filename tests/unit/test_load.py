@@ -49,3 +49,6 @@ def test_every_shape_reaches_its_peak_and_lasts_its_duration(name: str) -> None:
 
 def test_records_are_keyed_in_turn_and_carry_their_sequence() -> None:
     assert record(65, 64, 1_700_000_000_000) == (b"k1", b"k1 65 1700000000000")
+    key, padded = record(65, 64, 1_700_000_000_000, size=40)
+    assert (key, len(padded)) == (b"k1", 40)
+    assert padded.startswith(b"k1 65 1700000000000 x")
