@@ -217,23 +217,6 @@ def register_service(commands: argparse._SubParsersAction[argparse.ArgumentParse
         "least recently used beyond it are read from the table again at their next event",
     )
     scheduler.add_argument(
-        "--rocksdb-write-buffer",
-        type=_megabytes,
-        default=8,
-        metavar="MIB",
-        help="with rocksdb://, each of the (at most two) write buffers of each partition of "
-        "the jobs table (default 8; Faust's own, 64 x 3, let memory grow with every state "
-        "written until a buffer filled)",
-    )
-    scheduler.add_argument(
-        "--rocksdb-block-cache",
-        type=_megabytes,
-        default=8,
-        metavar="MIB",
-        help="with rocksdb://, the block cache of each partition of the jobs table (default 8; "
-        "decoded states are cached apart, --state-cache)",
-    )
-    scheduler.add_argument(
         "--group-instance-id",
         default="auto",
         metavar="ID",
@@ -281,17 +264,6 @@ def _jobs(text: str) -> int:
     return count
 
 
-def _megabytes(text: str) -> int:
-    """A size in MiB, 1 or more."""
-    try:
-        size = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number of MiB: {text}") from None
-    if size < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {text}")
-    return size
-
-
 def _scheduler(args: argparse.Namespace, context: Context) -> int:
     from pathlib import Path
 
@@ -319,8 +291,6 @@ def _scheduler(args: argparse.Namespace, context: Context) -> int:
         group_instance_id=None if args.group_instance_id == "none" else args.group_instance_id,
         state_cache_jobs=args.state_cache,
         recovery_stall_timeout_s=args.recovery_stall_timeout,
-        rocksdb_write_buffer_mb=args.rocksdb_write_buffer,
-        rocksdb_block_cache_mb=args.rocksdb_block_cache,
     )
     return run_service(settings, args.log_level.lower())
 

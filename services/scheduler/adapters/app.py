@@ -101,28 +101,10 @@ class ServiceSettings:
     # a recovery that reads nothing for this long while the broker answers: the worker
     # exits to be started again (0: never)
     recovery_stall_timeout_s: float = 120.0
-    # RocksDB's memory per partition of the jobs table (rocksdb:// only): each of its
-    # (up to two) write buffers, and its block cache. Faust's defaults (64 MiB x 3 and
-    # 2 GiB, sized for a server of its own) never flushed at 48,000 jobs: the worker's
-    # memory grew with every state ever written (docs/operations.md)
-    rocksdb_write_buffer_mb: int = 8
-    rocksdb_block_cache_mb: int = 8
 
     @property
     def app_id(self) -> str:
         return f"{self.kafka.topic_prefix}scheduler"
-
-
-def rocksdb_options(write_buffer_mb: int, block_cache_mb: int) -> dict[str, int]:
-    """Faust's RocksDB store options (`RocksDBOptions`' names) for one table partition:
-    at most two write buffers of `write_buffer_mb` and a block cache of `block_cache_mb`."""
-    mib = 1024 * 1024
-    return {
-        "write_buffer_size": write_buffer_mb * mib,
-        "max_write_buffer_number": 2,
-        "target_file_size_base": write_buffer_mb * mib,
-        "block_cache_size": block_cache_mb * mib,
-    }
 
 
 class _StoredCodec(codecs.Codec):
@@ -778,14 +760,12 @@ def create_service(settings: ServiceSettings, codec: Codec) -> SchedulerService:
         "jobs",
         STORED_CODEC,
         "Each job's adaptive-scheduler state and its last event's offset.",
-        rocksdb_options(settings.rocksdb_write_buffer_mb, settings.rocksdb_block_cache_mb),
     )
-    folded = _awaited_table(  # one key per partition
+    folded = _awaited_table(
         app,
         "folded",
         OFFSET_CODEC,
         "Per job-events partition, the offset through which all is folded.",
-        rocksdb_options(1, 1),
     )
     topic = job_events_topic(app, kafka)
     processor = Processor(codec, kafka.topics, settings.defaults)
@@ -797,13 +777,10 @@ def create_service(settings: ServiceSettings, codec: Codec) -> SchedulerService:
     return service
 
 
-def _awaited_table(
-    app: faust.App, name: str, value_codec: str, help_text: str, options: dict[str, int]
-) -> AwaitedTable:
+def _awaited_table(app: faust.App, name: str, value_codec: str, help_text: str) -> AwaitedTable:
     table = AwaitedTable(
         app,
         name=name,
-        options=dict(options),  # Faust's RocksDB store pops from it
         partitions=JOB_EVENTS.partitions,
         key_type=str,
         beacon=app.tables.beacon,

@@ -8,12 +8,7 @@ from typing import Any
 import faust
 import pytest
 
-from services.scheduler.adapters.app import (
-    OFFSET_CODEC,
-    AwaitedTable,
-    _awaited_table,
-    rocksdb_options,
-)
+from services.scheduler.adapters.app import OFFSET_CODEC, AwaitedTable, _awaited_table
 
 
 class _Changelog:
@@ -28,7 +23,7 @@ class _Changelog:
 
 def _table(tmp_path: Path, store: str) -> tuple[AwaitedTable, _Changelog]:
     app = faust.App("batched-test", broker="kafka://127.0.0.1:9", store=store, datadir=tmp_path)
-    table = _awaited_table(app, "folded", OFFSET_CODEC, "offsets", rocksdb_options(2, 3))
+    table = _awaited_table(app, "folded", OFFSET_CODEC, "offsets")
     changelog = _Changelog()
     table.output = changelog  # type: ignore[assignment]
     table.partition_of.update({"a": 1, "b": 2})
@@ -65,15 +60,3 @@ def test_a_memory_table_takes_the_same_calls(tmp_path: Path) -> None:
         table["a"] = 5
         assert table["a"] == 5
     assert table["a"] == 5
-
-
-def test_rocksdb_gets_bounded_buffers_and_cache_not_fausts_server_sized_defaults(
-    tmp_path: Path,
-) -> None:
-    """Faust's defaults (64 MiB write buffers x 3, a 2 GiB block cache per partition)
-    let a worker's memory grow with every state written (docs/operations.md)."""
-    table, _ = _table(tmp_path, "rocksdb://")
-    options: Any = table.data.rocksdb_options  # type: ignore[attr-defined]
-    mib = 1024 * 1024
-    assert (options.write_buffer_size, options.max_write_buffer_number) == (2 * mib, 2)
-    assert options.block_cache_size == 3 * mib
