@@ -75,7 +75,7 @@ def run(
     *,
     extra: tuple[str, ...] = (),
 ) -> list[dict[str, Any]]:
-    """`extra`: the worker's further arguments (e.g. `--rocksdb-write-buffer 64`)."""
+    """`extra`: the worker's further arguments (e.g. `--store memory://`)."""
     settings = fresh(base)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as data:
@@ -134,8 +134,7 @@ def main() -> None:
         "--worker",
         default="",
         metavar="ARGS",
-        help="further arguments of the scheduler worker, e.g. '--rocksdb-write-buffer 64 "
-        "--rocksdb-block-cache 2048' (Faust's own RocksDB sizes)",
+        help="further arguments of the scheduler worker, e.g. '--store memory://'",
     )
     args = parser.parse_args()
     base = Settings(bootstrap_servers=os.environ["SCALEFOLD_BOOTSTRAP_SERVERS"])
