@@ -181,8 +181,10 @@ def decided_apart(
     ordered = sorted(flink, key=lambda r: (r["startTimestampInMillis"], r["rescaleAttemptId"] or 0))
     ours = zip(baseline.rescales, baseline.decided, strict=True)
     for record, (rescale, decided) in zip(ordered, ours, strict=False):
+        if record["triggerCause"] != rescale["trigger_cause"]:
+            break  # the pairs from here on are of different rescales (one side has more)
         theirs = decided_at(record)
-        if record["triggerCause"] != rescale["trigger_cause"] or None in (theirs, decided):
+        if None in (theirs, decided):
             continue
         assert theirs is not None and decided is not None
         low, high = sorted((decided, theirs))
