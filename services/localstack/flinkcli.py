@@ -138,13 +138,17 @@ def merged(
     return {**bounds, **changed}
 
 
-def sample_arguments(args: argparse.Namespace) -> list[str]:
-    """The sample job's program arguments from `flink submit`'s options."""
+def _job_arguments(args: argparse.Namespace) -> list[str]:
+    """The program arguments both of scalefold's jobs take from `flink submit`'s options."""
     arguments = ["--max-parallelism", str(args.max_parallelism), "--restart", args.restart]
     if args.parallelism is not None:
         arguments += ["--parallelism", str(args.parallelism)]
-    arguments += ["--checkpoint-interval", str(args.checkpoint_interval)]
-    return [*arguments, "--rate", str(args.rate), "--name", args.name]
+    return [*arguments, "--checkpoint-interval", str(args.checkpoint_interval)]
+
+
+def sample_arguments(args: argparse.Namespace) -> list[str]:
+    """The sample job's program arguments from `flink submit`'s options."""
+    return [*_job_arguments(args), "--rate", str(args.rate), "--name", args.name]
 
 
 def workload_arguments(args: argparse.Namespace, context: Context) -> list[str]:
@@ -152,12 +156,9 @@ def workload_arguments(args: argparse.Namespace, context: Context) -> list[str]:
     --rate: `scalefold load` sets the rate), the configured broker and the workload topic."""
     settings = context.settings
     name = "scalefold-workload" if args.name == "scalefold-sample" else args.name
-    arguments = ["--max-parallelism", str(args.max_parallelism), "--restart", args.restart]
-    if args.parallelism is not None:
-        arguments += ["--parallelism", str(args.parallelism)]
     return [
-        *arguments,
-        *("--checkpoint-interval", str(args.checkpoint_interval), "--name", name),
+        *_job_arguments(args),
+        *("--name", name),
         *("--bootstrap-servers", settings.bootstrap_servers),
         *("--topic", settings.topics.workload, "--group", settings.topics.own("workload")),
         *("--cost-us", str(args.cost_us)),

@@ -110,9 +110,7 @@ def sample_job(cache: Path, home: Path, progress: Progress = print) -> Path:
     """The sample job's jar, compiled against flink-dist once per source digest."""
     target = cache / f"flink-sample-job-{job_digest()}"
     if not (target / MARKER).exists():
-        for tool in ("javac", "jar"):
-            if shutil.which(tool) is None:
-                raise FlinkSetupError(f"{tool} is not on PATH; a JDK 17 builds the sample job")
+        _require(("javac", "jar"), "the sample job")
         progress(f"building the sample Flink job ({JOB_SOURCES}) into {target}")
         _complete(target, lambda staging: _build(home, staging))
     return target / "sample.jar"
@@ -124,9 +122,7 @@ def workload_job(cache: Path, home: Path, progress: Progress = print) -> Path:
     job jar carries its connectors); once per source and pom digest."""
     target = cache / f"flink-workload-job-{job_digest(WORKLOAD_SOURCES)}"
     if not (target / MARKER).exists():
-        for tool in ("javac",):
-            if shutil.which(tool) is None:
-                raise FlinkSetupError(f"{tool} is not on PATH; a JDK 17 builds the workload job")
+        _require(("javac",), "the workload job")
         version = pom_property(WORKLOAD_POM, "connector.version")
         libraries = resolve(WORKLOAD_POM, cache / f"flink-connector-kafka-{version}", {}, progress)
         packed = [jar for jar in libraries if not jar.name.startswith(PROVIDED)]
@@ -140,12 +136,7 @@ def _build_fat(home: Path, staging: Path, libraries: list[Path]) -> None:
     (the first of a name wins; signatures and module descriptors left out: they would
     not hold for the merged jar)."""
     classes = staging / "classes"
-    sources = [str(path) for path in sorted(WORKLOAD_SOURCES.rglob("*.java"))]
-    classpath = ":".join(str(p) for p in [dist_jar(home), *libraries])
-    step = ["javac", "-nowarn", "-d", str(classes), "-cp", classpath, *sources]
-    result = subprocess.run(step, capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        raise FlinkSetupError(f"javac failed: {(result.stderr or result.stdout)[-800:]}")
+    _javac(WORKLOAD_SOURCES, [dist_jar(home), *libraries], classes)
     manifest = f"Manifest-Version: 1.0\nMain-Class: {WORKLOAD_MAIN}\n"
     seen = {"META-INF/MANIFEST.MF"}
     with zipfile.ZipFile(staging / "workload.jar", "w", zipfile.ZIP_DEFLATED) as jar:
@@ -175,14 +166,26 @@ def _unpackable(name: str) -> bool:
 
 def _build(home: Path, staging: Path) -> None:
     classes = staging / "classes"
-    sources = [str(path) for path in sorted(JOB_SOURCES.rglob("*.java"))]
+    _javac(JOB_SOURCES, [dist_jar(home)], classes)
     jar = str(staging / "sample.jar")
-    steps = [
-        ["javac", "-nowarn", "-d", str(classes), "-cp", str(dist_jar(home)), *sources],
-        ["jar", "--create", "--file", jar, "--main-class", JOB_MAIN, "-C", str(classes), "."],
-    ]
-    for step in steps:
-        result = subprocess.run(step, capture_output=True, text=True, check=False)
-        if result.returncode != 0:
-            raise FlinkSetupError(f"{step[0]} failed: {(result.stderr or result.stdout)[-800:]}")
+    _run(["jar", "--create", "--file", jar, "--main-class", JOB_MAIN, "-C", str(classes), "."])
     shutil.rmtree(classes)
+
+
+def _require(tools: tuple[str, ...], job: str) -> None:
+    for tool in tools:
+        if shutil.which(tool) is None:
+            raise FlinkSetupError(f"{tool} is not on PATH; a JDK 17 builds {job}")
+
+
+def _javac(sources: Path, classpath: list[Path], classes: Path) -> None:
+    """Compile every Java source under `sources` into `classes`."""
+    files = [str(path) for path in sorted(sources.rglob("*.java"))]
+    joined = ":".join(str(path) for path in classpath)
+    _run(["javac", "-nowarn", "-d", str(classes), "-cp", joined, *files])
+
+
+def _run(step: list[str]) -> None:
+    result = subprocess.run(step, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise FlinkSetupError(f"{step[0]} failed: {(result.stderr or result.stdout)[-800:]}")
