@@ -19,7 +19,12 @@ WORKERS="${SCALEFOLD_TEST_WORKERS:-2}"
 PREPARE_LOG="$ROOT/.run/compose-prepare.log"
 COVERAGE=(--cov=services/scheduler/core --cov-report=term:skip-covered)
 # --durations: the slowest tests, for keeping CI (90 min) in view.
-REPORT=(--durations=25)
+REPORT=(--durations=60)
+
+# Every JVM the tests start (broker, Flink, Spark; services/localstack/jvm.py) compiles
+# with C1 only and collects with one thread: they live a minute or two on two shared
+# cores, where that takes about a quarter less CPU (docs/testing.md).
+export SCALEFOLD_JVM_OPTIONS="${SCALEFOLD_JVM_OPTIONS--XX:TieredStopAtLevel=1 -XX:+UseSerialGC}"
 
 say() { printf 'test: %s\n' "$*" >&2; }
 

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
+
+from services.localstack.jvm import extra_jvm_options
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -69,7 +72,9 @@ def build_session(
         # load the Delta catalog on threads of their own.
         options["spark.driver.extraClassPath"] = os.pathsep.join(str(jar) for jar in jars)
     options |= conf or {}
-    java_options = f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}"
+    java_options = shlex.join(
+        [f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}", *extra_jvm_options(os.environ)]
+    )
     extra = options.get("spark.driver.extraJavaOptions")
     options["spark.driver.extraJavaOptions"] = f"{java_options} {extra}" if extra else java_options
     if jvm_output is not None and SparkContext._gateway is None:

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from services.localstack.jvm import extra_jvm_options
 from services.localstack.layout import DEPLOY_LOCAL
 from services.localstack.ports import bindable, free_ports
 from services.localstack.tls import BROKER_PRINCIPAL, BrokerTls, make_broker_tls
@@ -101,6 +102,7 @@ class LocalBroker:
                 [
                     self._java(),
                     *HEAP,
+                    *extra_jvm_options(os.environ),
                     f"-Dlog4j2.configurationFile={LOG4J}",
                     *("-cp", _classpath(self.jars), "kafka.Kafka", str(self.config)),
                 ],

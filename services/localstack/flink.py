@@ -34,6 +34,7 @@ from services.localstack.flinkconf import (
     render,
     resource_params,
 )
+from services.localstack.jvm import extra_jvm_options
 
 Progress = Callable[[str], None]
 
@@ -183,6 +184,7 @@ class FlinkCluster:
             _java(),
             *JVM_OPENS,
             *params["jvm"],
+            *extra_jvm_options(os.environ),
             f"-Dlog.file={process.log}",
             f"-Dlog4j.configurationFile=file:{self.conf_dir / 'log4j.properties'}",
             "-cp",
