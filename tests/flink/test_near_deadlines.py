@@ -12,12 +12,13 @@ the TaskManagers every 0.25 s between polls):
   start, the second's as measured, ahead): Flink schedules 4, 3 or 2 slots, and rescales
   onto what came after.
 - **A TaskManager is lost near the end of a cooldown.** The job runs at parallelism 1 on
-  two TaskManagers; a third is started once it has its slots (so it is idle in Flink
-  and in the prediction alike: which of three registered TaskManagers Flink's
-  ResourceManager gives a job is its hash map's order, which no REST answer shows before
-  the tasks run); during the 20 s cooldown after the first schedule Sum's upper bound is
-  raised (the rescale waits for the cooldown's end), and the idle TaskManager is stopped
-  (SIGTERM: it leaves at once) within a second of that end, before or after.
+  two TaskManagers; during the 20 s cooldown after the first schedule Sum's upper bound
+  is raised (the rescale waits for the cooldown's end) and then a third TaskManager is
+  started (so it is idle in Flink and in the prediction alike: which of three registered
+  TaskManagers Flink's ResourceManager gives a job is its hash map's order, which no REST
+  answer shows before the tasks run; and raised first, its slots are offered to the job as
+  it registers); the idle TaskManager is stopped (SIGTERM: it leaves at once) within a
+  second of the cooldown's end, before or after.
 
 Each scenario folds the bridge's inputs through the core (the prediction), pairs its
 rescales with Flink's, and asks the core which pairs the observation windows, or Flink's
@@ -258,9 +259,9 @@ def test_a_taskmanager_joins_near_the_submission_stabilization_deadline(
 @pytest.mark.parametrize("watched", [COOLDOWN_WAITS], indirect=True, ids=["20s-cooldown"])
 def test_a_taskmanager_lost_near_the_end_of_a_cooldown(watched: Watched) -> None:
     """The job at parallelism 1 on two TaskManagers (its source and Bucket chained in one
-    slot-sharing group, Sum in the other); a third started once it runs; Sum's upper bound
-    raised to 2 during the cooldown after the first schedule (the rescale waits for the
-    cooldown's end), and the third TaskManager stopped within a second of that end: Flink
+    slot-sharing group, Sum in the other); Sum's upper bound raised to 2 during the
+    cooldown after the first schedule (the rescale waits for the cooldown's end), a third
+    TaskManager started, and stopped within a second of that end: Flink
     rescales onto it and then fails over, or its rescale finds no slot for Sum."""
     flink = watched.flink
     flink.add_taskmanagers(2)
@@ -268,9 +269,12 @@ def test_a_taskmanager_lost_near_the_end_of_a_cooldown(watched: Watched) -> None
     (first,) = flink.wait_rescales(jid, 1)
     cooldown_end = (first["endTimestampInMillis"] + COOLDOWN_MS) / 1000  # Executing entered
     flink.wait_running(jid, {})
-    (idle,) = flink.add_taskmanagers(1)
-    assert idle not in busy(flink)
+    # Raised first, so the third TaskManager's slots are offered to the job as it registers
+    # (REST shows the registration); started first, they would be offered only once the
+    # raised requirements reach the ResourceManager, an instant no REST answer shows.
     raise_sum(flink, jid)
+    (idle,) = flink.add_taskmanagers(1)
+    assert idle not in hosting(flink, jid)  # its slot is the job's, no task runs on it
     offset = random.Random(jid).uniform(-0.8, 0.8)
     time.sleep(max(0.0, cooldown_end + offset - time.time()))
     flink.stop_taskmanager(idle)  # SIGTERM: it leaves the ResourceManager at once
@@ -292,7 +296,10 @@ def raise_sum(flink: FlinkTestCluster, jid: str) -> None:
     flink.rest.set_requirements(jid, merged(flink.rest.requirements(jid), wanted))
 
 
-def busy(flink: FlinkTestCluster) -> set[str]:
-    """The TaskManagers with a slot in use."""
-    listed = flink.rest.taskmanagers()
-    return {tm["id"] for tm in listed if tm["freeSlots"] < tm["slotsNumber"]}
+def hosting(flink: FlinkTestCluster, jid: str) -> set[str]:
+    """The TaskManagers a subtask of job `jid` runs on."""
+    found: set[str] = set()
+    for vertex in flink.job(jid)["vertices"]:
+        answer = flink.rest.get_json(f"/jobs/{jid}/vertices/{vertex['id']}/taskmanagers")
+        found |= {tm["taskmanager-id"] for tm in answer["taskmanagers"]}
+    return found
