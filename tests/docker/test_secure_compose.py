@@ -63,9 +63,9 @@ MUST_HAVE_WRITTEN = ("kafka:/var/lib/kafka/data", "history:/data", "spark-worker
 
 @pytest.fixture(scope="module")
 def secure() -> Iterator[Stack]:
-    # One TaskManager of 4 slots: the sample job at parallelism 2 runs at 2 at once, so a
-    # command lowering it to 1 is a rescale Flink records (no --scale step needed).
-    env = stack_env(FLINK_REST_PORT="", FLINK_TASK_SLOTS="4", BRIDGE_POLL_INTERVAL="1")
+    # One TaskManager of 2 slots: the sample job at parallelism 2 starts at 1 (Bucket and
+    # Sum, two slot-sharing groups, a slot each) until `--scale taskmanager=2` adds two.
+    env = stack_env(FLINK_REST_PORT="", FLINK_TASK_SLOTS="2", BRIDGE_POLL_INTERVAL="1")
     stack = Stack(
         project_name("-secure"),
         env,
@@ -238,17 +238,24 @@ def test_flink_rest_and_the_history_api_serve_tls_of_the_stack_ca(
 def test_closed_loop_on_the_secured_flink(
     secure: Stack, passwords: dict[str, str], codec: Codec, tmp_path: Path
 ) -> None:
-    """The sample job submitted over TLS; a SET_PARALLELISM command (as the history user,
-    the one who may write commands) applied by the actuator through the JobManager's TLS
-    endpoint; the rescale read by the bridge over TLS into flink_rescales, served by the
-    history's REST API over TLS with the JobManager's JSON."""
+    """The sample job submitted over TLS; the operator's `--scale taskmanager=2`, onto
+    which Flink rescales; a SET_PARALLELISM command (as the history user, the one who may
+    write commands) applied by the actuator through the JobManager's TLS endpoint; each
+    rescale read by the bridge over TLS into flink_rescales, served by the history's REST
+    API over TLS with the JobManager's JSON."""
     ca = tmp_path / "ca.pem"
     secure.run("cp", "history:/run/scalefold/cli/ca.pem", str(ca))
     flink = FlinkRest(f"https://127.0.0.1:{secure.port('jobmanager', 8081)}", 10.0, ca)
     api = FlinkRest(f"https://127.0.0.1:{secure.port('history-api', 8082)}", 10.0, ca)
     sample = ("--parallelism", "2", "--max-parallelism", "4", "--name", "secure-loop")
     jid = flink_submit(flink.base_url, "--ca", str(ca), *sample)
+    assert running_at(flink, jid, 1) == {"Source": 1, "Bucket": 1, "Sum": 1}
+    kept_rescale(flink, api, jid, "INITIAL_SCHEDULE")
+
+    secure.run("up", "-d", "--wait", "--scale", "taskmanager=2", "taskmanager")
     assert running_at(flink, jid, 2) == {"Source": 1, "Bucket": 2, "Sum": 2}
+    scaled = kept_rescale(flink, api, jid, "NEW_RESOURCE_AVAILABLE")
+    assert post_parallelism(scaled) == {"Source": 1, "Bucket": 2, "Sum": 2}
 
     command = set_parallelism(
         f"secure-parallelism-{jid[:8]}", f"flink.{jid}", 1, "tests/docker/test_secure_compose.py"
