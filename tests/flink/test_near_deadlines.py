@@ -47,6 +47,7 @@ import pytest
 from services.bridge.poll import ClusterPoller
 from services.bridge.service import Bridge
 from services.bridge.sink import Sink
+from services.bridge.translate import task_managers_hosting
 from services.contracts import Codec
 from services.contracts.events import TimerFired
 from services.contracts.flinkrest import FlinkRest
@@ -300,6 +301,6 @@ def hosting(flink: FlinkTestCluster, jid: str) -> set[str]:
     """The TaskManagers a subtask of job `jid` runs on."""
     found: set[str] = set()
     for vertex in flink.job(jid)["vertices"]:
-        answer = flink.rest.get_json(f"/jobs/{jid}/vertices/{vertex['id']}/taskmanagers")
-        found |= {tm["taskmanager-id"] for tm in answer["taskmanagers"]}
+        path = f"/jobs/{jid}/vertices/{vertex['id']}/taskmanagers"
+        found |= task_managers_hosting(flink.rest.get_json(path), path)
     return found
