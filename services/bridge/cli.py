@@ -14,6 +14,8 @@ if TYPE_CHECKING:
     from services.contracts.flinkrest import FlinkRest
 
 DEFAULT_POLL_S = 2.0
+DEFAULT_SIGNALS_S = 10.0
+"""Seconds between two workload samples of a running job (poll.DEFAULT_SIGNALS_INTERVAL_MS)."""
 _NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
@@ -76,6 +78,16 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="read /taskmanagers alone this often between polls, so that when a "
         "TaskManager came or went is known to within it (default 0.25; 0: at polls only)",
     )
+    run.add_argument(
+        "--signals-interval",
+        type=float,
+        default=DEFAULT_SIGNALS_S,
+        metavar="S",
+        help="sample each running job's per-vertex workload metrics (busy, back-pressured "
+        "and idle time, records in and out, a source's pendingRecords) onto flink-signals "
+        f"this often (default {DEFAULT_SIGNALS_S:g}: Flink refreshes them every "
+        "metrics.fetcher.update-interval, 10 s; 0: never)",
+    )
     run.set_defaults(handler=_run)
 
 
@@ -108,7 +120,8 @@ def _run(args: argparse.Namespace, context: Context) -> int:
     )
     offsets = sink.restore()
     log.info("resuming from %d jobs' offsets", len(offsets))
-    pollers = [ClusterPoller(name, rest) for name, rest in rests.items()]
+    every = int(args.signals_interval * 1000)
+    pollers = [ClusterPoller(n, rest, signals_interval_ms=every) for n, rest in rests.items()]
     for name, url in args.flink_rest:
         log.info("polling %s at %s every %g s", name, url, args.poll_interval)
     bridge = Bridge(

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.bridge import rescales as rs
+from services.bridge import signals as sg
 from services.bridge import step
 from services.bridge import translate as tr
 from services.bridge.offsets import JobOffset
@@ -55,6 +56,13 @@ class Letter:
 class NotThereError(Exception):
     """A 404 answer."""
 
+
+DEFAULT_SIGNALS_INTERVAL_MS = 10_000
+"""How often a running job's workload is sampled (signals.py): Flink's metric fetcher
+refreshes what REST shows every `metrics.fetcher.update-interval`, 10 s by default."""
+RELIST_PENDING_MS = 60_000
+"""How long a vertex's metric listing without a pendingRecords metric is believed (a
+source registers its operator metrics once it runs)."""
 
 KEPT_DEPARTURES = 1024
 """How many lost TaskManagers' windows a poller remembers (a job polled late still finds
@@ -118,6 +126,8 @@ class ClusterPoll:
 
     observed: list[step.Observed] = field(default_factory=list)
     letters: list[Letter] = field(default_factory=list)
+    signals: list[dict[str, Any]] = field(default_factory=list)
+    """`FlinkWorkloadSignal` records (signals.py), one per running job sampled."""
 
 
 class ClusterPoller:
@@ -129,10 +139,16 @@ class ClusterPoller:
         rest: FlinkRest,
         clock: Callable[[], int] = wall_ms,
         ticks: Callable[[], int] = monotonic_ms,
+        signals_interval_ms: int = DEFAULT_SIGNALS_INTERVAL_MS,
     ) -> None:
         self.name = name
         self.rest = rest
         self.clock, self.ticks = clock, ticks
+        self.signals_interval_ms = signals_interval_ms  # 0: no workload signals
+        self._sampled: dict[str, int] = {}  # job -> its last sample's instant (ticks)
+        self._job_answered: dict[str, int] = {}  # job -> when /jobs/:jid last answered (wall)
+        self._pending: dict[tuple[str, str], tuple[str | None, int]] = {}  # (job, vertex) ->
+        # its pendingRecords metric's id and when the listing was read (ticks)
         self.presence = Presence()
         self.version: str | None = None  # Flink's, from /config
         self.refresh_ms = step.DEFAULT_REFRESH_MS  # web.refresh-interval, from /config
@@ -159,6 +175,7 @@ class ClusterPoller:
         task_managers = self._listing(result)
         if jobs is not None:  # a usable list: what it lacks is gone
             result.observed += self._vanished(offsets, set(jobs), now)
+            self._forget(set(jobs))
         for jid in jobs or ():
             key = flink_job_key(self.name, jid)
             offset = offsets.get(key) or JobOffset(self.name, jid)
@@ -166,6 +183,7 @@ class ClusterPoller:
                 continue  # reported to its end: nothing more to read
             answers = self._answers(jid, offset, task_managers, result)
             if answers is not None:
+                self._sample(jid, answers.job, result)
                 seen = step.observe(offset, answers, now)
                 result.letters += [_problem(self.name, jid, answers, *p) for p in seen.problems]
                 result.observed.append(seen)
@@ -245,6 +263,7 @@ class ClusterPoller:
         except NotThereError:
             self.say_once(f"gone {jid}", f"{self.name}: job {jid} is no longer there")
             return None
+        self._job_answered[jid] = self.clock()
         if not isinstance(job, Mapping) or job.get("state") in NOT_SCHEDULED_YET:
             return None
         history, enabled = self._history(jid, result)
@@ -287,6 +306,59 @@ class ClusterPoller:
             placement=self._placed.get(jid),
             cluster_restart=self.cluster_restart,
         )
+
+    def _sample(self, jid: str, job: Mapping[str, Any], result: ClusterPoll) -> None:
+        """A workload sample of a running job, when one is due (`signals_interval_ms`)."""
+        at = self.ticks()
+        last = self._sampled.get(jid)
+        due = last is None or at - last >= self.signals_interval_ms
+        if self.signals_interval_ms <= 0 or job.get("state") != "RUNNING" or not due:
+            return
+        self._sampled[jid] = at
+        key, found = flink_job_key(self.name, jid), {}
+        try:
+            vertices = sg.vertex_ids(job)
+        except tr.MalformedAnswerError:
+            return  # the job's answer is the poll's to dead-letter (step.observe)
+        for vid in vertices:
+            path = f"/jobs/{jid}/vertices/{vid}/subtasks/metrics"
+            pending = self._pending_metric(jid, vid, path, key, result)
+            answer = self._optional(f"{path}?{sg.metrics_query(pending)}", key, result)
+            gauges = self._read(lambda a, p=pending: sg.gauges(a, p), answer, path, key, result)
+            if gauges is not None:
+                found[vid] = gauges
+        read = functools.partial(
+            sg.signal,
+            self.name,
+            vertex_gauges=found,
+            observed_at_ms=self._job_answered.get(jid, self.clock()),
+        )
+        sample = self._read(read, job, f"/jobs/{jid}", key, result)
+        if sample is not None:
+            result.signals.append(sample)
+
+    def _forget(self, listed: set[str]) -> None:
+        """Drop what sampling kept of the jobs no longer listed."""
+        for jid in self._sampled.keys() - listed:
+            del self._sampled[jid]
+            self._job_answered.pop(jid, None)
+        for jid, vid in [k for k in self._pending if k[0] not in listed]:
+            del self._pending[(jid, vid)]
+
+    def _pending_metric(
+        self, jid: str, vid: str, path: str, key: str, result: ClusterPoll
+    ) -> str | None:
+        """The vertex's pendingRecords metric id, from its metric listing (kept once found;
+        looked for again after RELIST_PENDING_MS while not)."""
+        known = self._pending.get((jid, vid))
+        if known is not None and (
+            known[0] is not None or self.ticks() - known[1] < RELIST_PENDING_MS
+        ):
+            return known[0]
+        answer = self._optional(path, key, result)
+        pending: str | None = self._read(sg.pending_metric, answer, path, key, result)
+        self._pending[(jid, vid)] = (pending, self.ticks())
+        return pending
 
     def _read_placement(
         self, jid: str, job: Mapping[str, Any], history: Any, result: ClusterPoll

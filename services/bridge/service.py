@@ -121,7 +121,7 @@ class Bridge:
 
     def _send(self, polled: ClusterPoll) -> None:
         try:
-            self.sink.send(polled.observed, polled.letters, self.offsets)
+            self.sink.send(polled.observed, polled.letters, self.offsets, polled.signals)
         except TransactionAbortedError as error:
             log.warning("a poll's transaction was aborted (%s); the next poll redoes it", error)
             return

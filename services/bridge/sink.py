@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from services.bridge import offsets as off
@@ -37,6 +37,7 @@ from services.contracts.kafka import (
     retry_transient,
 )
 from services.contracts.settings import Settings
+from services.contracts.topics import flink_job_key
 
 log = logging.getLogger("scalefold.bridge")
 SERVICE = "bridge"
@@ -88,12 +89,18 @@ class Sink:
         observed: Sequence[Observed],
         letters: Sequence[Letter],
         previous: dict[str, JobOffset],
+        signals: Sequence[Mapping[str, Any]] = (),
     ) -> None:
-        """Events and letters (at least once), then records and changed offsets (one transaction)."""
+        """Events, workload signals and letters (at least once), then records and changed
+        offsets (one transaction)."""
         for seen in observed:
             for event in seen.events:
                 value = self.codec.encode(*to_record(event))
                 self.events.produce(self.topics.job_events, key=event.job_id.encode(), value=value)
+        for sample in signals:
+            key = flink_job_key(sample["cluster"], sample["jobId"]).encode()
+            value = self.codec.encode(r.FLINK_WORKLOAD_SIGNAL, dict(sample))
+            self.events.produce(self.topics.flink_signals, key=key, value=value)
         for letter in letters:
             self._letter(letter)
         if flush(self.events, 30) != 0:

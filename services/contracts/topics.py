@@ -106,6 +106,16 @@ FLINK_BRIDGE_OFFSETS = TopicSpec(
     "Flink job, written in one transaction with the flink-rescales records; compacted.",
 )
 
+FLINK_SIGNALS = TopicSpec(
+    "flink-signals",
+    partitions=6,
+    key="<cluster>.<Flink job id> (flink_job_key)",
+    values=frozenset({records.FLINK_WORKLOAD_SIGNAL}),
+    retention_ms=7 * 24 * 3600 * 1000,
+    doc="Samples of real Flink jobs' per-vertex workload metrics, from the bridge (at least "
+    "once); the history keeps them as a table, so the topic is a buffer: kept 7 days.",
+)
+
 WORKLOAD = TopicSpec(
     "workload",
     partitions=6,
@@ -125,6 +135,7 @@ ALL: tuple[TopicSpec, ...] = (
     DEAD_LETTERS,
     FLINK_RESCALES,
     FLINK_BRIDGE_OFFSETS,
+    FLINK_SIGNALS,
 )
 
 
@@ -155,7 +166,7 @@ ACCESS: dict[str, Access] = {
     # The Flink bridge: real Flink clusters' rescales and inputs; it resumes from its offsets.
     "bridge": Access(
         reads=(FLINK_BRIDGE_OFFSETS,),
-        writes=(JOB_EVENTS, FLINK_RESCALES, FLINK_BRIDGE_OFFSETS, DEAD_LETTERS),
+        writes=(JOB_EVENTS, FLINK_RESCALES, FLINK_BRIDGE_OFFSETS, FLINK_SIGNALS, DEAD_LETTERS),
     ),
     # `scalefold produce`, `tail` and `topics`: an operator's tool.
     "cli": Access(reads=ALL, writes=(JOB_EVENTS,)),
@@ -205,6 +216,10 @@ class Topics:
     @property
     def flink_bridge_offsets(self) -> str:
         return self.name(FLINK_BRIDGE_OFFSETS)
+
+    @property
+    def flink_signals(self) -> str:
+        return self.name(FLINK_SIGNALS)
 
     @property
     def workload(self) -> str:

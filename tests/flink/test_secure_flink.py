@@ -76,14 +76,28 @@ def files_written(run_dir: Path) -> list[Path]:
     ]
 
 
+RAISED = frozenset({"UPDATE_REQUIREMENT", "NEW_RESOURCE_AVAILABLE"})
+"""The causes of the rescale the raised requirements bring: UPDATE_REQUIREMENT, or, when
+the change comes within the first rescale's cooldown (a quiet machine gets there in
+time), Flink records that one IGNORED and rescales when the cooldown ends as
+NEW_RESOURCE_AVAILABLE (seen on 2026-12-04)."""
+
+
 def rescaled(codec: Codec, jid: str) -> Any:
     def done(received: list[Received]) -> bool:
         return any(
             record["jobId"] == jid
-            and record["triggerCause"] == "UPDATE_REQUIREMENT"
+            and record["triggerCause"] in RAISED
             and record["terminalState"] == "COMPLETED"
             for record in (codec.decode(m.value).record for m in received)
         )
+
+    return done
+
+
+def sampled_job(codec: Codec, jid: str) -> Any:
+    def done(received: list[Received]) -> bool:
+        return any(codec.decode(m.value).record["jobId"] == jid for m in received)
 
     return done
 
@@ -137,6 +151,9 @@ def test_secured_stack_with_flink_serves_tls_forwards_a_rescale_and_logs_no_pass
         assert rescaled(codec, jid)(forwarded), [
             (r["triggerCause"], r["terminalState"]) for r in seen
         ]
+        # its workload samples too, under its own user's rights (the ACLs of `ACCESS`)
+        sampled = consume(cli, cli.topics.flink_signals, sampled_job(codec, jid), 60, f"{group}-s")
+        assert sampled_job(codec, jid)(sampled)
 
         # Not trusted: the bridge (before Kafka) and Flink's client say so in one line.
         other_ca, _ = make_ca(tmp_path / "other", "someone else's CA")

@@ -19,6 +19,10 @@ from typing import Any
 
 import pytest
 
+from services.bridge.poll import ClusterPoller
+from services.bridge.sink import Sink
+from services.contracts import Codec
+from services.contracts.flinkrest import FlinkRest
 from services.contracts.kafka import ensure_topics
 from services.contracts.settings import Settings
 from services.contracts.topics import WORKLOAD
@@ -26,6 +30,7 @@ from services.localstack.flinkdist import flink_home, workload_job
 from services.localstack.layout import cache_dir
 from services.tools.load import Trace, run
 from tests.flink.flink_support import FlinkTestCluster, wait_for
+from tests.integration.bridge_support import read_all
 from tests.integration.conftest import kafka  # noqa: F401  (a fixture)
 
 COST_US = 2_000
@@ -90,6 +95,7 @@ def workload(
 def test_the_workload_reads_the_load_and_its_backlog_shows_and_drains(
     flink: FlinkTestCluster,
     kafka: Settings,  # noqa: F811
+    codec: Codec,
     workload: tuple[str, Any],
 ) -> None:
     jid, topic = workload
@@ -123,3 +129,21 @@ def test_the_workload_reads_the_load_and_its_backlog_shows_and_drains(
         watcher.join(5)
     assert max(backlog) >= 2_000, backlog  # the load outran the job
     assert reported  # the connector's metric is there (what it said: the module doc)
+
+    # The bridge's workload sample of the drained job, through its sink onto flink-signals
+    # (issue 50, item 2): the counters say every record went through, the source's
+    # pendingRecords is found under its operator's name.
+    poller = ClusterPoller("w", FlinkRest(flink.url, 10.0))
+    sink = Sink(kafka, codec, f"{kafka.topics.own('bridge')}.w")
+    try:
+        polled = poller.poll({}, 0)
+        sink.send([], [], {}, [s for s in polled.signals if s["jobId"] == jid])
+    finally:
+        sink.close()
+    ((key, sample),) = read_all(kafka, kafka.topics.flink_signals, codec)
+    assert key == f"w.{jid}" and sample["jobState"] == "RUNNING"
+    vertices = {v["jobVertexName"].split(" ")[0]: v for v in sample["vertices"]}
+    source, work = vertices["Source:"], vertices["Work"]
+    assert source["pendingRecords"] is not None and source["writeRecords"] >= sent
+    assert work["readRecords"] >= sent and work["parallelism"] == 2
+    assert work["accumulatedBusyTimeMs"] > 0 and work["busyTimeMsPerSecondAvg"] is not None

@@ -1,0 +1,161 @@
+"""A running Flink job's workload, read from its REST answers into a `FlinkWorkloadSignal`. Pure.
+
+Two answers make a sample (issue 50, item 2):
+- `/jobs/:jid`, which the bridge reads every poll anyway: per vertex, Flink's sums over
+  its subtasks of records read and written and of accumulated busy, back-pressured and
+  idle time. Counters: what a consumer divides by the time between two samples, the
+  way the Kubernetes operator's autoscaler derives a vertex's true processing rate
+  (records per busy second, after DS2).
+- `/jobs/:jid/vertices/:vid/subtasks/metrics?get=...&agg=...`, one per vertex: the
+  per-second gauges (busy, back-pressured and idle ms per second, records in and out
+  per second) and a source's `pendingRecords` (FLIP-33; the Kafka source's lag), whose
+  name carries its operator's (`Source__Workload.pendingRecords`): found in the
+  vertex's metric listing (`pending_metric`).
+
+Flink's values are kept as given (NaN and negative ones too: the schema says why);
+what Flink did not report is None. An answer of the wrong shape raises
+`MalformedAnswerError` (the poll dead-letters it and sends no sample of that job).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from services.bridge.translate import MalformedAnswerError, field
+
+GAUGES: dict[str, dict[str, str]] = {
+    "busyTimeMsPerSecond": {"avg": "busyTimeMsPerSecondAvg", "max": "busyTimeMsPerSecondMax"},
+    "backPressuredTimeMsPerSecond": {
+        "avg": "backPressuredTimeMsPerSecondAvg",
+        "max": "backPressuredTimeMsPerSecondMax",
+    },
+    "idleTimeMsPerSecond": {"avg": "idleTimeMsPerSecondAvg"},
+    "numRecordsInPerSecond": {"sum": "numRecordsInPerSecond"},
+    "numRecordsOutPerSecond": {"sum": "numRecordsOutPerSecond"},
+}
+"""Each task gauge asked for, and which of Flink's aggregates over the subtasks goes
+into which field of `FlinkVertexSignal`."""
+PENDING = "pendingRecords"
+AGGREGATES = "avg,max,sum"
+
+_COUNTERS = {
+    "read-records": "readRecords",
+    "write-records": "writeRecords",
+}
+_TIMES = {
+    "accumulated-busy-time": "accumulatedBusyTimeMs",
+    "accumulated-backpressured-time": "accumulatedBackPressuredTimeMs",
+    "accumulated-idle-time": "accumulatedIdleTimeMs",
+}
+_COMPLETE = ("read-records-complete", "write-records-complete")
+
+
+def pending_metric(listing: Any) -> str | None:
+    """The id of the vertex's `pendingRecords` metric in its subtask metric listing
+    (`[{"id": ...}, ...]`), or None if no operator of it reports one."""
+    where = "subtasks/metrics"
+    if not isinstance(listing, list):
+        raise MalformedAnswerError(f"{where}: expected a list, got {type(listing).__name__}")
+    ids = sorted(field(m, "id", str, f"{where}[]") for m in listing)
+    return next((i for i in ids if i == PENDING or i.endswith(f".{PENDING}")), None)
+
+
+def metrics_query(pending: str | None) -> str:
+    """The query string of one vertex's aggregated gauges (and its pendingRecords)."""
+    names = [*GAUGES, *([pending] if pending else [])]
+    return f"get={','.join(names)}&agg={AGGREGATES}"
+
+
+def gauges(answer: Any, pending: str | None) -> dict[str, float | None]:
+    """One vertex's aggregated answer (`[{"id", "avg", "max", "sum"}, ...]`) as the
+    signal's gauge fields (None: not reported)."""
+    where = "subtasks/metrics?agg"
+    if not isinstance(answer, list):
+        raise MalformedAnswerError(f"{where}: expected a list, got {type(answer).__name__}")
+    by_id = {field(m, "id", str, f"{where}[]"): m for m in answer}
+    found: dict[str, float | None] = {}
+    for metric, fields in GAUGES.items():
+        for aggregate, name in fields.items():
+            found[name] = _number(by_id.get(metric, {}), aggregate, f"{where}.{metric}")
+    found["pendingRecords"] = (
+        _number(by_id.get(pending, {}), "sum", f"{where}.{pending}") if pending else None
+    )
+    return found
+
+
+def _number(entry: Mapping[str, Any], name: str, where: str) -> float | None:
+    value = entry.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise MalformedAnswerError(f"{where}.{name}: expected a number, got {value!r:.80}")
+    try:
+        return float(value)  # Flink may write NaN and Infinity; "NaN" as text too
+    except ValueError:
+        raise MalformedAnswerError(
+            f"{where}.{name}: expected a number, got {value!r:.80}"
+        ) from None
+
+
+def signal(
+    cluster: str,
+    job: Any,
+    vertex_gauges: Mapping[str, Mapping[str, float | None]],
+    observed_at_ms: int,
+) -> dict[str, Any]:
+    """The `FlinkWorkloadSignal` record of one sample: `job` is /jobs/:jid's answer,
+    `vertex_gauges` each vertex's `gauges` by vertex id (a vertex missing: its gauges
+    None)."""
+    where = "jobs/:jid"
+    now = field(job, "now", (int, type(None)), where)
+    vertices: list[dict[str, Any]] = []
+    unknown: dict[str, str] = {}
+    for vertex in field(job, "vertices", list, where):
+        vid = field(vertex, "id", str, f"{where}.vertices[]")
+        at = f"{where}.vertices[{vid}]"
+        metrics = field(vertex, "metrics", (dict, type(None)), at) or {}
+        entry: dict[str, Any] = {
+            "jobVertexId": vid,
+            "jobVertexName": field(vertex, "name", (str, type(None)), at),
+            "parallelism": field(vertex, "parallelism", (int, type(None)), at),
+            "maxParallelism": field(vertex, "maxParallelism", (int, type(None)), at),
+            "countersComplete": _complete(metrics, at),
+        }
+        for name, key in _COUNTERS.items():
+            entry[key] = field(metrics, name, (int, type(None)), f"{at}.metrics")
+        for name, key in _TIMES.items():
+            value = field(metrics, name, (int, float, type(None)), f"{at}.metrics")
+            entry[key] = None if value is None else float(value)
+        entry.update(vertex_gauges.get(vid) or dict.fromkeys(_GAUGE_FIELDS))
+        vertices.append(entry)
+        known = {*_COUNTERS, *_TIMES, *_COMPLETE}
+        unknown |= {f"{vid}.{k}": json.dumps(v) for k, v in metrics.items() if k not in known}
+    return {
+        "cluster": cluster,
+        "jobId": field(job, "jid", str, where),
+        "jobName": field(job, "name", (str, type(None)), where),
+        "jobState": field(job, "state", str, where),
+        "observedAtMillis": observed_at_ms,
+        "jobManagerMillis": now,
+        "vertices": vertices,
+        "unknownFields": unknown,
+    }
+
+
+_GAUGE_FIELDS = (*(n for f in GAUGES.values() for n in f.values()), "pendingRecords")
+
+
+def _complete(metrics: Mapping[str, Any], where: str) -> bool | None:
+    flags = [field(metrics, f, (bool, type(None)), f"{where}.metrics") for f in _COMPLETE]
+    known = [f for f in flags if f is not None]
+    return all(known) if known else None
+
+
+def vertex_ids(job: Any) -> Sequence[str]:
+    """The job's vertex ids, in its answer's order."""
+    return [
+        field(v, "id", str, "jobs/:jid.vertices[]")
+        for v in field(job, "vertices", list, "jobs/:jid")
+    ]
