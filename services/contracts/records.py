@@ -34,6 +34,8 @@ FLINK_BRIDGE_OFFSET = "scalefold.flink.FlinkBridgeOffset"
 """The Flink bridge's source offset of one Flink job (what it has forwarded of it)."""
 FLINK_WORKLOAD_SIGNAL = "scalefold.flink.FlinkWorkloadSignal"
 """One sample of a running Flink job's per-vertex workload metrics, from the Flink bridge."""
+FLINK_KEYED = frozenset({FLINK_RESCALE, FLINK_BRIDGE_OFFSET, FLINK_WORKLOAD_SIGNAL})
+"""The records of real Flink jobs: keyed `<cluster>.<jobId>` (topics.flink_job_key)."""
 
 
 def short_name(full_name: str) -> str:

@@ -157,7 +157,9 @@ ACCESS: dict[str, Access] = {
         reads=(JOB_EVENTS,), writes=(JOB_EVENTS, RESCALES, DECISIONS, DEAD_LETTERS)
     ),
     # The history service reads the commands topic as its ledger of commands sent.
-    "history": Access(reads=(RESCALES, COMMANDS, FLINK_RESCALES), writes=(COMMANDS, DEAD_LETTERS)),
+    "history": Access(
+        reads=(RESCALES, COMMANDS, FLINK_RESCALES, FLINK_SIGNALS), writes=(COMMANDS, DEAD_LETTERS)
+    ),
     # The actuator rebuilds its cluster from job-events and decisions, and reports on it.
     "actuator": Access(
         reads=(JOB_EVENTS, DECISIONS, COMMANDS, COMMAND_OUTCOMES),

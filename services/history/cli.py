@@ -29,6 +29,10 @@ views (over the service's SQL endpoint also as global_temp.<view>):
   raw_rescales, raw_rescale_vertices, ...   every received revision
   job_summary     per job: counts, reasons, duration/downtime p50/p95/p99, flapping
   fleet_summary   the same over all jobs
+  flink_rescales, flink_rescale_vertices, ..., flink_conformance, flink_agreement
+      a real Flink's own rescales (from the bridge) and how scalefold's predictions agree
+  flink_signals, flink_vertex_signals
+      a real Flink job's workload samples (from the bridge), per sample and per vertex
 
 Delta tables (DATA_DIR/tables/<table>, what deltalake or DuckDB read) -> view:
   rescales_latest                            -> rescales

@@ -67,13 +67,13 @@ class RescaleSchemas:
 
     @classmethod
     def of(cls, registry: SchemaRegistry, record: str = records.RESCALE) -> RescaleSchemas:
-        """The versions of `record` (the rescale record, or `FlinkRescale` keyed by
-        `flink_job_key`)."""
+        """The versions of `record` (the rescale record, or a real Flink job's record keyed
+        by `flink_job_key`: records.FLINK_KEYED)."""
         return cls(
             versions=tuple(registry.versions(record)),
             others=tuple(v for v in registry if v.full_name != record),
             dead_letter=registry.latest(records.DEAD_LETTER),
-            key_fields=("cluster", "jobId") if record == records.FLINK_RESCALE else ("jobId",),
+            key_fields=("cluster", "jobId") if record in records.FLINK_KEYED else ("jobId",),
             registry=registry,
         )
 

@@ -49,7 +49,7 @@ from services.history.queries import (
     trigger,
 )
 from services.history.resume import committed_positions, resume_points, starting_offsets
-from services.history.sources import RESCALES, SOURCES
+from services.history.sources import PLANNED, RESCALES, SOURCES
 from services.history.upkeep import Upkeep, UpkeepConfig, prepare, table_properties
 from services.history.writers import LatestWriter, TablesWriter
 
@@ -153,16 +153,17 @@ def query_specs(
             ),
         ]
     if planner is not None:
-        latest = [committed_positions(layout.checkpoint(s.latest_checkpoint)) for s in SOURCES]
+        latest = [committed_positions(layout.checkpoint(s.latest_checkpoint)) for s in PLANNED]
+        planned = {s.topic(topics): partitions[s.topic(topics)] for s in PLANNED}
         specs.append(
             QuerySpec(
                 PLANNER_QUERY,
-                tuple(s.topic(topics) for s in SOURCES),
+                tuple(s.topic(topics) for s in PLANNED),
                 Path(fresh_checkpoint(layout)),
                 planner.feed(codec, lambda s: s.topic(topics)),
                 trigger(options.planner_trigger_seconds, options.available_now),
                 "planner",
-                starting_offsets(partitions, *latest),
+                starting_offsets(planned, *latest),
             )
         )
     return specs

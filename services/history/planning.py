@@ -41,12 +41,12 @@ from typing import TYPE_CHECKING, Any
 from services.contracts import Codec
 from services.contracts.commands import ScalingCommand
 from services.history.commands import CommandSender
-from services.history.jobview import PlannerConfig
+from services.history.jobview import PlannerConfig, Rescale
 from services.history.paths import Layout
 from services.history.planner import plan
 from services.history.planstate import PlannerState
 from services.history.sinklog import is_delta
-from services.history.sources import FLINK_RESCALES, SOURCES, Source
+from services.history.sources import FLINK_RESCALES, PLANNED, Source
 from services.history.tables import PARTITION_COLUMN
 from services.history.writers import messages
 
@@ -78,12 +78,18 @@ class PlannerFeed:
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         by_topic = messages(batch, self._codec, {t: s.record for t, s in self._sources.items()})
         folded = [
-            (source, [source.planner(source.row(m)) for m in by_topic.get(topic, [])])
+            (source, [_planner(source)(source.row(m)) for m in by_topic.get(topic, [])])
             for topic, source in self._sources.items()
         ]
         with self._lock:
             for source, rescales in folded:
                 self._state.fold(rescales, flink=source is FLINK_RESCALES)
+
+
+def _planner(source: Source) -> Callable[[Mapping[str, Any]], Rescale]:
+    """What the planner reads of `source`'s rows (one of `PLANNED`)."""
+    assert source.planner is not None, source.name
+    return source.planner
 
 
 def fresh_as_of(query: StreamingQuery | None) -> int | None:
@@ -118,7 +124,7 @@ class Planner:
         self._decided: tuple[int, float] = (-1, 0.0)  # state version, monotonic time
 
     def feed(self, codec: Codec, topic_of: Callable[[Source], str]) -> PlannerFeed:
-        sources = {topic_of(source): source for source in SOURCES}
+        sources = {topic_of(source): source for source in PLANNED}
         return PlannerFeed(sources, codec, self.state, self.lock)
 
     def bootstrap(self, layout: Layout, now_ms: int) -> int:
@@ -129,7 +135,7 @@ class Planner:
 
         since = _date(now_ms - self.state.lookback_ms)
         count = 0
-        for source in SOURCES:
+        for source in PLANNED:
             path = layout.table(source.latest_table)
             if not is_delta(path):
                 continue
@@ -137,7 +143,7 @@ class Planner:
             rows = dataset.to_table(filter=pc.field(PARTITION_COLUMN) >= since).to_pylist()
             with self.lock:
                 self.state.fold(
-                    [source.planner(row) for row in rows], flink=source is FLINK_RESCALES
+                    [_planner(source)(row) for row in rows], flink=source is FLINK_RESCALES
                 )
             count += len(rows)
         return count

@@ -20,6 +20,7 @@ from typing import Any
 from services.contracts import Codec, DecodeError
 from services.contracts import records as r
 from services.contracts import rescalefields as fields
+from services.history.signal_tables import VERTEX as VERTEX_SIGNAL
 from services.history.tables import COOLDOWN_KEY, EXECUTING, PARTITION_COLUMN
 
 Record = Mapping[str, Any]
@@ -49,7 +50,7 @@ def decoded(
     except DecodeError:
         return None
     record = result.record
-    job = f"{record['cluster']}.{record['jobId']}" if name == r.FLINK_RESCALE else record["jobId"]
+    job = f"{record['cluster']}.{record['jobId']}" if name in r.FLINK_KEYED else record["jobId"]
     if key != job.encode():
         return None
     partition, offset, stamp = where
@@ -182,4 +183,32 @@ def flink_rescale_row(message: Message) -> Row:
         "writer_version": message.writer_version,
         "kafka_timestamp": _time(message.timestamp_ms),
         PARTITION_COLUMN: _start_date(record["startTimestampInMillis"]),
+    }
+
+
+def flink_signal_row(message: Message) -> Row:
+    """A `flink_signals` row (signal_tables.flink_signals) of one message."""
+    record = message.record
+    cluster, job, observed = record["cluster"], record["jobId"], record["observedAtMillis"]
+    vertices = _renamed(record.get("vertices"), VERTEX_SIGNAL)
+    pending = [v["pending_records"] for v in vertices if v["pending_records"] is not None]
+    return {
+        "cluster": cluster,
+        "job_id": job,
+        "job_key": f"{cluster}.{job}",
+        "revision": 0,
+        "kafka_partition": message.partition,
+        "kafka_offset": message.offset,
+        "job_name": record.get("jobName"),
+        "job_state": record["jobState"],
+        "observed_at_ms": observed,
+        "job_manager_ms": record.get("jobManagerMillis"),
+        "vertex_count": len(vertices),
+        "pending_records": sum(pending, 0.0) if pending else None,
+        "vertices": vertices,
+        "unknown_fields": dict(record.get("unknownFields") or {}),
+        "observed_at": _time(observed),
+        "writer_version": message.writer_version,
+        "kafka_timestamp": _time(message.timestamp_ms),
+        PARTITION_COLUMN: _start_date(observed),
     }

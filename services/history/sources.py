@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from services.contracts import SchemaRegistry, records
 from services.contracts.topics import Topics
-from services.history import flink_tables, flink_views, pytables, tables, views
+from services.history import flink_tables, flink_views, pytables, signal_tables, tables, views
 from services.history.decode import RescaleSchemas
 from services.history.jobview import PLANNER_COLUMNS, Rescale
 from services.history.pytables import Message, Row
@@ -65,8 +65,9 @@ class Source:
     row: Callable[[Message], Row]
     """`transform` in Python, one decoded message's raw-table row (pytables.py): what the
     latest writer MERGEs and the planner folds."""
-    planner: Callable[[Mapping[str, Any]], Rescale]
-    """A raw-table row -> what the planner reads of it (jobview.PLANNER_COLUMNS)."""
+    planner: Callable[[Mapping[str, Any]], Rescale] | None
+    """A raw-table row -> what the planner reads of it (jobview.PLANNER_COLUMNS); None:
+    the planner does not read this source (`PLANNED`)."""
     tables_checkpoint: str
     latest_checkpoint: str
 
@@ -128,8 +129,29 @@ FLINK_RESCALES = Source(
 """The rescales real Flink clusters recorded, as the bridge forwards them (its children
 are arrays in each row: flink_views.py explodes them)."""
 
-SOURCES = (RESCALES, FLINK_RESCALES)
+FLINK_SIGNALS = Source(
+    name="flink_signals",
+    record=records.FLINK_WORKLOAD_SIGNAL,
+    topic=lambda topics: topics.flink_signals,
+    raw_table=signal_tables.RAW_TABLE,
+    transform=signal_tables.flink_signals,
+    children={},
+    latest_table=signal_tables.LATEST_TABLE,
+    keys=signal_tables.KEYS,
+    views=signal_tables.signal_views,
+    view_names=signal_tables.VIEWS,
+    row=pytables.flink_signal_row,
+    planner=None,
+    tables_checkpoint="flink_signals_tables",
+    latest_checkpoint="flink_signals_latest",
+)
+"""Real Flink jobs' workload samples, as the bridge sends them (issue 50: the inputs of
+the parallelism decision; signal_tables.py)."""
+
+SOURCES = (RESCALES, FLINK_RESCALES, FLINK_SIGNALS)
 """In dependency order: a source's views may use those of the sources before it."""
+PLANNED = tuple(source for source in SOURCES if source.planner is not None)
+"""The sources the planner folds (planning.py)."""
 
 
 def by_topic(topics: Topics) -> dict[str, Source]:

@@ -15,7 +15,7 @@ from services.contracts import Codec
 from services.contracts import records as r
 from services.history.catalog import arrow_schema, table_schemas
 from services.history.decode import RescaleSchemas, decode, valid
-from services.history.sources import FLINK_RESCALES, RESCALES, Source
+from services.history.sources import FLINK_RESCALES, FLINK_SIGNALS, RESCALES, Source
 from services.history.synthetic import fleet, rescale
 from services.history.views import KAFKA_SOURCE_SCHEMA
 from services.history.writers import latest
@@ -111,3 +111,64 @@ def test_the_rows_fit_the_tables_arrow_schema_and_the_latest_is_one_per_rescale(
     _, flink_rows = _both(spark, codec, FLINK_RESCALES, _messages(encoded_flink(codec, flink)))
     flink_table = pa.Table.from_pylist(flink_rows, schema=arrow_schema(found["flink_rescales"]))
     assert flink_table.num_rows == 1
+
+
+def signal_record(
+    cluster: str, job: str, observed_ms: int, pending: float | None
+) -> dict[str, Any]:
+    """A `FlinkWorkloadSignal` of two vertices: a source (its backlog `pending`) and one
+    whose gauges Flink did not report."""
+    source = {
+        "jobVertexId": "v1",
+        "jobVertexName": "Source: Kafka -> Parse",
+        "parallelism": 2,
+        "maxParallelism": 8,
+        "readRecords": 0,
+        "writeRecords": 20_000,
+        "countersComplete": True,
+        "accumulatedBusyTimeMs": 1_234.5,
+        "accumulatedBackPressuredTimeMs": 9_000.0,
+        "accumulatedIdleTimeMs": 0.0,
+        "busyTimeMsPerSecondAvg": 120.0,
+        "busyTimeMsPerSecondMax": 130.0,
+        "backPressuredTimeMsPerSecondAvg": 870.0,
+        "backPressuredTimeMsPerSecondMax": -1.0,  # kept as Flink gave it
+        "idleTimeMsPerSecondAvg": 0.0,
+        "numRecordsInPerSecond": 0.0,
+        "numRecordsOutPerSecond": 1_000.0,
+        "pendingRecords": pending,
+    }
+    quiet = {"jobVertexId": "v2", "jobVertexName": None, "parallelism": None}
+    return {
+        "cluster": cluster,
+        "jobId": job,
+        "jobName": "workload",
+        "jobState": "RUNNING",
+        "observedAtMillis": observed_ms,
+        "jobManagerMillis": observed_ms - 40,
+        "vertices": [source, quiet],
+        "unknownFields": {"v1.read-bytes": "0"},
+    }
+
+
+def test_the_workload_samples_rows_are_the_same_both_ways(spark: Any, codec: Codec) -> None:
+    import pyarrow as pa
+
+    records = [
+        signal_record("c1", "0123", 1_795_935_411_000, 4_096.0),
+        signal_record("c1", "0123", 1_795_935_421_000, None),  # no source reports a backlog
+        {**signal_record("c1", "0456", 1_795_935_421_000, 1.0), "vertices": []},
+    ]
+    pairs = [
+        (f"{rec['cluster']}.{rec['jobId']}".encode(), codec.encode(r.FLINK_WORKLOAD_SIGNAL, rec))
+        for rec in records
+    ]
+    pairs += [(b"0123", pairs[0][1])]  # keyed by Flink's job id alone: a dead letter, no row
+    spark_rows, python_rows = _both(spark, codec, FLINK_SIGNALS, _messages(pairs))
+    assert [row["pending_records"] for row in python_rows] == [4_096.0, None, None]
+    assert [_comparable(row) for row in python_rows] == spark_rows
+    found = table_schemas(spark, RescaleSchemas.of(codec.registry))
+    newest = latest(python_rows, FLINK_SIGNALS.keys)
+    assert sorted(row["observed_at_ms"] for row in newest) == [1_795_935_421_000] * 2
+    table = pa.Table.from_pylist(newest, schema=arrow_schema(found["flink_signals"]))
+    assert table.column_names == found["flink_signals_latest"].fieldNames()
