@@ -5,7 +5,8 @@ Two answers make a sample (issue 50, item 2):
   its subtasks of records read and written and of accumulated busy, back-pressured and
   idle time. Counters: what a consumer divides by the time between two samples, the
   way the Kubernetes operator's autoscaler derives a vertex's true processing rate
-  (records per busy second, after DS2).
+  (records per busy second, after DS2). Its job plan gives each vertex's inputs (the
+  edges along which target rates flow: history/parallelism.py).
 - `/jobs/:jid/vertices/:vid/subtasks/metrics?get=...&agg=...`, one per vertex: the
   per-second gauges (busy, back-pressured and idle ms per second, records in and out
   per second) and a source's `pendingRecords` (FLIP-33; the Kafka source's lag), whose
@@ -112,6 +113,7 @@ def signal(
     now = field(job, "now", (int, type(None)), where)
     vertices: list[dict[str, Any]] = []
     unknown: dict[str, str] = {}
+    inputs = _inputs(job.get("plan"), where)
     for vertex in field(job, "vertices", list, where):
         vid = field(vertex, "id", str, f"{where}.vertices[]")
         at = f"{where}.vertices[{vid}]"
@@ -121,6 +123,7 @@ def signal(
             "jobVertexName": field(vertex, "name", (str, type(None)), at),
             "parallelism": field(vertex, "parallelism", (int, type(None)), at),
             "maxParallelism": field(vertex, "maxParallelism", (int, type(None)), at),
+            "inputs": inputs.get(vid, []),
             "countersComplete": _complete(metrics, at),
         }
         for name, key in _COUNTERS.items():
@@ -145,6 +148,18 @@ def signal(
 
 
 _GAUGE_FIELDS = (*(n for f in GAUGES.values() for n in f.values()), "pendingRecords")
+
+
+def _inputs(plan: Any, where: str) -> dict[str, list[str]]:
+    """Each vertex's inputs, from the job plan's nodes (`plan.nodes[].inputs[].id`)."""
+    if plan is None:
+        return {}
+    found: dict[str, list[str]] = {}
+    for node in field(plan, "nodes", list, f"{where}.plan"):
+        at = f"{where}.plan.nodes[]"
+        edges = field(node, "inputs", (list, type(None)), at) or []
+        found[field(node, "id", str, at)] = [field(e, "id", str, f"{at}.inputs[]") for e in edges]
+    return found
 
 
 def _complete(metrics: Mapping[str, Any], where: str) -> bool | None:

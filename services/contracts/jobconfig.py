@@ -7,6 +7,7 @@ values (`services.scheduler.core.config`). Flink's key names where Flink has one
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 
 P = "jobmanager.adaptive-scheduler."
@@ -86,3 +87,24 @@ class RestartStrategyType(StrEnum):
     FIXED_DELAY = "fixed-delay"
     EXPONENTIAL_DELAY = "exponential-delay"
     FAILURE_RATE = "failure-rate"
+
+
+_SECOND, _MINUTE, _HOUR = 1000, 60_000, 3_600_000
+_UNITS = {
+    **dict.fromkeys(("ms", "milli", "millis", "millisecond", "milliseconds"), 1),
+    **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), _SECOND),
+    **dict.fromkeys(("min", "mins", "minute", "minutes"), _MINUTE),
+    **dict.fromkeys(("h", "hour", "hours"), _HOUR),
+    **dict.fromkeys(("d", "day", "days"), 24 * _HOUR),
+}
+_DURATION = re.compile(r"^\s*(-?\d+)\s*([a-zA-Z]*)\s*$")
+
+
+def duration_ms(text: str) -> int | None:
+    """Flink's duration syntax ("30 s", "5 min", "100ms"; a bare number is ms) in ms;
+    None when `text` is not one."""
+    match = _DURATION.match(text)
+    unit = match.group(2).lower() if match else ""
+    if match is None or (unit and unit not in _UNITS):
+        return None
+    return int(match.group(1)) * _UNITS.get(unit, 1)

@@ -1,4 +1,5 @@
-"""`scalefold flink compare`: how well scalefold predicted the rescales a real Flink recorded.
+"""`scalefold flink compare`: how well scalefold predicted the rescales a real Flink recorded;
+`scalefold flink advise`: the parallelism its jobs need now (advice.py).
 
 It computes what the views `flink_conformance` and `flink_agreement` show
 (conformance.py) from the committed Delta tables with delta-rs (pairing.py), as
@@ -91,6 +92,143 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="a local stack (as the other `flink` verbs take it): its RUN_DIR/history",
     )
     compare.set_defaults(handler=compare_command)
+    _register_advise(verbs, DEFAULT_DATA_DIR)
+    _register_backtest(verbs, DEFAULT_DATA_DIR)
+
+
+def _register_advise(
+    verbs: argparse._SubParsersAction[argparse.ArgumentParser], data: Path
+) -> None:
+    advise = verbs.add_parser(
+        "advise",
+        help="the parallelism each vertex of a real Flink job needs now, from its workload "
+        "samples (advisor mode: nothing is sent)",
+        description="Decide, from the workload samples the bridge recorded (flink_signals), "
+        "each vertex's parallelism as the parallelism decision would (DS2: records per busy "
+        "second of a subtask against the input rate, the backlog to catch up and a "
+        "rescale's downtime, from the job's own recorded rescales), and print it with its "
+        "evidence. Nothing is sent. Reads the committed Delta tables without Spark.",
+    )
+    advise.add_argument("--job", help="one job: Flink's job id, or <cluster>.<job id>")
+    advise.add_argument(
+        "-D",
+        dest="settings",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="a setting of the decision, by the Flink Kubernetes operator's key: "
+        "job.autoscaler.target.utilization (0.7), .target.utilization.boundary (0.2), "
+        ".catch-up.duration (5 min), .restart.time (30 s, when the job has no recorded "
+        "rescale), .scale-down.interval (10 min), .stabilization.interval (2 min), "
+        ".vertex.max-parallelism, .metrics.window (60 s)",
+    )
+    advise.add_argument(
+        "--format", choices=["text", "json"], default="text", help="text lines or JSON"
+    )
+    advise.add_argument(
+        "--data-dir", type=Path, default=data, help=f"the history's tables (default: {data})"
+    )
+    advise.set_defaults(handler=advise_command)
+
+
+def _register_backtest(
+    verbs: argparse._SubParsersAction[argparse.ArgumentParser], data: Path
+) -> None:
+    backtest = verbs.add_parser(
+        "backtest",
+        help="the parallelism decision replayed over a job's recorded workload under other "
+        "settings: rescales, downtime, backlog, slot-seconds per setting",
+        description="Measure a real Flink job's model from its workload samples (each "
+        "vertex's records per busy second of a subtask, its selectivity) and the rate its "
+        "records arrived at, then replay that trace through the model as it ran (no "
+        "decision) and under the decision with each setting: rescales, total downtime, "
+        "backlog p50/p99/max, slot-seconds. The downtime of a rescale is the job's own "
+        "recorded one (flink_rescales), else job.autoscaler.restart.time.",
+    )
+    backtest.add_argument("--job", required=True, help="Flink's job id, or <cluster>.<job id>")
+    backtest.add_argument(
+        "--try",
+        dest="tries",
+        metavar="KEY=VALUE[,KEY=VALUE...]",
+        action="append",
+        default=[],
+        help="a setting to replay (the keys of `flink advise -D`); repeat for more. The "
+        "defaults are always replayed",
+    )
+    backtest.add_argument(
+        "--data-dir", type=Path, default=data, help=f"the history's tables (default: {data})"
+    )
+    backtest.set_defaults(handler=backtest_command)
+
+
+def backtest_command(args: argparse.Namespace, context: Context) -> int:
+    from services.history import advice, lake
+    from services.history import backtest as bt
+
+    try:
+        tries = [("defaults", advice.settings([])[0])]
+        for text in args.tries:
+            tries.append((text, advice.settings(text.split(","))[0]))
+    except ValueError as error:
+        print(f"scalefold flink backtest: {error}", file=sys.stderr)
+        return 2
+    try:
+        history = lake.Lake.at(Path(args.data_dir))
+        jobs = advice.job_samples(history, args.job)
+        restart = {key: advice.restart_ms(history, key) for key in jobs}
+    except lake.HistoryNotFoundError as error:
+        print(f"scalefold flink backtest: {no_history(str(error))}", file=sys.stderr)
+        return 1
+    except lake.HistoryUnreadableError as error:
+        print(f"scalefold flink backtest: {error}", file=sys.stderr)
+        return 1
+    if len(jobs) != 1:
+        named = f"names {len(jobs)} jobs ({', '.join(jobs)})" if jobs else "has no samples"
+        print(
+            f"scalefold flink backtest: job {args.job} {named} in {args.data_dir}", file=sys.stderr
+        )
+        return 1
+    ((key, samples),) = jobs.items()
+    model, trace = bt.measure(samples)
+    if model is None:
+        print(f"scalefold flink backtest: no usable window in job {key}'s samples", file=sys.stderr)
+        return 1
+    print("\n".join(bt.as_text(key, model, trace, tries, restart[key])))
+    return 0
+
+
+def advise_command(args: argparse.Namespace, context: Context) -> int:
+    import time
+
+    from services.history import advice, lake
+
+    try:
+        config, window = advice.settings(args.settings)
+    except ValueError as error:
+        print(f"scalefold flink advise: {error}", file=sys.stderr)
+        return 2
+    try:
+        found = advice.advise(
+            lake.Lake.at(Path(args.data_dir)), args.job, config, window, int(time.time() * 1000)
+        )
+    except lake.HistoryNotFoundError as error:
+        print(f"scalefold flink advise: {no_history(str(error))}", file=sys.stderr)
+        return 1
+    except lake.HistoryUnreadableError as error:
+        print(f"scalefold flink advise: {error}", file=sys.stderr)
+        return 1
+    if not found:
+        which = f"job {args.job}" if args.job else "any job"
+        print(
+            f"scalefold flink advise: no workload samples of {which} in {args.data_dir}",
+            file=sys.stderr,
+        )
+        return 1
+    if args.format == "json":
+        print(json.dumps(advice.as_json(found), indent=2))
+    else:
+        print("\n".join(advice.as_text(found)))
+    return 0
 
 
 def compare_command(args: argparse.Namespace, context: Context) -> int:

@@ -41,6 +41,7 @@ VERTEX = {
     "jobVertexName": "job_vertex_name",
     "parallelism": "parallelism",
     "maxParallelism": "max_parallelism",
+    "inputs": "inputs",
     "readRecords": "read_records",
     "writeRecords": "write_records",
     "countersComplete": "counters_complete",

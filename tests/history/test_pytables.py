@@ -123,6 +123,7 @@ def signal_record(
         "jobVertexName": "Source: Kafka -> Parse",
         "parallelism": 2,
         "maxParallelism": 8,
+        "inputs": [],
         "readRecords": 0,
         "writeRecords": 20_000,
         "countersComplete": True,
@@ -138,7 +139,7 @@ def signal_record(
         "numRecordsOutPerSecond": 1_000.0,
         "pendingRecords": pending,
     }
-    quiet = {"jobVertexId": "v2", "jobVertexName": None, "parallelism": None}
+    quiet = {"jobVertexId": "v2", "jobVertexName": None, "parallelism": None, "inputs": ["v1"]}
     return {
         "cluster": cluster,
         "jobId": job,

@@ -21,7 +21,6 @@ Deliberate deviations, each documented in docs/flink-conformance.md:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -70,6 +69,7 @@ from services.contracts.jobconfig import (
     RuntimeMode,
     ScalingPolicy,
     StabilizationPlacement,
+    duration_ms,
 )
 
 SECOND = 1000
@@ -77,30 +77,6 @@ MINUTE = 60 * SECOND
 HOUR = 60 * MINUTE
 DEFAULT_HISTORY_SIZE = 64
 UNBOUNDED_ATTEMPTS = 2**31 - 1
-
-_UNITS = {
-    "ms": 1,
-    "milli": 1,
-    "millis": 1,
-    "millisecond": 1,
-    "milliseconds": 1,
-    "s": SECOND,
-    "sec": SECOND,
-    "secs": SECOND,
-    "second": SECOND,
-    "seconds": SECOND,
-    "min": MINUTE,
-    "mins": MINUTE,
-    "minute": MINUTE,
-    "minutes": MINUTE,
-    "h": HOUR,
-    "hour": HOUR,
-    "hours": HOUR,
-    "d": 24 * HOUR,
-    "day": 24 * HOUR,
-    "days": 24 * HOUR,
-}
-_DURATION = re.compile(r"^\s*(-?\d+)\s*([a-zA-Z]*)\s*$")
 
 
 _E = TypeVar("_E", bound=StrEnum)
@@ -208,11 +184,10 @@ class SchedulerConfig:
 
 def parse_duration(key: str, text: str) -> int:
     """Flink's duration syntax ("30 s", "5 min", "100ms"; a bare number is ms) to ms."""
-    match = _DURATION.match(text)
-    unit = match.group(2).lower() if match else ""
-    if match is None or (unit and unit not in _UNITS):
+    millis = duration_ms(text)
+    if millis is None:
         raise ConfigError(f"{key}: {text!r} is not a duration such as '30 s' or '5 min'")
-    return int(match.group(1)) * _UNITS.get(unit, 1)
+    return millis
 
 
 def resolve(settings: Mapping[str, str], checkpointing: bool = False) -> SchedulerConfig:

@@ -1,0 +1,214 @@
+"""What the parallelism decision (parallelism.py) says of real Flink jobs now, from the
+history's committed tables, read with delta-rs (no Spark): `scalefold flink advise`.
+
+Advisor mode: the decision is computed and shown with its evidence, and nothing is sent.
+For each job: its workload samples (`flink_signals`) of the last `window_ms` before its
+newest, cut to the newest run of its tasks (the samples after the last change of any
+vertex's parallelism or a counter going back), the first and last of them as the
+window; the downtime a rescale costs it, from its own recorded rescales
+(`flink_rescales_latest`: the median downtime of the completed ones; the setting's
+when it has none).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from services.contracts.jobconfig import duration_ms
+from services.history import parallelism as pl
+from services.history.flink_tables import LATEST_TABLE as FLINK_RESCALES
+from services.history.lake import Lake, flink_job
+from services.history.signal_tables import RAW_TABLE as SIGNALS
+
+DEFAULT_WINDOW_MS = 60_000
+"""The window a decision looks at (`job.autoscaler.metrics.window`)."""
+WINDOW = "job.autoscaler.metrics.window"
+
+
+@dataclass(frozen=True)
+class Advice:
+    """One job's decision, and the samples and window it came from."""
+
+    job_key: str
+    decision: pl.Decision
+    problems: tuple[str, ...]
+    first_ms: int | None
+    last_ms: int | None
+    samples: int
+
+
+def settings(pairs: Sequence[str]) -> tuple[pl.PolicyConfig, int]:
+    """`-D key=value` pairs (the `job.autoscaler.*` keys of parallelism.py, and WINDOW)
+    as the policy's settings and the window; ValueError naming a bad one."""
+    durations = {
+        pl.CATCH_UP: "catch_up_ms",
+        pl.RESTART_TIME: "restart_ms",
+        pl.SCALE_DOWN_DELAY: "scale_down_delay_ms",
+        pl.STABILIZATION: "stabilization_ms",
+    }
+    numbers = {
+        pl.TARGET_UTILIZATION: "target_utilization",
+        pl.UTILIZATION_BOUNDARY: "utilization_boundary",
+    }
+    chosen: dict[str, Any] = {}
+    window = DEFAULT_WINDOW_MS
+    for pair in pairs:
+        key, _, value = pair.partition("=")
+        key, value = key.strip(), value.strip()
+        if key in durations or key == WINDOW:
+            millis = duration_ms(value)
+            if millis is None or millis < 0:
+                raise ValueError(f"{key}: {value!r} is not a duration such as '30 s' or '5 min'")
+            if key == WINDOW:
+                window = millis
+            else:
+                chosen[durations[key]] = millis
+        elif key in numbers:
+            chosen[numbers[key]] = _number(key, value, float)
+        elif key == pl.MAX_PARALLELISM:
+            chosen["max_parallelism"] = _number(key, value, int)
+        else:
+            known = sorted([*durations, *numbers, pl.MAX_PARALLELISM, WINDOW])
+            raise ValueError(
+                f"{key or pair!r} is not a setting of the decision ({', '.join(known)})"
+            )
+    return pl.PolicyConfig(**chosen), window
+
+
+def _number(key: str, value: str, kind: type[float] | type[int]) -> float | int:
+    try:
+        return kind(value)
+    except ValueError:
+        raise ValueError(f"{key}: {value!r} is not a number") from None
+
+
+def sample_of(row: Mapping[str, Any]) -> pl.Sample:
+    """A `flink_signals` row as the policy's sample."""
+    return pl.Sample(
+        row["observed_at_ms"],
+        tuple(
+            pl.VertexSample(
+                vertex_id=v["job_vertex_id"],
+                parallelism=v["parallelism"],
+                max_parallelism=v["max_parallelism"],
+                read_records=v["read_records"],
+                write_records=v["write_records"],
+                busy_ms=v["accumulated_busy_time_ms"],
+                pending_records=v["pending_records"],
+                name=v["job_vertex_name"],
+                inputs=tuple(v["inputs"] or ()),
+            )
+            for v in row["vertices"] or ()
+        ),
+    )
+
+
+def newest_run(samples: Sequence[pl.Sample], window_ms: int) -> list[pl.Sample]:
+    """The samples of the newest run of the tasks within `window_ms` of the newest one."""
+    if not samples:
+        return []
+    run = [samples[-1]]
+    for earlier in reversed(samples[:-1]):
+        if run[-1].at_ms - earlier.at_ms <= 0:
+            continue  # a repeat of the same instant
+        if samples[-1].at_ms - earlier.at_ms > window_ms or not pl.same_run(earlier, run[-1]):
+            break
+        run.append(earlier)
+    return list(reversed(run))
+
+
+def advise(
+    lake: Lake, job: str | None, config: pl.PolicyConfig, window_ms: int, now_ms: int
+) -> list[Advice]:
+    """The decision for `job` (Flink's job id or its key; None: every sampled job)."""
+    found = []
+    for key, samples in job_samples(lake, job).items():
+        run = newest_run(samples, window_ms)
+        if len(run) < 2:
+            reason = "fewer than two samples of one run of its tasks within the window"
+            found.append(Advice(key, pl.Decision(False, reason), (), None, None, len(run)))
+            continue
+        loads, problems = pl.window(run[0], run[-1])
+        restart = restart_ms(lake, key)
+        decision, _ = pl.decide(
+            loads if not problems else [], config, pl.PolicyState(), now_ms, restart
+        )
+        if problems:
+            decision = pl.Decision(False, "the samples cannot be used: " + "; ".join(problems))
+        found.append(Advice(key, decision, tuple(problems), run[0].at_ms, run[-1].at_ms, len(run)))
+    return found
+
+
+def job_samples(lake: Lake, job: str | None) -> dict[str, list[pl.Sample]]:
+    """Each job's samples (`job`: Flink's job id or its key; None: every job), in time
+    order, by job key."""
+    if not lake.committed(SIGNALS):
+        return {}
+    where = f"WHERE {flink_job(job)}" if job else ""
+    rows = lake.rows(
+        f"SELECT job_key, observed_at_ms, vertices FROM s {where} ORDER BY job_key, observed_at_ms",
+        {"s": SIGNALS},
+    )
+    by_job: dict[str, list[pl.Sample]] = {}
+    for row in rows:
+        by_job.setdefault(row["job_key"], []).append(sample_of(row))
+    return by_job
+
+
+def restart_ms(lake: Lake, job_key: str) -> int | None:
+    """The median downtime of the job's completed rescales, as Flink recorded them."""
+    if not lake.committed(FLINK_RESCALES):
+        return None
+    rows = lake.rows(
+        "SELECT downtime_ms FROM f WHERE job_key = '"
+        + job_key.replace("'", "''")
+        + "' AND terminal_state = 'COMPLETED' AND downtime_ms IS NOT NULL",
+        {"f": FLINK_RESCALES},
+    )
+    downtimes = [row["downtime_ms"] for row in rows]
+    return int(statistics.median(downtimes)) if downtimes else None
+
+
+def as_text(found: Sequence[Advice]) -> list[str]:
+    """Per job: the decision and why, then one line per vertex with its evidence."""
+    lines: list[str] = []
+    for advice in found:
+        d = advice.decision
+        verdict = "would rescale" if d.send else "no change"
+        lines.append(f"{advice.job_key}: {verdict}: {d.reason}")
+        if advice.first_ms is not None and advice.last_ms is not None:
+            seconds = (advice.last_ms - advice.first_ms) / 1000
+            restart = "-" if d.restart_ms is None else f"{d.restart_ms / 1000:.1f} s"
+            rate = "-" if d.input_rate is None else f"{d.input_rate:.1f} rec/s"
+            backlog = "unknown" if d.backlog is None else f"{d.backlog:.0f}"
+            lines.append(
+                f"  window {seconds:.0f} s ({advice.samples} samples), input {rate}, "
+                f"backlog {backlog}, a rescale's downtime {restart}"
+            )
+        for v in d.vertices:
+            capacity = "-" if v.capacity is None else f"{v.capacity:.1f}"
+            lines.append(
+                f"  {v.name or v.vertex_id}: {v.current} -> {v.target}, busy {v.busy:.0%}, "
+                f"{capacity} rec/s a subtask, target {v.target_rate:.1f} rec/s ({v.reason})"
+            )
+    return lines
+
+
+def as_json(found: Sequence[Advice]) -> list[dict[str, Any]]:
+    return [
+        {
+            "job_key": a.job_key,
+            "send": a.decision.send,
+            "reason": a.decision.reason,
+            "targets": a.decision.targets,
+            "input_rate": a.decision.input_rate,
+            "backlog": a.decision.backlog,
+            "restart_ms": a.decision.restart_ms,
+            "window": {"first_ms": a.first_ms, "last_ms": a.last_ms, "samples": a.samples},
+            "vertices": [v.__dict__ for v in a.decision.vertices],
+        }
+        for a in found
+    ]

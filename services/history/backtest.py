@@ -1,0 +1,261 @@
+"""The parallelism decision replayed over a job's recorded workload under other settings
+(issue 50, item 4: the what-if of the policy). Pure.
+
+From a job's samples (advice.py reads them) come a **trace**, the rate records arrived at
+in each window (what its sources emitted plus their backlog's growth), and a **model** of
+the job, each vertex's capacity (records per busy second of one subtask, the median over
+the windows in which it was busy) and selectivity (records out per record in), measured
+where the job ran. The replay then runs the trace through the model at the parallelism the
+policy chooses, window by window, the way the decision sees a running job:
+
+- the job processes what arrived and what is behind, up to the rate its bottleneck
+  sustains at the current parallelism (each vertex's capacity times its parallelism over the
+  share of the source's records that reach it);
+- after each window the policy decides on the loads the model produced; a rescale it
+  sends stops processing for the downtime (the job's own recorded one, or the setting's)
+  and the job runs on at the new parallelism.
+
+It prints what a setting costs and gives: rescales, total downtime, backlog p50, p99 and
+max over the windows, and slot-seconds (one slot-sharing group: the largest vertex's
+parallelism). The model is linear (a subtask's capacity does not change with the
+parallelism), which is DS2's assumption; what it leaves out, it leaves out for every
+setting alike.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from services.history import parallelism as pl
+
+
+@dataclass(frozen=True)
+class Model:
+    """A job's vertices as measured: topological order, capacity per subtask (None: never
+    busy), selectivity, inputs, bounds, and the parallelism it ran at first."""
+
+    vertices: tuple[str, ...]
+    names: dict[str, str | None]
+    inputs: dict[str, tuple[str, ...]]
+    capacity: dict[str, float | None]
+    selectivity: dict[str, float]
+    max_parallelism: dict[str, int | None]
+    parallelism: dict[str, int]
+
+    def reach(self) -> dict[str, float]:
+        """The records each vertex takes per record its sources emit."""
+        share: dict[str, float] = {}
+        for v in self.vertices:
+            ins = self.inputs[v]
+            share[v] = sum(share[u] * self.selectivity[u] for u in ins) if ins else 1.0
+        return share
+
+    def sustained(self, parallelism: dict[str, int]) -> float:
+        """The source rate the job keeps up with at `parallelism` (its bottleneck's)."""
+        reach = self.reach()
+        rates = [
+            capacity * parallelism[v] / reach[v]
+            for v in self.vertices
+            if (capacity := self.capacity[v]) is not None and reach[v] > 0
+        ]
+        return min(rates) if rates else math.inf
+
+
+@dataclass(frozen=True)
+class Window:
+    seconds: float
+    arrival: float
+    """Records a second that arrived at the sources."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one setting did over the trace."""
+
+    rescales: int
+    downtime_ms: int
+    backlog_p50: float
+    backlog_p99: float
+    backlog_max: float
+    slot_seconds: float
+    parallelism: tuple[dict[str, int], ...]
+    """Per window, after it."""
+    backlog: tuple[float, ...]
+    """Per window, at its end."""
+
+
+def measure(samples: Sequence[pl.Sample]) -> tuple[Model | None, list[Window]]:
+    """The job's model and its trace from its samples (in time order): windows between
+    consecutive samples of one run; None when no window could be used."""
+    trace: list[Window] = []
+    capacities: dict[str, list[float]] = {}
+    selectivities: dict[str, list[float]] = {}
+    first_loads: list[pl.Load] = []
+    for first, last in itertools.pairwise(samples):
+        if not pl.same_run(first, last):
+            continue
+        loads, problems = pl.window(first, last)
+        if problems or not loads:
+            continue
+        sources = [x for x in loads if not x.inputs]
+        emitted = sum(s.records_out for s in sources)
+        growth = sum(s.backlog_growth or 0.0 for s in sources)
+        trace.append(Window(loads[0].seconds, max(0.0, (emitted + growth) / loads[0].seconds)))
+        for load in loads:
+            if load.capacity is not None and load.busy >= 0.05:
+                capacities.setdefault(load.vertex_id, []).append(load.capacity)
+            if load.records_in > 0:
+                selectivities.setdefault(load.vertex_id, []).append(load.selectivity)
+        first_loads = first_loads or loads
+    if not first_loads:
+        return None, trace
+    model = Model(
+        vertices=tuple(x.vertex_id for x in first_loads),
+        names={x.vertex_id: x.name for x in first_loads},
+        inputs={x.vertex_id: x.inputs for x in first_loads},
+        capacity={
+            x.vertex_id: statistics.median(capacities[x.vertex_id])
+            if x.vertex_id in capacities
+            else None
+            for x in first_loads
+        },
+        selectivity={
+            x.vertex_id: statistics.median(selectivities.get(x.vertex_id, [1.0]))
+            for x in first_loads
+        },
+        max_parallelism={x.vertex_id: x.max_parallelism for x in first_loads},
+        parallelism={x.vertex_id: x.parallelism for x in first_loads},
+    )
+    return model, trace
+
+
+def replay(
+    model: Model,
+    trace: Sequence[Window],
+    config: pl.PolicyConfig,
+    restart_ms: int,
+    *,
+    decide: bool = True,
+) -> Outcome:
+    """The trace run through the model at the parallelism the policy (`decide`) or the
+    first window's (not) chooses."""
+    parallelism = dict(model.parallelism)
+    state, now_ms, down_ms = pl.PolicyState(), 0, 0
+    backlog, rescales, downtime, slot_seconds = 0.0, 0, 0, 0.0
+    after: list[dict[str, int]] = []
+    backlogs: list[float] = []
+    for window in trace:
+        seconds = window.seconds
+        now_ms += int(seconds * 1000)
+        stopped = min(seconds, down_ms / 1000)
+        down_ms = max(0, down_ms - int(seconds * 1000))
+        running = seconds - stopped
+        arrived = window.arrival * seconds
+        processed = min(arrived + backlog, model.sustained(parallelism) * running)
+        before = backlog
+        backlog = max(0.0, backlog + arrived - processed)
+        slot_seconds += max(parallelism.values()) * seconds
+        if decide and running > 0:
+            growth = (backlog - before) * running / seconds  # over the running part
+            loads = _loads(model, parallelism, processed, running, backlog=backlog, growth=growth)
+            decision, state = pl.decide(loads, config, state, now_ms, restart_ms)
+            if decision.send:
+                rescales += 1
+                downtime += restart_ms
+                down_ms = restart_ms
+                parallelism = {**parallelism, **decision.targets}
+        after.append(dict(parallelism))
+        backlogs.append(backlog)
+    ordered = sorted(backlogs) or [0.0]
+    return Outcome(
+        rescales,
+        downtime,
+        _percentile(ordered, 0.5),
+        _percentile(ordered, 0.99),
+        ordered[-1],
+        slot_seconds,
+        tuple(after),
+        tuple(backlogs),
+    )
+
+
+def _loads(
+    model: Model,
+    parallelism: dict[str, int],
+    processed: float,
+    seconds: float,
+    *,
+    backlog: float,
+    growth: float,
+) -> list[pl.Load]:
+    """The loads the decision would have seen over `seconds` of the model running at
+    `parallelism`, its sources emitting `processed` records, their backlog growing by
+    `growth` to `backlog`."""
+    reach = model.reach()
+    loads = []
+    for v in model.vertices:
+        taken = processed * reach[v]
+        capacity = model.capacity[v]
+        busy = taken / capacity * 1000 if capacity else 0.0
+        source = not model.inputs[v]
+        loads.append(
+            pl.Load(
+                vertex_id=v,
+                name=model.names[v],
+                parallelism=parallelism[v],
+                max_parallelism=model.max_parallelism[v],
+                inputs=model.inputs[v],
+                seconds=seconds,
+                records_in=taken,
+                records_out=taken * model.selectivity[v],
+                busy_ms=busy,
+                backlog=backlog if source else None,
+                backlog_growth=growth if source else None,
+            )
+        )
+    return loads
+
+
+def _percentile(ordered: Sequence[float], q: float) -> float:
+    """The nearest-rank percentile of sorted values."""
+    rank = max(1, math.ceil(q * len(ordered)))
+    return ordered[rank - 1]
+
+
+def as_text(
+    key: str,
+    model: Model,
+    trace: Sequence[Window],
+    tries: Sequence[tuple[str, pl.PolicyConfig]],
+    restart_ms: int | None,
+) -> list[str]:
+    """The model, then one line per setting: as the job ran (no decision), then each of
+    `tries` (name, settings), with the job's recorded downtime (`restart_ms`) or the
+    setting's."""
+    seconds = sum(w.seconds for w in trace)
+    capacities = ", ".join(
+        f"{model.names[v] or v} {c:.1f} rec/s" if c else f"{model.names[v] or v} idle"
+        for v, c in model.capacity.items()
+    )
+    downtime = "recorded" if restart_ms is not None else "job.autoscaler.restart.time"
+    lines = [
+        f"{key}: {len(trace)} windows, {seconds:.0f} s of recorded load; a subtask's capacity: "
+        f"{capacities}; a rescale's downtime: {downtime}",
+        f"{'setting':<44} {'rescales':>8} {'downtime':>9} {'backlog p50':>11} {'p99':>9} "
+        f"{'max':>9} {'slot-s':>8}",
+    ]
+    rows = [("as run (no decision)", replay(model, trace, pl.PolicyConfig(), 0, decide=False))]
+    for name, config in tries:
+        down = config.restart_ms if restart_ms is None else restart_ms
+        rows.append((name, replay(model, trace, config, down)))
+    for name, o in rows:
+        lines.append(
+            f"{name[:44]:<44} {o.rescales:>8} {o.downtime_ms / 1000:>8.1f}s "
+            f"{o.backlog_p50:>11.0f} {o.backlog_p99:>9.0f} {o.backlog_max:>9.0f} "
+            f"{o.slot_seconds:>8.0f}"
+        )
+    return lines

@@ -1,0 +1,353 @@
+"""How much parallelism each vertex of a real Flink job needs, from its workload samples
+(issue 50, item 3: the decision's rules). Pure: samples, settings and the time in; a
+decision, its evidence and the policy's state out.
+
+The rule is DS2's (Kalavri et al., OSDI'18), as the Flink Kubernetes Operator's autoscaler
+applies it, over a window between two samples of one run of the job's tasks
+(signal_tables.py's counters; a restart between them resets them):
+- a vertex's **capacity** is the records it processed per busy second of one subtask
+  (Δ records in / Δ accumulated busy time, which Flink sums over the subtasks); a source's
+  records are those it emitted;
+- the job's **input rate** is what its sources emitted per second plus how fast their
+  backlog (`pendingRecords`) grew; the **target rate** adds what clears the backlog, and
+  what a restart's downtime adds to it, within the catch-up time;
+- each vertex's target rate is its inputs' target rates times their selectivity
+  (records out per record in), in topological order;
+- the **target parallelism** is the target rate over the capacity at the utilization
+  target, within 1 and the vertex's bounds.
+
+A vertex whose busy time is within the boundary of the target, with no backlog to
+clear, keeps its parallelism; a lower target waits `scale_down_delay_ms` of staying
+lower before it is applied (the operator's delayed scale-down); no decision follows
+the last one sent within `stabilization_ms`. So a job is rescaled at most
+3,600,000 / `stabilization_ms` times an hour (`max_rescales_per_hour`), whatever its load.
+A sample that cannot be used (NaN, negative, counters that went backwards, a vertex
+without its metrics) decides nothing: the reason says which and why.
+
+Settings keep the operator's key names (`job.autoscaler.*`) where they mean the same;
+the defaults are scalefold's, chosen for jobs that rescale in seconds, not minutes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+TARGET_UTILIZATION = "job.autoscaler.target.utilization"
+UTILIZATION_BOUNDARY = "job.autoscaler.target.utilization.boundary"
+CATCH_UP = "job.autoscaler.catch-up.duration"
+RESTART_TIME = "job.autoscaler.restart.time"
+SCALE_DOWN_DELAY = "job.autoscaler.scale-down.interval"
+STABILIZATION = "job.autoscaler.stabilization.interval"
+MAX_PARALLELISM = "job.autoscaler.vertex.max-parallelism"
+
+IDLE_BUSY_MS = 1.0
+"""Less busy time than this over a window measures no capacity (an idle vertex)."""
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """The decision's settings (module doc: the keys they are read from)."""
+
+    target_utilization: float = 0.7
+    utilization_boundary: float = 0.2
+    catch_up_ms: int = 5 * 60_000
+    restart_ms: int = 30_000
+    """The downtime a rescale is assumed to cost when the job has no recorded one."""
+    scale_down_delay_ms: int = 10 * 60_000
+    stabilization_ms: int = 2 * 60_000
+    max_parallelism: int | None = None
+    """The cluster's cap on any vertex (its slots); None: only the vertices' own bounds."""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.target_utilization <= 1:
+            raise ValueError(f"{TARGET_UTILIZATION} must be in (0, 1]")
+        if not 0 <= self.utilization_boundary < self.target_utilization:
+            raise ValueError(f"{UTILIZATION_BOUNDARY} must be in [0, {TARGET_UTILIZATION})")
+        if self.catch_up_ms <= 0 or self.stabilization_ms <= 0:
+            raise ValueError(f"{CATCH_UP} and {STABILIZATION} must be positive")
+        if self.restart_ms < 0 or self.scale_down_delay_ms < 0:
+            raise ValueError(f"{RESTART_TIME} and {SCALE_DOWN_DELAY} must not be negative")
+
+    @property
+    def max_rescales_per_hour(self) -> int:
+        """The bound on decisions sent per job and hour (the stabilization interval's)."""
+        return math.ceil(3_600_000 / self.stabilization_ms)
+
+
+@dataclass(frozen=True)
+class VertexSample:
+    """One vertex in one sample (a `flink_vertex_signals` row's columns)."""
+
+    vertex_id: str
+    parallelism: int | None
+    max_parallelism: int | None
+    read_records: float | None
+    write_records: float | None
+    busy_ms: float | None
+    """Flink's accumulated busy time, summed over the subtasks."""
+    pending_records: float | None
+    name: str | None = None
+    inputs: tuple[str, ...] = ()
+    """The vertices feeding it (none: a source)."""
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One workload sample of a job: its vertices in topological order (sources first)."""
+
+    at_ms: int
+    vertices: tuple[VertexSample, ...]
+
+
+@dataclass(frozen=True)
+class Load:
+    """One vertex over a window between two samples (`window`)."""
+
+    vertex_id: str
+    name: str | None
+    parallelism: int
+    max_parallelism: int | None
+    inputs: tuple[str, ...]
+    seconds: float
+    records_in: float
+    records_out: float
+    busy_ms: float
+    backlog: float | None
+    backlog_growth: float | None
+
+    @property
+    def capacity(self) -> float | None:
+        """Records one subtask processes per busy second (None: idle, not measurable)."""
+        if self.busy_ms < IDLE_BUSY_MS:
+            return None
+        return self.records_in / (self.busy_ms / 1000)
+
+    @property
+    def busy(self) -> float:
+        """The share of the window its subtasks were busy, on average."""
+        return self.busy_ms / (self.seconds * 1000 * self.parallelism)
+
+    @property
+    def selectivity(self) -> float:
+        return self.records_out / self.records_in if self.records_in > 0 else 1.0
+
+
+@dataclass(frozen=True)
+class VertexDecision:
+    """What one vertex needs, and the evidence."""
+
+    vertex_id: str
+    name: str | None
+    current: int
+    target: int
+    target_rate: float
+    """Records a second it should take (its inputs' targets, through their selectivity)."""
+    capacity: float | None
+    busy: float
+    reason: str
+
+
+@dataclass(frozen=True)
+class PolicyState:
+    """What the policy remembers of a job between decisions."""
+
+    last_sent_ms: int | None = None
+    lower_since_ms: Mapping[str, int] = field(default_factory=dict)
+    """Per vertex, since when its target has been below its parallelism."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The outcome for a job: `send` the `targets` (FLIP-291 upper bounds), or not, and why."""
+
+    send: bool
+    reason: str
+    vertices: tuple[VertexDecision, ...] = ()
+    input_rate: float | None = None
+    backlog: float | None = None
+    restart_ms: int | None = None
+
+    @property
+    def targets(self) -> dict[str, int]:
+        return {v.vertex_id: v.target for v in self.vertices}
+
+
+def window(first: Sample, last: Sample) -> tuple[list[Load], list[str]]:
+    """Each vertex's load between two samples of one run of the tasks, and the reasons
+    the window cannot be used (empty: it can)."""
+    seconds = (last.at_ms - first.at_ms) / 1000
+    if seconds <= 0:
+        return [], [f"the samples are not in time order ({first.at_ms} then {last.at_ms})"]
+    before = {v.vertex_id: v for v in first.vertices}
+    later = {v.vertex_id for v in last.vertices}
+    loads: list[Load] = []
+    problems = [
+        f"{_named(v)}: not in the later sample" for v in first.vertices if v.vertex_id not in later
+    ]
+    for v in last.vertices:
+        old = before.get(v.vertex_id)
+        problem = _unusable(old, v)
+        if problem or old is None or v.parallelism is None:
+            problems.append(f"{_named(v)}: {problem}")
+            continue
+        source = not v.inputs
+        out = _delta(old.write_records, v.write_records)
+        loads.append(
+            Load(
+                vertex_id=v.vertex_id,
+                name=v.name,
+                parallelism=v.parallelism,
+                max_parallelism=v.max_parallelism,
+                inputs=v.inputs,
+                seconds=seconds,
+                records_in=out if source else _delta(old.read_records, v.read_records),
+                records_out=out,
+                busy_ms=_delta(old.busy_ms, v.busy_ms),
+                backlog=v.pending_records if _finite(v.pending_records) else None,
+                backlog_growth=_delta(old.pending_records, v.pending_records)
+                if _finite(v.pending_records) and _finite(old.pending_records)
+                else None,
+            )
+        )
+    return loads, problems
+
+
+def same_run(first: Sample, last: Sample) -> bool:
+    """Whether two samples can be of one run of the job's tasks: the same vertices at the
+    same parallelism, and no counter lower in the later one (a restart resets them)."""
+    before = {v.vertex_id: v for v in first.vertices}
+    if before.keys() != {v.vertex_id for v in last.vertices}:
+        return False
+    for v in last.vertices:
+        old = before[v.vertex_id]
+        if old.parallelism != v.parallelism:
+            return False
+        for a, b in (
+            (old.read_records, v.read_records),
+            (old.write_records, v.write_records),
+            (old.busy_ms, v.busy_ms),
+        ):
+            if a is not None and b is not None and b < a:
+                return False
+    return True
+
+
+def _named(v: VertexSample) -> str:
+    return v.name or v.vertex_id
+
+
+def _finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value) and value >= 0
+
+
+def _delta(before: float | None, after: float | None) -> float:
+    return (after or 0.0) - (before or 0.0)
+
+
+def _unusable(old: VertexSample | None, new: VertexSample) -> str | None:
+    if old is None:
+        return "not in the earlier sample"
+    if old.parallelism != new.parallelism or not new.parallelism or new.parallelism < 1:
+        return f"parallelism {old.parallelism} then {new.parallelism}: not one run of its tasks"
+    counters = ("read_records", "write_records", "busy_ms")
+    for name in counters:
+        a, b = getattr(old, name), getattr(new, name)
+        if a is None or b is None:
+            return f"no {name} reported"
+        if not (_finite(a) and _finite(b)):
+            return f"{name} is {a} then {b}: not a count"
+        if b < a:
+            return f"{name} went back from {a} to {b}: the tasks restarted"
+    return None
+
+
+def decide(
+    loads: Sequence[Load],
+    config: PolicyConfig,
+    state: PolicyState,
+    now_ms: int,
+    restart_ms: int | None = None,
+) -> tuple[Decision, PolicyState]:
+    """The decision for one job over one window (`window`'s loads, topological order),
+    and the state to decide the next one with. `restart_ms`: the downtime of this job's
+    recorded restarts (None: `config.restart_ms`)."""
+    downtime = config.restart_ms if restart_ms is None else restart_ms
+    if not loads:
+        return Decision(False, "no usable window of samples"), state
+    if state.last_sent_ms is not None and now_ms - state.last_sent_ms < config.stabilization_ms:
+        wait = config.stabilization_ms - (now_ms - state.last_sent_ms)
+        return Decision(False, f"stabilizing after the last rescale: {wait} ms more"), state
+    sources = [load for load in loads if not load.inputs]
+    if not sources:
+        return Decision(False, "no source vertex: the input rate is unknown"), state
+    emitted = sum(s.records_out for s in sources) / sources[0].seconds
+    growth = [s.backlog_growth for s in sources]
+    known = [s.backlog for s in sources]
+    backlog = sum(b for b in known if b is not None) if any(b is not None for b in known) else None
+    input_rate = emitted + sum(g for g in growth if g is not None) / sources[0].seconds
+    input_rate = max(input_rate, 0.0)
+    catch_up_s = config.catch_up_ms / 1000
+    # what clears the backlog, and what a restart's downtime adds to it, within catch-up
+    extra = ((backlog or 0.0) + input_rate * downtime / 1000) / catch_up_s
+    targets_out: dict[str, float] = {}
+    decided: list[VertexDecision] = []
+    lower_since = dict(state.lower_since_ms)
+    for load in loads:
+        if load.inputs:
+            rate = sum(targets_out.get(u, 0.0) for u in load.inputs)
+        else:
+            share = load.records_out / (emitted * load.seconds) if emitted > 0 else 1 / len(sources)
+            rate = (input_rate + extra) * share
+        targets_out[load.vertex_id] = rate * load.selectivity
+        vertex = _vertex(load, rate, config, backlog or 0.0)
+        if vertex.target < vertex.current:
+            since = lower_since.setdefault(load.vertex_id, now_ms)
+            if now_ms - since < config.scale_down_delay_ms:
+                left = config.scale_down_delay_ms - (now_ms - since)
+                vertex = replace(
+                    vertex,
+                    target=vertex.current,
+                    reason=f"{vertex.reason}; scale-down to {vertex.target} waits {left} ms more",
+                )
+        else:
+            lower_since.pop(load.vertex_id, None)
+        decided.append(vertex)
+    changed = [v for v in decided if v.target != v.current]
+    moves = ", ".join(f"{_vname(v)} {v.current} -> {v.target}" for v in changed)
+    reason = f"rescale: {moves}" if changed else "every vertex keeps its parallelism"
+    decision = Decision(bool(changed), reason, tuple(decided), input_rate, backlog, downtime)
+    if not changed:
+        return decision, PolicyState(state.last_sent_ms, lower_since)
+    return decision, PolicyState(now_ms, {})
+
+
+def _vname(v: VertexDecision) -> str:
+    return v.name or v.vertex_id
+
+
+def _vertex(load: Load, rate: float, config: PolicyConfig, backlog: float) -> VertexDecision:
+    """One vertex's target parallelism for `rate` records a second."""
+    capacity = load.capacity
+    base = VertexDecision(
+        load.vertex_id,
+        load.name,
+        load.parallelism,
+        load.parallelism,
+        rate,
+        capacity,
+        load.busy,
+        "",
+    )
+    if capacity is None or capacity <= 0:
+        return replace(base, reason="idle: no busy time to measure its capacity by")
+    needed = math.ceil(rate / (capacity * config.target_utilization) - 1e-9)
+    bounds = [b for b in (load.max_parallelism, config.max_parallelism) if b]
+    target = max(1, min([needed, *bounds]))
+    within = abs(load.busy - config.target_utilization) <= config.utilization_boundary
+    if within and backlog <= 0:
+        return replace(base, reason=f"busy {load.busy:.0%}: within the target's boundary")
+    capped = " (capped)" if target < needed else ""
+    why = f"needs {rate:.1f} rec/s at {capacity:.1f} rec/s a subtask: {target}{capped}"
+    return replace(base, target=target, reason=why)

@@ -1,0 +1,171 @@
+"""`scalefold flink advise` (services/history/advice.py) over Delta tables written with
+delta-rs as the history's latest writers write them: the newest run of a job's tasks
+within the window, the downtime from its own recorded rescales, the decision and its
+evidence; a vertex without metrics decides nothing and says so."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from services.history import advice
+from services.history.lake import Lake
+from services.history.parallelism import PolicyConfig
+from services.history.paths import Layout
+from services.history.pytables import Message, flink_signal_row
+
+T0 = 1_795_935_400_000
+
+
+def vertex(
+    vid: str, inputs: list[str], counters: tuple[float, float, float], **extra: Any
+) -> dict[str, Any]:
+    read, written, busy = counters
+    return {
+        "jobVertexId": vid,
+        "jobVertexName": vid.capitalize(),
+        "parallelism": 2,
+        "maxParallelism": 8,
+        "inputs": inputs,
+        "readRecords": read,
+        "writeRecords": written,
+        "accumulatedBusyTimeMs": busy,
+        "pendingRecords": None,
+        **extra,
+    }
+
+
+def signal(
+    job: str, at_s: int, n: int, busy: float, *, pending: float = 0, p: int = 2
+) -> dict[str, Any]:
+    """Job `job` at `at_s`: its source has emitted `n` records (busy 20 % of `busy`, its
+    backlog `pending`), `work` (parallelism `p`) has taken them, busy `busy` ms in all."""
+    return {
+        "cluster": "c1",
+        "jobId": job,
+        "jobState": "RUNNING",
+        "observedAtMillis": T0 + at_s * 1000,
+        "vertices": [
+            vertex("source", [], (0, n, busy / 5), pendingRecords=pending),
+            {**vertex("work", ["source"], (n, n, busy)), "parallelism": p},
+        ],
+    }
+
+
+def write(path: Path, rows: list[dict[str, Any]]) -> None:
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    write_deltalake(str(path), pa.Table.from_pylist(rows), mode="append")
+
+
+@pytest.fixture
+def lake(tmp_path: Path) -> Lake:
+    layout = Layout(tmp_path)
+    records = [
+        signal("j1", 0, 0, 0, p=1),  # an earlier run, at parallelism 1
+        signal("j1", 100, 0, 0),  # the newest run starts: counters from 0
+        signal("j1", 110, 10_000, 20_000, pending=20_000),
+        signal("j1", 120, 20_000, 40_000, pending=40_000),
+        signal("j1", 120, 20_000, 40_000, pending=40_000),  # sent again by the bridge
+        signal("j2", 0, 0, 0),
+        {  # Work's metrics did not come (the bridge's answer for it was unusable)
+            **signal("j2", 10, 100, 10),
+            "vertices": [
+                vertex("source", [], (0, 100, 2)),
+                {
+                    "jobVertexId": "work",
+                    "jobVertexName": "Work",
+                    "parallelism": 2,
+                    "inputs": ["source"],
+                },
+            ],
+        },
+    ]
+    rows = [flink_signal_row(Message(r, 1, 0, i, None)) for i, r in enumerate(records)]
+    for row in rows:
+        del row["unknown_fields"]  # an empty map: pyarrow cannot tell its type
+    write(layout.table("flink_signals"), rows)
+    rescales = [
+        {"job_key": "c1.j1", "terminal_state": "COMPLETED", "downtime_ms": ms}
+        for ms in (4_000, 6_000, 50_000)
+    ]
+    write(layout.table("flink_rescales_latest"), rescales)
+    return Lake(tmp_path)
+
+
+def test_the_newest_run_is_judged_with_the_jobs_own_downtime(lake: Lake) -> None:
+    (found,) = advice.advise(lake, "j1", PolicyConfig(), 60_000, T0 + 121_000)
+    assert (found.first_ms, found.last_ms) == (T0 + 100_000, T0 + 120_000)  # not the old run
+    decision = found.decision
+    assert decision.restart_ms == 6_000  # the median of its three
+    # 1,000 records a second and 40,000 behind growing 2,000 a second: Work (500 records per
+    # busy second a subtask, busy all the time) needs its bound
+    assert decision.input_rate == pytest.approx(3_000)
+    assert decision.send and decision.targets == {"source": 2, "work": 8}
+    text = "\n".join(advice.as_text([found]))
+    assert "c1.j1: would rescale: rescale: Work 2 -> 8" in text
+    assert "a rescale's downtime 6.0 s" in text
+    json.dumps(advice.as_json([found]))  # serializable
+
+
+def test_a_vertex_without_its_metrics_decides_nothing(lake: Lake) -> None:
+    (found,) = advice.advise(lake, "c1.j2", PolicyConfig(), 60_000, T0 + 11_000)
+    assert not found.decision.send
+    assert found.decision.reason == ("the samples cannot be used: Work: no read_records reported")
+    assert advice.advise(lake, "nobody", PolicyConfig(), 60_000, T0) == []
+
+
+def test_settings_are_read_by_the_operators_keys() -> None:
+    config, window = advice.settings(
+        [
+            "job.autoscaler.target.utilization=0.5",
+            "job.autoscaler.catch-up.duration=10 min",
+            "job.autoscaler.vertex.max-parallelism=4",
+            "job.autoscaler.metrics.window=30 s",
+        ]
+    )
+    assert (config.target_utilization, config.catch_up_ms, config.max_parallelism) == (
+        0.5,
+        600_000,
+        4,
+    )
+    assert window == 30_000
+    for bad in (
+        "job.autoscaler.catch-up.duration=soon",
+        "x=1",
+        "job.autoscaler.target.utilization=hi",
+    ):
+        with pytest.raises(ValueError, match="is not"):
+            advice.settings([bad])
+
+
+def test_the_verbs_print_the_advice_and_the_backtest(
+    lake: Lake, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import argparse
+
+    from services.history import flinkcli
+
+    parser = argparse.ArgumentParser()
+    flinkcli.register(parser.add_subparsers())
+
+    def run(*argv: str) -> int:
+        args = parser.parse_args([*argv, "--data-dir", str(lake.data_dir)])
+        return int(args.handler(args, None))
+
+    assert run("advise", "--job", "j1", "-D", "job.autoscaler.metrics.window=10 min") == 0
+    assert "c1.j1: would rescale: rescale: Work 2 -> 8" in capsys.readouterr().out
+    assert run("backtest", "--job", "j1", "--try", "job.autoscaler.target.utilization=0.5") == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("c1.j1: 2 windows") and "downtime: recorded" in lines[0]
+    assert [line.split()[0] for line in lines[2:]] == [
+        "as",
+        "defaults",
+        "job.autoscaler.target.utilization=0.5",
+    ]
+    assert run("backtest", "--job", "nobody") == 1
+    assert "job nobody has no samples" in capsys.readouterr().err

@@ -1,0 +1,73 @@
+"""The policy's backtest (services/history/backtest.py): the model measured from a job's
+samples, and a load step replayed through it as run and under the decision."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.history import backtest as bt
+from services.history.parallelism import PolicyConfig, Sample, VertexSample
+
+T0 = 1_795_935_400_000
+
+
+def samples(rates: list[float]) -> list[Sample]:
+    """A job sampled every 10 s while its source emitted `rates[i]` records a second and
+    kept up: the source takes 0.2 ms a record, `work` (two subtasks) 2 ms (500 records per
+    busy second of a subtask)."""
+    found, n = [], 0.0
+    for i in range(len(rates) + 1):
+        found.append(
+            Sample(
+                T0 + i * 10_000,
+                (
+                    VertexSample("source", 2, 8, 0, n, n * 0.2, 0.0, "Source"),
+                    VertexSample("work", 2, 8, n, n, n * 2.0, None, "Work", ("source",)),
+                ),
+            )
+        )
+        n += rates[i] * 10 if i < len(rates) else 0
+    return found
+
+
+def test_the_model_is_measured_from_the_samples() -> None:
+    model, trace = bt.measure(samples([600, 800, 900]))
+    assert model is not None
+    assert [w.arrival for w in trace] == pytest.approx([600, 800, 900])
+    assert model.capacity == pytest.approx({"source": 5_000, "work": 500})
+    assert model.parallelism == {"source": 2, "work": 2}
+    assert model.sustained({"source": 2, "work": 2}) == pytest.approx(1_000)  # Work's
+    assert model.sustained({"source": 2, "work": 6}) == pytest.approx(3_000)
+    assert bt.measure(samples([]))[0] is None
+
+
+def test_a_load_step_as_run_and_under_the_decision() -> None:
+    model, _ = bt.measure(samples([600, 800, 900]))
+    assert model is not None
+    step = [bt.Window(10, 800)] * 6 + [bt.Window(10, 2_400)] * 60  # 1,000/s sustained at 2
+    config = PolicyConfig(stabilization_ms=60_000)
+    as_run = bt.replay(model, step, config, 6_000, decide=False)
+    decided = bt.replay(model, step, config, 6_000)
+    assert as_run.rescales == 0 and as_run.backlog_max == pytest.approx(60 * 10 * 1_400)
+    assert decided.rescales >= 1 and decided.downtime_ms == 6_000 * decided.rescales
+    assert decided.backlog_max < as_run.backlog_max / 10
+    assert decided.backlog[-1] == 0  # caught up by the end
+    assert max(decided.parallelism[-1].values()) > 2
+    assert decided.slot_seconds > as_run.slot_seconds  # what it costs
+    # a lower utilization target buys more slots for the same trace
+    roomy = bt.replay(
+        model, step, PolicyConfig(target_utilization=0.4, stabilization_ms=60_000), 6_000
+    )
+    assert roomy.slot_seconds > decided.slot_seconds
+
+
+def test_the_table_has_a_line_as_run_and_one_per_setting() -> None:
+    model, trace = bt.measure(samples([600, 800, 900, 2_400, 2_400]))
+    assert model is not None
+    tries = [
+        ("defaults", PolicyConfig()),
+        ("utilization 0.5", PolicyConfig(target_utilization=0.5)),
+    ]
+    lines = bt.as_text("c1.j1", model, trace, tries, 6_000)
+    assert lines[0].startswith("c1.j1: 5 windows, 50 s of recorded load")
+    assert [line.split()[0] for line in lines[2:]] == ["as", "defaults", "utilization"]

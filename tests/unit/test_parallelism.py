@@ -1,0 +1,181 @@
+"""The parallelism decision's rules (services/history/parallelism.py), as scenarios of a
+two-vertex job, `Source` feeding `Work`, sampled 10 s apart."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from services.history.parallelism import (
+    Decision,
+    PolicyConfig,
+    PolicyState,
+    Sample,
+    VertexSample,
+    decide,
+    window,
+)
+
+T0 = 1_795_935_400_000
+CONFIG = PolicyConfig()  # utilization 0.7 ± 0.2, catch-up 5 min, restart 30 s
+
+
+def sample(
+    at_s: float, counters: tuple[float, float, float, float], pending: float | None, p: int = 2
+) -> Sample:
+    """Cumulative counters at `at_s` seconds: (records the source emitted in all, its busy
+    ms, records `Work` took, its busy ms); `p`: Work's parallelism."""
+    emitted, source_busy_ms, taken, work_busy_ms = counters
+    return Sample(
+        T0 + int(at_s * 1000),
+        (
+            VertexSample("src", 2, 8, 0, emitted, source_busy_ms, pending, "Source"),
+            VertexSample("work", p, 8, taken, taken, work_busy_ms, None, "Work", ("src",)),
+        ),
+    )
+
+
+ZERO = (0.0, 0.0, 0.0, 0.0)
+STEADY = (10_000.0, 12_000.0, 10_000.0, 14_000.0)
+"""10 s of 1,000 records a second: the source busy 60 %, Work 70 % of its two subtasks."""
+LOW = (2_000.0, 2_000.0, 2_000.0, 2_000.0)
+"""10 s of 200 records a second, both vertices busy 10 %."""
+
+
+def decided(first: Sample, last: Sample) -> Decision:
+    loads, problems = window(first, last)
+    assert not problems
+    return decide(loads, CONFIG, PolicyState(), last.at_ms)[0]
+
+
+def test_a_steady_load_within_the_boundary_keeps_every_vertex() -> None:
+    decision = decided(sample(0, ZERO, 0), sample(10, STEADY, 0))
+    assert not decision.send
+    assert decision.targets == {"src": 2, "work": 2}
+    assert decision.input_rate == pytest.approx(1_000)
+    assert all("within the target's boundary" in v.reason for v in decision.vertices)
+
+
+def test_a_growing_backlog_scales_the_busy_vertex_up_to_its_bound() -> None:
+    # the source emits 1,000/s (back-pressured) while its backlog grows by 2,000/s; Work is
+    # busy all the time at 500 records per busy second a subtask
+    first = sample(0, ZERO, 0)
+    last = sample(10, (10_000, 4_000, 10_000, 20_000), 20_000)
+    decision = decided(first, last)
+    assert decision.send
+    assert decision.input_rate == pytest.approx(3_000)  # emitted + the backlog's growth
+    work = decision.vertices[1]
+    # 3,000/s, the 20,000 behind and a 30 s restart's 90,000 caught up within 5 min
+    assert work.target_rate == pytest.approx(3_000 + (20_000 + 90_000) / 300)
+    assert math.ceil(work.target_rate / (500 * 0.7)) == 10
+    assert decision.targets == {"src": 2, "work": 8}  # its max parallelism
+    assert "(capped)" in work.reason and decision.reason == "rescale: Work 2 -> 8"
+    capped = PolicyConfig(max_parallelism=4)
+    loads, _ = window(first, last)
+    assert decide(loads, capped, PolicyState(), last.at_ms)[0].targets["work"] == 4
+
+
+def test_a_lower_target_waits_the_scale_down_delay() -> None:
+    first, last = sample(0, ZERO, 0), sample(10, LOW, 0)
+    loads, _ = window(first, last)
+    decision, state = decide(loads, CONFIG, PolicyState(), last.at_ms)
+    assert not decision.send and decision.targets == {"src": 2, "work": 2}
+    assert "scale-down to 1 waits" in decision.vertices[1].reason
+    later = last.at_ms + CONFIG.scale_down_delay_ms - 1
+    assert not decide(loads, CONFIG, state, later)[0].send
+    decision, state = decide(loads, CONFIG, state, last.at_ms + CONFIG.scale_down_delay_ms)
+    assert decision.send and decision.targets == {"src": 1, "work": 1}
+    assert state == PolicyState(last.at_ms + CONFIG.scale_down_delay_ms, {})
+
+
+def test_a_load_back_up_resets_the_scale_down_delay() -> None:
+    low = window(sample(0, ZERO, 0), sample(10, LOW, 0))[0]
+    steady = window(sample(0, ZERO, 0), sample(10, STEADY, 0))[0]
+    _, state = decide(low, CONFIG, PolicyState(), T0)
+    assert set(state.lower_since_ms) == {"src", "work"}
+    _, state = decide(steady, CONFIG, state, T0 + 60_000)
+    assert state.lower_since_ms == {}
+
+
+def test_the_target_rate_flows_through_each_vertexs_selectivity() -> None:
+    def chain(at_s: float, n: float, busy: float) -> Sample:
+        return Sample(
+            T0 + int(at_s * 1000),
+            (
+                VertexSample("s", 1, 8, 0, n, busy, 0.0, "S"),
+                VertexSample("f", 1, 8, n, n / 2, busy, None, "Filter", ("s",)),
+                VertexSample("w", 1, 8, n / 2, n / 2, busy, None, "Work", ("f",)),
+            ),
+        )
+
+    loads, _ = window(chain(0, 0, 0), chain(10, 10_000, 9_000))
+    decision = decide(loads, CONFIG, PolicyState(), T0 + 10_000)[0]
+    rates = {v.vertex_id: v.target_rate for v in decision.vertices}
+    assert rates["f"] == pytest.approx(rates["s"])  # what the source emits, it takes
+    assert rates["w"] == pytest.approx(rates["s"] / 2)  # half of it passes the filter
+
+
+def test_no_more_rescales_an_hour_than_the_stabilization_allows() -> None:
+    rng = random.Random(7)
+    state, sent, at = PolicyState(), 0, 0.0
+    counters = ZERO
+    parallelism, pending = 2, 0.0
+    previous = sample(0, counters, 0, parallelism)
+    while at < 3_600:
+        at += 10
+        rate = rng.choice([100.0, 1_000.0, 5_000.0, 20_000.0])
+        pending = max(0.0, pending + rng.uniform(-5_000, 5_000))
+        step = (rate * 10, 4_000.0, rate * 10, 19_000.0)
+        counters = (
+            counters[0] + step[0],
+            counters[1] + step[1],
+            counters[2] + step[2],
+            counters[3] + step[3],
+        )
+        current = sample(at, counters, pending, parallelism)
+        loads, _ = window(previous, current)
+        decision, state = decide(loads, CONFIG, state, current.at_ms)
+        previous = current
+        if decision.send:
+            sent += 1
+            parallelism = decision.targets["work"]
+            previous = sample(at, counters, pending, parallelism)  # a new run of the tasks
+    assert 0 < sent <= CONFIG.max_rescales_per_hour == 30
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"busy_ms": float("nan")}, "busy_ms is"),
+        ({"busy_ms": -1.0}, "busy_ms is"),
+        ({"read_records": None}, "no read_records reported"),
+        ({"read_records": 1.0}, "went back"),
+        ({"parallelism": 3}, "not one run of its tasks"),
+    ],
+)
+def test_a_sample_that_cannot_be_used_decides_nothing_and_says_why(
+    change: dict[str, object], why: str
+) -> None:
+    first = sample(0, (0, 0, 100, 100), 0)
+    last = sample(10, STEADY, 0)
+    work = last.vertices[1].__class__(**{**last.vertices[1].__dict__, **change})
+    loads, problems = window(first, Sample(last.at_ms, (last.vertices[0], work)))
+    assert [p for p in problems if p.startswith("Work: ") and why in p], problems
+    assert [load.vertex_id for load in loads] == ["src"]
+    gone = Sample(first.at_ms, (first.vertices[0],))
+    assert window(gone, last)[1] == ["Work: not in the earlier sample"]
+    assert window(last, first)[1]  # out of order
+    assert decide([], CONFIG, PolicyState(), T0)[0].reason == "no usable window of samples"
+
+
+def test_a_source_without_a_backlog_metric_is_taken_at_its_emitted_rate() -> None:
+    decision = decided(sample(0, ZERO, None), sample(10, (10_000, 12_000, 10_000, 20_000), None))
+    assert decision.backlog is None and decision.input_rate == pytest.approx(1_000)
+
+
+def test_bad_settings_are_refused() -> None:
+    for bad in ({"target_utilization": 0}, {"utilization_boundary": 0.8}, {"catch_up_ms": 0}):
+        with pytest.raises(ValueError, match=r"job\.autoscaler"):
+            PolicyConfig(**bad)
