@@ -176,12 +176,8 @@ def backtest_command(args: argparse.Namespace, context: Context) -> int:
         history = lake.Lake.at(Path(args.data_dir))
         jobs = advice.job_samples(history, args.job)
         restart = {key: advice.restart_ms(history, key) for key in jobs}
-    except lake.HistoryNotFoundError as error:
-        print(f"scalefold flink backtest: {no_history(str(error))}", file=sys.stderr)
-        return 1
-    except lake.HistoryUnreadableError as error:
-        print(f"scalefold flink backtest: {error}", file=sys.stderr)
-        return 1
+    except (lake.HistoryNotFoundError, lake.HistoryUnreadableError) as error:
+        return _unreadable("backtest", error)
     if len(jobs) != 1:
         named = f"names {len(jobs)} jobs ({', '.join(jobs)})" if jobs else "has no samples"
         print(
@@ -211,12 +207,8 @@ def advise_command(args: argparse.Namespace, context: Context) -> int:
         found = advice.advise(
             lake.Lake.at(Path(args.data_dir)), args.job, config, window, int(time.time() * 1000)
         )
-    except lake.HistoryNotFoundError as error:
-        print(f"scalefold flink advise: {no_history(str(error))}", file=sys.stderr)
-        return 1
-    except lake.HistoryUnreadableError as error:
-        print(f"scalefold flink advise: {error}", file=sys.stderr)
-        return 1
+    except (lake.HistoryNotFoundError, lake.HistoryUnreadableError) as error:
+        return _unreadable("advise", error)
     if not found:
         which = f"job {args.job}" if args.job else "any job"
         print(
@@ -231,6 +223,16 @@ def advise_command(args: argparse.Namespace, context: Context) -> int:
     return 0
 
 
+def _unreadable(verb: str, error: Exception) -> int:
+    """Say why the history could not be read (where the stack keeps its own, when there
+    is none); exit status 1."""
+    from services.history.lake import HistoryNotFoundError
+
+    why = no_history(str(error)) if isinstance(error, HistoryNotFoundError) else str(error)
+    print(f"scalefold flink {verb}: {why}", file=sys.stderr)
+    return 1
+
+
 def compare_command(args: argparse.Namespace, context: Context) -> int:
     from services.history import lake, pairing
     from services.history.handlers import verbose
@@ -243,12 +245,8 @@ def compare_command(args: argparse.Namespace, context: Context) -> int:
         found = pairing.compare(history, args.job)
         pairs, rates = found.pairs, found.rates
         known = pairing.flink_jobs(history) if not pairs and args.job else []
-    except lake.HistoryNotFoundError as error:
-        print(f"scalefold flink compare: {no_history(str(error))}", file=sys.stderr)
-        return 1
-    except lake.HistoryUnreadableError as error:
-        print(f"scalefold flink compare: {error}", file=sys.stderr)
-        return 1
+    except (lake.HistoryNotFoundError, lake.HistoryUnreadableError) as error:
+        return _unreadable("compare", error)
     verbose(args, f"read the committed Delta tables under {data_dir / 'tables'}")
     if not pairs:
         answer = (
