@@ -146,7 +146,6 @@ class ClusterPoller:
         self.clock, self.ticks = clock, ticks
         self.signals_interval_ms = signals_interval_ms  # 0: no workload signals
         self._sampled: dict[str, int] = {}  # job -> its last sample's instant (ticks)
-        self._job_answered: dict[str, int] = {}  # job -> when /jobs/:jid last answered (wall)
         self._pending: dict[tuple[str, str], tuple[str | None, int]] = {}  # (job, vertex) ->
         # its pendingRecords metric's id and when the listing was read (ticks)
         self.presence = Presence()
@@ -183,7 +182,7 @@ class ClusterPoller:
                 continue  # reported to its end: nothing more to read
             answers = self._answers(jid, offset, task_managers, result)
             if answers is not None:
-                self._sample(jid, answers.job, result)
+                self._sample(jid, answers, result)
                 seen = step.observe(offset, answers, now)
                 result.letters += [_problem(self.name, jid, answers, *p) for p in seen.problems]
                 result.observed.append(seen)
@@ -263,7 +262,7 @@ class ClusterPoller:
         except NotThereError:
             self.say_once(f"gone {jid}", f"{self.name}: job {jid} is no longer there")
             return None
-        self._job_answered[jid] = self.clock()
+        job_answered = self.clock()
         if not isinstance(job, Mapping) or job.get("state") in NOT_SCHEDULED_YET:
             return None
         history, enabled = self._history(jid, result)
@@ -284,6 +283,7 @@ class ClusterPoller:
         return step.Answers(
             job=job,
             task_managers=task_managers,
+            job_answered_ms=job_answered,
             requirements=requirements,
             requirements_window=None if since is None else answered.since(since),
             appeared=self.presence.appeared,
@@ -307,9 +307,9 @@ class ClusterPoller:
             cluster_restart=self.cluster_restart,
         )
 
-    def _sample(self, jid: str, job: Mapping[str, Any], result: ClusterPoll) -> None:
+    def _sample(self, jid: str, answers: step.Answers, result: ClusterPoll) -> None:
         """A workload sample of a running job, when one is due (`signals_interval_ms`)."""
-        at = self.ticks()
+        job, at = answers.job, self.ticks()
         last = self._sampled.get(jid)
         due = last is None or at - last >= self.signals_interval_ms
         if self.signals_interval_ms <= 0 or job.get("state") != "RUNNING" or not due:
@@ -331,7 +331,7 @@ class ClusterPoller:
             sg.signal,
             self.name,
             vertex_gauges=found,
-            observed_at_ms=self._job_answered.get(jid, self.clock()),
+            observed_at_ms=answers.job_answered_ms or self.clock(),
         )
         sample = self._read(read, job, f"/jobs/{jid}", key, result)
         if sample is not None:
@@ -341,7 +341,6 @@ class ClusterPoller:
         """Drop what sampling kept of the jobs no longer listed."""
         for jid in self._sampled.keys() - listed:
             del self._sampled[jid]
-            self._job_answered.pop(jid, None)
         for jid, vid in [k for k in self._pending if k[0] not in listed]:
             del self._pending[(jid, vid)]
 

@@ -51,6 +51,8 @@ _TIMES = {
     "accumulated-idle-time": "accumulatedIdleTimeMs",
 }
 _COMPLETE = ("read-records-complete", "write-records-complete")
+_KNOWN = frozenset({*_COUNTERS, *_TIMES, *_COMPLETE})
+"""The keys of a vertex's `metrics` the record has fields for; others: `unknownFields`."""
 
 
 def pending_metric(listing: Any) -> str | None:
@@ -133,8 +135,7 @@ def signal(
             entry[key] = None if value is None else float(value)
         entry.update(vertex_gauges.get(vid) or dict.fromkeys(_GAUGE_FIELDS))
         vertices.append(entry)
-        known = {*_COUNTERS, *_TIMES, *_COMPLETE}
-        unknown |= {f"{vid}.{k}": json.dumps(v) for k, v in metrics.items() if k not in known}
+        unknown |= {f"{vid}.{k}": json.dumps(v) for k, v in metrics.items() if k not in _KNOWN}
     return {
         "cluster": cluster,
         "jobId": field(job, "jid", str, where),

@@ -88,6 +88,8 @@ class Answers:
 
     job: Mapping[str, Any]
     task_managers: tuple[tr.TaskManagerView, ...] | None
+    job_answered_ms: int | None = None
+    """When `job`'s answer arrived (the bridge's wall clock): a workload sample's instant."""
     requirements: Any = None
     rescales_config: Any = None
     job_config: Any = None
