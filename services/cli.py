@@ -11,7 +11,7 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from services.clicontext import Context, Handler
 from services.contracts.access import (
@@ -20,6 +20,7 @@ from services.contracts.access import (
     without_reported_errors,
 )
 from services.contracts.ambiguity import Findings
+from services.contracts.foresight import Forecast
 from services.contracts.settings import Settings, SettingsError
 from services.localstack.layout import RUN_ROOT, cache_dir
 
@@ -150,6 +151,13 @@ def _ambiguities(settings: Settings, job: str) -> Findings:
     return find(settings, job)
 
 
+def _forecasts(settings: Settings, job: str, targets: Mapping[str, int], now_ms: int) -> Forecast:
+    """The scheduler's answer to the history's autoscaler: what a decision would start."""
+    from services.scheduler.foresight import forecast
+
+    return forecast(settings, job, targets, now_ms)
+
+
 def main(argv: Sequence[str] | None = None, *, exit_on_refusal: bool = False) -> int:
     """Run one command; its exit code. With `exit_on_refusal` (the command itself, not a
     caller in the same process) a refusal's line is the process's last act: `os._exit`,
@@ -180,7 +188,7 @@ def main(argv: Sequence[str] | None = None, *, exit_on_refusal: bool = False) ->
         return 2
     handler: Handler = args.handler
     try:
-        return handler(args, Context(settings, cache_dir(env), env, _ambiguities))
+        return handler(args, Context(settings, cache_dir(env), env, _ambiguities, _forecasts))
     except BrokenPipeError:
         return _closed_pipe()
     except KeyboardInterrupt:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from services.contracts.ambiguity import Finder
+from services.contracts.foresight import Forecaster
 from services.contracts.settings import Settings
 
 
@@ -25,6 +26,9 @@ class Context:
     env: Mapping[str, str]
     ambiguities: Finder | None = None
     """The scheduler's fold of a job's recorded inputs: which pairs it cannot decide."""
+    forecasts: Forecaster | None = None
+    """The scheduler's fold of a job's recorded inputs with a requirements change: what the
+    adaptive scheduler does with a parallelism decision."""
 
 
 Handler = Callable[[argparse.Namespace, Context], int]

@@ -142,12 +142,17 @@ def advise(
     return found
 
 
-def job_samples(lake: Lake, job: str | None) -> dict[str, list[pl.Sample]]:
-    """Each job's samples (`job`: Flink's job id or its key; None: every job), in time
-    order, by job key."""
+def job_samples(
+    lake: Lake, job: str | None, since_ms: int | None = None
+) -> dict[str, list[pl.Sample]]:
+    """Each job's samples (`job`: Flink's job id or its key; None: every job), observed
+    at `since_ms` or later (None: all), in time order, by job key."""
     if not lake.committed(SIGNALS):
         return {}
-    where = f"WHERE {flink_job(job)}" if job else ""
+    conditions = [flink_job(job)] if job else []
+    if since_ms is not None:
+        conditions.append(f"observed_at_ms >= {int(since_ms)}")
+    where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
     rows = lake.rows(
         f"SELECT job_key, observed_at_ms, vertices FROM s {where} ORDER BY job_key, observed_at_ms",
         {"s": SIGNALS},

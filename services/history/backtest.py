@@ -164,6 +164,7 @@ def replay(
             loads = _loads(model, parallelism, processed, running, backlog=backlog, growth=growth)
             decision, state = pl.decide(loads, config, state, now_ms, restart_ms)
             if decision.send:
+                state = pl.sent(state, now_ms)
                 rescales += 1
                 downtime += restart_ms
                 down_ms = restart_ms

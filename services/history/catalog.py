@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from services.history import verdicts
+from services.history import decisions, verdicts
 from services.history.decode import RescaleSchemas, decode, valid
 from services.history.paths import Layout
 from services.history.sinklog import is_delta
@@ -80,9 +80,17 @@ def read_table(spark: SparkSession, path: Path, schema: StructType) -> DataFrame
     )
 
 
+DERIVED = {
+    verdicts.TABLE: verdicts.spark_schema,
+    decisions.TABLE: decisions.spark_schema,
+}
+"""The tables the history service derives in threads of its own (judge.py, autoscaler.py),
+each its own view: by name, their schemas."""
+
+
 def view_names() -> tuple[str, ...]:
     """The names `build_views` defines, known without Spark."""
-    return (verdicts.TABLE, *(name for source in SOURCES for name in source.view_names))
+    return (*DERIVED, *(name for source in SOURCES for name in source.view_names))
 
 
 def build_views(
@@ -97,7 +105,7 @@ def build_views(
     found = found or table_schemas(spark, schemas)
     # the history's own judgement of the Flink pairs (judge.py), which the Flink views join
     views: dict[str, DataFrame] = {
-        verdicts.TABLE: read_table(spark, layout.table(verdicts.TABLE), verdicts.spark_schema())
+        name: read_table(spark, layout.table(name), schema()) for name, schema in DERIVED.items()
     }
     for source in SOURCES:
         tables = {

@@ -322,7 +322,34 @@ Stop with Ctrl-C or SIGTERM; a restart resumes where the job stopped.""",
         "cluster, a directory every worker sees at the same path",
     )
     _add_planner_rules(run.add_argument_group("planner rules (README.md, 'Scaling commands')"))
+    _add_autoscaler(run.add_argument_group("the parallelism decisions (docs/autoscaling.md)"))
     run.set_defaults(handler=handlers.run)
+
+
+def _add_autoscaler(group: argparse._ArgumentGroup) -> None:
+    group.add_argument(
+        "--autoscaler",
+        choices=("off", "advise", "scale"),
+        default="advise",
+        help="decide each sampled Flink job's parallelism into the table scaling_decisions: "
+        "advise records only (default), scale also sends it (SET_PARALLELISM to the actuator)",
+    )
+    group.add_argument(
+        "--autoscaler-interval",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="how often each job is decided",
+    )
+    group.add_argument(
+        "-D",
+        dest="autoscaler_settings",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a setting of the decision by the operator's key, e.g. "
+        "job.autoscaler.target.utilization=0.6 (docs/autoscaling.md lists them)",
+    )
 
 
 def _retention_hours(text: str) -> float:

@@ -44,8 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from services.history import verdicts
-from services.history.catalog import build_views, table_schemas, view_names
+from services.history.catalog import DERIVED, build_views, table_schemas, view_names
 from services.history.paths import JDBC_URL, SQL_URL, Layout
 from services.history.sinklog import is_delta
 from services.history.sources import SOURCES
@@ -257,7 +256,7 @@ def present_tables(layout: Layout, known: Iterable[str] = ()) -> tuple[str, ...]
     present at an earlier look (a table is never removed while the service runs, so
     only the others' logs are looked at)."""
     before = set(known)
-    every = (verdicts.TABLE, *(table for source in SOURCES for table in source.all_tables))
+    every = (*DERIVED, *(table for source in SOURCES for table in source.all_tables))
     return tuple(table for table in every if table in before or is_delta(layout.table(table)))
 
 

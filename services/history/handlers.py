@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from services.clicontext import Context
+    from services.history.autoscaler import AutoscalerOptions
     from services.history.endpoint import EndpointConfig, JdbcConfig
     from services.history.job import RunOptions
     from services.history.paths import Layout
@@ -99,6 +100,8 @@ def _run_options(args: argparse.Namespace, context: Context) -> RunOptions:
         sql_url=_endpoint(args).url if _serves_sql(args) else None,
         jdbc=_jdbc(args),
         finder=context.ambiguities,
+        forecaster=context.forecasts,
+        autoscaler=_autoscaler(args),
         planner=PlannerConfig(
             provision_grace_ms=round(args.provision_grace * 1000),
             release_grace_ms=round(args.release_grace * 1000),
@@ -109,6 +112,25 @@ def _run_options(args: argparse.Namespace, context: Context) -> RunOptions:
             commanded_clusters=frozenset(args.command_flink),
             max_staleness_ms=round(args.max_staleness * 1000),
         ),
+    )
+
+
+def _autoscaler(args: argparse.Namespace) -> AutoscalerOptions:
+    """`history run`'s autoscaler options; SystemExit(2) naming a bad setting."""
+    from services.history.advice import settings
+    from services.history.autoscaler import AutoscalerOptions, Mode
+
+    try:
+        policy, window = settings(args.autoscaler_settings)
+    except ValueError as error:
+        print(f"scalefold history run: -D {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    return AutoscalerOptions(
+        Mode(args.autoscaler),
+        policy,
+        window,
+        args.autoscaler_interval,
+        retention_hours=args.retention_hours,
     )
 
 

@@ -5,7 +5,8 @@ planner's query over every source's topic (planning.py), all started by one star
 (queries.py). A thread of the planner's decides from its fresh view several times a second
 and sends what is new; the loop, every second, starts failed queries again from their
 checkpoints, refreshes the served views and touches the health file; a thread of its
-own compacts and vacuums the tables that are due (upsert.Upkeep).
+own compacts and vacuums the tables that are due (upsert.Upkeep); one judges the Flink
+pairs (judge.py); one decides the sampled Flink jobs' parallelism (autoscaler.py).
 """
 
 from __future__ import annotations
@@ -24,9 +25,17 @@ from typing import TYPE_CHECKING
 from services.contracts import Codec, SchemaRegistry, Settings
 from services.contracts.access import KafkaConnectionError
 from services.contracts.ambiguity import Finder
+from services.contracts.commands import ScalingCommand
+from services.contracts.foresight import Forecaster
 from services.contracts.kafka import connect, retry_transient, spark_secrets
+from services.history.autoscaler import Autoscaler, AutoscalerOptions, Mode
 from services.history.catalog import arrow_schema, table_schemas
-from services.history.commands import CommandSender, CommandSendError, read_issued
+from services.history.commands import (
+    CommandSender,
+    CommandSendError,
+    IssuedCommands,
+    read_issued,
+)
 from services.history.decode import RescaleSchemas
 from services.history.endpoint import (
     BackgroundJdbc,
@@ -96,6 +105,11 @@ class RunOptions:
     """Asks the scheduler's fold which pairs of a real Flink's job the observation cannot
     decide (contracts/ambiguity.py): the judge (judge.py) keeps `flink_verdicts` with it."""
     judge_interval_seconds: float = 5.0
+    autoscaler: AutoscalerOptions = field(default_factory=AutoscalerOptions)
+    """The parallelism decisions of the sampled Flink jobs (autoscaler.py)."""
+    forecaster: Forecaster | None = None
+    """Asks the scheduler's fold what the adaptive scheduler does with a decision
+    (contracts/foresight.py) before the autoscaler sends or advises it."""
     jdbc: JdbcConfig | None = None
     """Spark's Thrift JDBC server on the same views (endpoint.py), its address in
     DATA_DIR/jdbc.url while the job runs; its settings must be in the session's conf."""
@@ -264,6 +278,32 @@ def _planner(settings: Settings, registry: SchemaRegistry, options: RunOptions) 
     return Planner(options.planner, sender, lookback, options.plan_interval_seconds)
 
 
+def _autoscaler_threads(
+    settings: Settings, registry: SchemaRegistry, options: RunOptions, stop: threading.Event
+) -> list[threading.Thread]:
+    """The autoscaler's thread (autoscaler.py), unless it is off."""
+    if options.autoscaler.mode is Mode.OFF:
+        return []
+    autoscaler = _autoscaler(settings, registry, options)
+    interval = options.autoscaler.interval_seconds
+    return [_repeating("history-autoscaler", interval, lambda: autoscaler.tick(_now_ms()), stop)]
+
+
+def _autoscaler(settings: Settings, registry: SchemaRegistry, options: RunOptions) -> Autoscaler:
+    """The autoscaler, with a sender of its own in `scale` mode (its commands' ids are
+    its own: no ledger to read)."""
+    send = None
+    if options.autoscaler.mode is Mode.SCALE:
+        sender = CommandSender(settings, Codec(registry), IssuedCommands())
+
+        def send(command: ScalingCommand) -> None:
+            sender.send([command])
+
+    return Autoscaler(
+        options.layout.data_dir, settings, options.autoscaler, options.forecaster, send
+    )
+
+
 def _run(
     spark: SparkSession,
     settings: Settings,
@@ -306,7 +346,10 @@ def _run(
         appended = [options.layout.table(t) for s in SOURCES for t in s.appended]
         threads = [_upkeep_thread(spark, keeper, appended, stop)]
         judge = Judge(options.layout.data_dir, settings, options.finder)
-        threads.append(_judge_thread(judge, options.judge_interval_seconds, stop))
+        threads += [
+            _judge_thread(judge, options.judge_interval_seconds, stop),
+            *_autoscaler_threads(settings, registry, options, stop),
+        ]
         failed: list[BaseException] = []
         if planner is not None:
             threads.append(_planner_thread(planner, queries, stop, failed))

@@ -271,8 +271,9 @@ def decide(
     restart_ms: int | None = None,
 ) -> tuple[Decision, PolicyState]:
     """The decision for one job over one window (`window`'s loads, topological order),
-    and the state to decide the next one with. `restart_ms`: the downtime of this job's
-    recorded restarts (None: `config.restart_ms`)."""
+    and the state to decide the next one with if it is not sent (`sent` gives the state
+    if it is). `restart_ms`: the downtime of this job's recorded restarts (None:
+    `config.restart_ms`)."""
     downtime = config.restart_ms if restart_ms is None else restart_ms
     if not loads:
         return Decision(False, "no usable window of samples"), state
@@ -318,9 +319,77 @@ def decide(
     moves = ", ".join(f"{_vname(v)} {v.current} -> {v.target}" for v in changed)
     reason = f"rescale: {moves}" if changed else "every vertex keeps its parallelism"
     decision = Decision(bool(changed), reason, tuple(decided), input_rate, backlog, downtime)
-    if not changed:
-        return decision, PolicyState(state.last_sent_ms, lower_since)
-    return decision, PolicyState(now_ms, {})
+    return decision, PolicyState(state.last_sent_ms, lower_since)
+
+
+def sent(state: PolicyState, now_ms: int) -> PolicyState:
+    """The state after a decision was sent at `now_ms`: the stabilization interval starts,
+    and every vertex's wait for a lower target starts again."""
+    return PolicyState(now_ms, {})
+
+
+def sustained(vertices: Sequence[VertexDecision], parallelism: Mapping[str, int]) -> float | None:
+    """The input rate the job keeps up with at `parallelism` (by vertex; the decision's
+    own `current` where it names none): its bottleneck's capacity over the share of the
+    job's target rate that vertex takes. None: no vertex's capacity was measured."""
+    total = sum(v.target_rate for v in vertices if v.capacity is not None)
+    rates = [
+        v.capacity * parallelism.get(v.vertex_id, v.current) / v.target_rate * total
+        for v in vertices
+        if v.capacity is not None and v.target_rate > 0
+    ]
+    return min(rates) if rates and total > 0 else None
+
+
+def worth(decision: Decision, config: PolicyConfig) -> str | None:
+    """Why a decision to rescale costs more than it gains (None: it does not): a rescale
+    stops the job for `decision.restart_ms`, whose arrivals join the backlog.
+
+    - Up, while the job keeps up at its current parallelism with a backlog to clear: worth
+      it only if the backlog clears sooner with the downtime first than without the rescale.
+      A job falling behind, or up for headroom with nothing behind, is always worth it.
+    - Down: worth it only if the lower parallelism still keeps up and catches up what
+      arrives in the downtime, and the backlog, within the catch-up time."""
+    if not decision.send or decision.input_rate is None:
+        return None
+    rate, backlog = decision.input_rate, decision.backlog or 0.0
+    down_s = (decision.restart_ms or 0) / 1000
+    current = sustained(decision.vertices, {})
+    target = sustained(decision.vertices, decision.targets)
+    if current is None or target is None:
+        return None  # no capacity measured: nothing to weigh with
+    up = any(v.target > v.current for v in decision.vertices)
+    if up:
+        return _costly_up(rate, backlog, down_s, current, target)
+    return _costly_down(rate, backlog + rate * down_s, target, config.catch_up_ms / 1000)
+
+
+def _costly_up(
+    rate: float, backlog: float, down_s: float, current: float, target: float
+) -> str | None:
+    if current <= rate or backlog <= 0:
+        return None  # falling behind, or up for headroom with nothing behind
+    now_s = backlog / (current - rate)
+    behind = backlog + rate * down_s
+    after_s = down_s + behind / (target - rate) if target > rate else math.inf
+    if after_s < now_s:
+        return None
+    return (
+        f"the backlog of {backlog:.0f} clears in {now_s:.0f} s as it runs; "
+        f"with the rescale's {down_s:.0f} s downtime first, in {after_s:.0f} s"
+    )
+
+
+def _costly_down(rate: float, behind: float, target: float, catch_up_s: float) -> str | None:
+    if target <= rate:
+        return f"{target:.1f} rec/s at the lower parallelism would not keep up with {rate:.1f}"
+    after_s = behind / (target - rate)
+    if after_s <= catch_up_s:
+        return None
+    return (
+        f"the lower parallelism would take {after_s:.0f} s to catch up the backlog and the "
+        f"downtime's arrivals, more than the catch-up time ({catch_up_s:.0f} s)"
+    )
 
 
 def _vname(v: VertexDecision) -> str:

@@ -13,9 +13,13 @@ from services.history.parallelism import (
     PolicyConfig,
     PolicyState,
     Sample,
+    VertexDecision,
     VertexSample,
     decide,
+    sent,
+    sustained,
     window,
+    worth,
 )
 
 T0 = 1_795_935_400_000
@@ -87,7 +91,9 @@ def test_a_lower_target_waits_the_scale_down_delay() -> None:
     assert not decide(loads, CONFIG, state, later)[0].send
     decision, state = decide(loads, CONFIG, state, last.at_ms + CONFIG.scale_down_delay_ms)
     assert decision.send and decision.targets == {"src": 1, "work": 1}
-    assert state == PolicyState(last.at_ms + CONFIG.scale_down_delay_ms, {})
+    assert state.last_sent_ms is None  # not sent yet: an advisor keeps advising it
+    at = last.at_ms + CONFIG.scale_down_delay_ms
+    assert sent(state, at) == PolicyState(at, {})
 
 
 def test_a_load_back_up_resets_the_scale_down_delay() -> None:
@@ -119,7 +125,7 @@ def test_the_target_rate_flows_through_each_vertexs_selectivity() -> None:
 
 def test_no_more_rescales_an_hour_than_the_stabilization_allows() -> None:
     rng = random.Random(7)
-    state, sent, at = PolicyState(), 0, 0.0
+    state, count, at = PolicyState(), 0, 0.0
     counters = ZERO
     parallelism, pending = 2, 0.0
     previous = sample(0, counters, 0, parallelism)
@@ -139,10 +145,11 @@ def test_no_more_rescales_an_hour_than_the_stabilization_allows() -> None:
         decision, state = decide(loads, CONFIG, state, current.at_ms)
         previous = current
         if decision.send:
-            sent += 1
+            state = sent(state, current.at_ms)
+            count += 1
             parallelism = decision.targets["work"]
             previous = sample(at, counters, pending, parallelism)  # a new run of the tasks
-    assert 0 < sent <= CONFIG.max_rescales_per_hour == 30
+    assert 0 < count <= CONFIG.max_rescales_per_hour == 30
 
 
 @pytest.mark.parametrize(
@@ -179,3 +186,27 @@ def test_bad_settings_are_refused() -> None:
     for bad in ({"target_utilization": 0}, {"utilization_boundary": 0.8}, {"catch_up_ms": 0}):
         with pytest.raises(ValueError, match=r"job\.autoscaler"):
             PolicyConfig(**bad)
+
+
+def _one_vertex(current: int, target: int, backlog: float, restart_ms: int) -> Decision:
+    """A job of one vertex taking 1,000 records a second at 600 a busy second a subtask."""
+    work = VertexDecision("work", "Work", current, target, 1_000.0, 600.0, 0.8, "")
+    return Decision(True, "rescale", (work,), 1_000.0, backlog, restart_ms)
+
+
+def test_a_rescale_is_sent_only_when_it_gains_more_than_its_downtime_costs() -> None:
+    # keeping up (1,200/s at 2) with 1,000 behind: clears in 5 s as it runs; a minute's
+    # downtime first would make it 60 s + 61,000 / 800 s
+    slow_restart = _one_vertex(2, 3, 1_000, 60_000)
+    assert sustained(slow_restart.vertices, {}) == pytest.approx(1_200)
+    assert "clears in 5 s as it runs" in (worth(slow_restart, CONFIG) or "")
+    # nothing behind: up for headroom (the utilization target) is worth it
+    assert worth(_one_vertex(2, 3, 0, 60_000), CONFIG) is None
+    # falling behind (600/s at 1 subtask): always worth it
+    assert worth(_one_vertex(1, 3, 50_000, 60_000), CONFIG) is None
+    # down from 4 to 2 (1,200/s): a 30 s downtime's 30,000 records caught up in 150 s
+    assert worth(_one_vertex(4, 2, 0, 30_000), CONFIG) is None
+    # ... a 2 min one's in 600 s, more than the 5 min catch-up
+    assert "more than the catch-up time" in (worth(_one_vertex(4, 2, 0, 120_000), CONFIG) or "")
+    # down to 1 (600/s) would not keep up at all
+    assert "would not keep up" in (worth(_one_vertex(4, 1, 0, 0), CONFIG) or "")

@@ -1,0 +1,164 @@
+"""The history service's autoscaler (services/history/autoscaler.py, decisions.py) over
+Delta tables written as the history writes them, asking the scheduler core's own fold
+(services/scheduler/foresight.py) of the job's inputs: every step recorded in
+`scaling_decisions` with its evidence, sent only in `scale` mode, only when the fold
+foresees a rescale, never twice within the stabilization interval, across restarts."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from services.contracts.commands import ScalingAction, ScalingCommand
+from services.contracts.events import (
+    Event,
+    JobSubmitted,
+    TaskManagerRegistered,
+    VertexSpec,
+)
+from services.contracts.foresight import Forecast, ForecastUnknownError
+from services.contracts.jobconfig import SUBMISSION_STABILIZATION
+from services.contracts.settings import Settings
+from services.history.autoscaler import Autoscaler, AutoscalerOptions, Mode
+from services.history.decisions import TABLE
+from services.history.lake import Lake
+from services.scheduler.foresight import foresee
+from tests.unit import test_advice
+from tests.unit.test_advice import T0
+
+lake = test_advice.lake  # the fixture: j1 behind, j2 without metrics
+
+NOW = T0 + 121_000
+KEY = "c1.j1"
+
+
+def inputs(taskmanagers: int) -> list[Event]:
+    """What the bridge recorded of j1: Source and Work at 2, Work at most 8, one slot-sharing
+    group, `taskmanagers` TaskManagers of one slot."""
+    vertices = (
+        VertexSpec("source", "Source", "g", "g", 2, 8),
+        VertexSpec("work", "Work", "g", "g", 2, 8),
+    )
+    config = ((SUBMISSION_STABILIZATION, "1s"),)
+    return [
+        JobSubmitted(KEY, T0, "workload", vertices, None, config),
+        *(TaskManagerRegistered(KEY, T0 + n, f"tm-{n}", 1, None) for n in range(taskmanagers)),
+    ]
+
+
+def folding(events: list[Event]) -> Any:
+    def forecaster(
+        _settings: Settings, job: str, targets: Mapping[str, int], now_ms: int
+    ) -> Forecast:
+        if job != KEY:
+            raise ForecastUnknownError(f"job {job} has no input the scheduler could fold")
+        return foresee(job, events, targets, now_ms)
+
+    return forecaster
+
+
+def decisions(lake: Lake) -> list[dict[str, Any]]:
+    return lake.rows("SELECT * FROM d ORDER BY decided_at_ms, job_key", {"d": TABLE})
+
+
+def test_advise_records_the_decision_and_what_the_adaptive_scheduler_would_do(lake: Lake) -> None:
+    scaler = Autoscaler(lake.data_dir, Settings(), AutoscalerOptions(), folding(inputs(8)))
+    rows = scaler.tick(NOW)
+    by_job = {row["job_key"]: row for row in rows}
+    advised = by_job[KEY]
+    assert advised["outcome"] == "ADVISED" and advised["mode"] == "advise"
+    assert advised["reason"] == "rescale: Work 2 -> 8 (advisor mode: not sent)"
+    assert advised["forecast"].startswith("UPDATE_REQUIREMENT rescale")
+    work = advised["vertices"][1]
+    assert (work["current"], work["target"], work["reached"]) == (2, 8, 8)
+    assert advised["restart_ms"] == 6_000 and advised["samples"] == 3
+    assert by_job["c1.j2"]["outcome"] == "NO_WINDOW"
+    assert "Work: no read_records reported" in by_job["c1.j2"]["reason"]
+    assert scaler.tick(NOW + 10_000) == []  # unchanged: not recorded again ...
+    assert [r["job_key"] for r in scaler.tick(NOW + 61_000)] == [KEY, "c1.j2"]  # ... for a minute
+    assert len(decisions(Lake(lake.data_dir))) == 4
+
+
+def test_scale_sends_once_and_a_restart_keeps_the_stabilization(lake: Lake) -> None:
+    sent: list[ScalingCommand] = []
+    options = AutoscalerOptions(mode=Mode.SCALE)
+    scaler = Autoscaler(lake.data_dir, Settings(), options, folding(inputs(8)), sent.append)
+    (row,) = [r for r in scaler.tick(NOW) if r["job_key"] == KEY]
+    (command,) = sent
+    assert row["outcome"] == "SENT" and row["command_id"] == command.command_id
+    assert command.action is ScalingAction.SET_PARALLELISM and command.job_id == KEY
+    assert command.parallelism == {"source": 2, "work": 8}
+    assert command.evidence[0].startswith("UPDATE_REQUIREMENT rescale")
+    (row,) = [r for r in scaler.tick(NOW + 10_000) if r["job_key"] == KEY]
+    assert row["outcome"] == "KEPT" and "stabilizing after the last rescale" in row["reason"]
+    restarted = Autoscaler(lake.data_dir, Settings(), options, folding(inputs(8)), sent.append)
+    (row,) = [r for r in restarted.tick(NOW + 20_000) if r["job_key"] == KEY]
+    assert row["outcome"] == "KEPT" and "stabilizing" in row["reason"]
+    assert len(sent) == 1
+
+
+def test_nothing_is_sent_on_a_decision_the_fold_cannot_check_or_sees_no_rescale_in(
+    lake: Lake,
+) -> None:
+    sent: list[ScalingCommand] = []
+    options = AutoscalerOptions(mode=Mode.SCALE)
+
+    def unknown(*_: Any) -> Forecast:
+        raise ForecastUnknownError("the broker is away")
+
+    rows = Autoscaler(lake.data_dir, Settings(), options, unknown, sent.append).tick(NOW)
+    (row,) = [r for r in rows if r["job_key"] == KEY]
+    assert row["outcome"] == "FORECAST_UNKNOWN" and "the broker is away" in row["reason"]
+
+    def still(_s: Settings, job: str, _t: Mapping[str, int], _n: int) -> Forecast:
+        return Forecast(job, None, None, {}, "no rescale starts within 600 s")
+
+    rows = Autoscaler(lake.data_dir, Settings(), options, still, sent.append).tick(NOW)
+    (row,) = [r for r in rows if r["job_key"] == KEY]
+    assert row["outcome"] == "NO_RESCALE" and "no rescale starts" in row["reason"]
+    assert sent == []
+
+
+def test_a_send_the_broker_refuses_is_recorded_and_tried_again(lake: Lake) -> None:
+    tries: list[ScalingCommand] = []
+
+    def refused(command: ScalingCommand) -> None:
+        tries.append(command)
+        if len(tries) == 1:
+            raise RuntimeError("1 of 1 commands not acknowledged")
+
+    options = AutoscalerOptions(mode=Mode.SCALE)
+    scaler = Autoscaler(lake.data_dir, Settings(), options, folding(inputs(8)), refused)
+    (row,) = [r for r in scaler.tick(NOW) if r["job_key"] == KEY]
+    assert row["outcome"] == "SEND_FAILED" and "not acknowledged" in row["reason"]
+    (row,) = [r for r in scaler.tick(NOW + 10_000) if r["job_key"] == KEY]
+    assert row["outcome"] == "SENT" and len(tries) == 2
+
+
+def test_a_job_whose_signals_stop_is_recorded_once_and_forgotten(lake: Lake) -> None:
+    options = AutoscalerOptions(stale_ms=60_000)
+    scaler = Autoscaler(lake.data_dir, Settings(), options, folding(inputs(8)))
+    first = {r["job_key"]: r for r in scaler.tick(NOW)}
+    assert first[KEY]["outcome"] == "ADVISED"
+    assert first["c1.j2"]["outcome"] == "NO_SIGNALS"  # its newest sample is 111 s old
+    assert first["c1.j2"]["reason"] == "no workload sample for 111 s"
+    rows = scaler.tick(NOW + 70_000)
+    assert [(r["job_key"], r["outcome"]) for r in rows] == [(KEY, "NO_SIGNALS")]
+    assert scaler.tick(NOW + 200_000) == []
+
+
+@pytest.mark.parametrize("files", [40])
+def test_the_table_compacts_itself(lake: Lake, files: int) -> None:
+    from deltalake import DeltaTable
+
+    options = AutoscalerOptions(record_every_ms=0, retention_hours=0)
+    scaler = Autoscaler(lake.data_dir, Settings(), options, folding(inputs(8)))
+    for n in range(files):
+        scaler.tick(NOW + n)
+    table = DeltaTable(str(lake.table_dir(TABLE)))
+    assert len(table.file_uris()) <= 32
+    assert len(decisions(Lake(lake.data_dir))) == 2 * files
+    on_disk = list(lake.table_dir(TABLE).glob("*.parquet"))
+    assert len(on_disk) == len(table.file_uris())
