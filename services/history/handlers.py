@@ -142,8 +142,8 @@ def run(args: argparse.Namespace, context: Context) -> int:
     from services.history import job
 
     settings, topics = context.settings, context.settings.topics
+    options = _run_options(args, context)  # a bad option is said before the broker is asked
     prepare(settings, "history")
-    options = _run_options(args, context)
     say(f"reading {topics.rescales} at {settings.bootstrap_servers}")
     conf = _endpoint(args).spark_conf() if _serves_sql(args) else {}
     if options.jdbc is not None:

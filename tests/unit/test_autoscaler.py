@@ -7,6 +7,7 @@ foresees a rescale, never twice within the stabilization interval, across restar
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -162,3 +163,26 @@ def test_the_table_compacts_itself(lake: Lake, files: int) -> None:
     assert len(decisions(Lake(lake.data_dir))) == 2 * files
     on_disk = list(lake.table_dir(TABLE).glob("*.parquet"))
     assert len(on_disk) == len(table.file_uris())
+
+
+def test_a_bad_setting_is_one_line_before_the_broker_is_asked(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "SCALEFOLD_BOOTSTRAP_SERVERS": "127.0.0.1:9"}  # nobody listens
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "services.cli", "history", "run"),
+            *("--data-dir", str(tmp_path), "-D", "job.autoscaler.target.utilization=2"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "scalefold history run: -D job.autoscaler.target.utilization must be in (0, 1]"
+    ]
