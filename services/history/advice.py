@@ -58,6 +58,7 @@ def settings(pairs: Sequence[str]) -> tuple[pl.PolicyConfig, int]:
     for pair in pairs:
         key, _, value = pair.partition("=")
         key, value = key.strip(), value.strip()
+        key = pl.DEPRECATED_KEYS.get(key, key)
         if key in durations or key == WINDOW:
             millis = duration_ms(value)
             if millis is None or millis < 0:

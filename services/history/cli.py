@@ -348,7 +348,7 @@ def _add_autoscaler(group: argparse._ArgumentGroup) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="a setting of the decision by the operator's key, e.g. "
-        "job.autoscaler.target.utilization=0.6 (docs/autoscaling.md lists them)",
+        "job.autoscaler.utilization.target=0.6 (docs/autoscaling.md lists them)",
     )
 
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from services.contracts.foresight import Forecast
 from services.history import advice
 from services.history import parallelism as pl
+from services.history.lake import Lake, quoted
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -227,3 +228,36 @@ def arrow_schema() -> pa.Schema:
         "double": pa.float64(),
     }
     return pa.schema([(name, kinds.get(kind, pa.list_(vertex))) for name, kind in COLUMNS])
+
+
+def summary_lines(lake: Lake, job_key: str | None) -> list[str]:
+    """`history summary`'s lines on the decisions: how many of each outcome, and each
+    job's newest with its reason (`job_key`: one job; None: every job)."""
+    if not lake.committed(TABLE):
+        return []
+    where = f"WHERE job_key = {quoted(job_key)}" if job_key else ""
+    counts = lake.rows(
+        f"SELECT outcome, count(*) AS n FROM d {where} GROUP BY outcome ORDER BY n DESC, outcome",
+        {"d": TABLE},
+    )
+    if not counts:
+        return []
+    newest = lake.rows(
+        "SELECT job_key, decided_at_ms, outcome, reason FROM ("
+        "SELECT *, row_number() OVER (PARTITION BY job_key ORDER BY decided_at_ms DESC) AS n "
+        f"FROM d {where}) WHERE n = 1 ORDER BY job_key",
+        {"d": TABLE},
+    )
+    total = sum(int(row["n"]) for row in counts)
+    tally = ", ".join(f"{row['n']} {row['outcome']}" for row in counts)
+    lines = [f"Parallelism decisions (scaling_decisions): {total} recorded: {tally}"]
+    for row in newest:
+        at = _utc(int(row["decided_at_ms"]))
+        lines.append(f"  {row['job_key']}, newest at {at}: {row['outcome']}: {row['reason']}")
+    return lines
+
+
+def _utc(ms: int) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")

@@ -34,7 +34,9 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-TARGET_UTILIZATION = "job.autoscaler.target.utilization"
+TARGET_UTILIZATION = "job.autoscaler.utilization.target"
+DEPRECATED_KEYS = {"job.autoscaler.target.utilization": TARGET_UTILIZATION}
+"""Keys the operator still reads under their newer name (its deprecated keys)."""
 UTILIZATION_BOUNDARY = "job.autoscaler.target.utilization.boundary"
 CATCH_UP = "job.autoscaler.catch-up.duration"
 RESTART_TIME = "job.autoscaler.restart.time"

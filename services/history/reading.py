@@ -144,7 +144,20 @@ def summary(args: argparse.Namespace, context: Context) -> int:
         print(overview.format_overview(scope, summary.counts, summary.latest))
         print()
         print(overview.format_summary(scope, summary.stats))
+    decided = _decisions(history, shown)
+    if decided:
+        print("\n" + "\n".join(decided))
     return 0
+
+
+def _decisions(history: lake.Lake, shown: list[Shown]) -> list[str]:
+    """The autoscaler's decisions (decisions.py) of the Flink job shown, or of every job."""
+    from services.history.decisions import summary_lines
+
+    flink = [job for _, job, source in shown if source is lake.FLINK]
+    if flink and flink[0] is not None:
+        return summary_lines(history, flink[0])
+    return summary_lines(history, None) if not any(job for _, job, _ in shown) else []
 
 
 def _sources(history: lake.Lake, args: argparse.Namespace) -> list[Shown] | str:

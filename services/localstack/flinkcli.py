@@ -44,7 +44,14 @@ def register(verbs: Verbs) -> None:
         "fills, from the configured broker (the sample job's options apply too)",
     )
     workload.add_argument(
-        "--cost-us", type=int, default=200, help="CPU microseconds per record (default 200)"
+        "--cost-us", type=int, default=200, help="microseconds per record (default 200)"
+    )
+    workload.add_argument(
+        "--cost-mode",
+        choices=("cpu", "wait"),
+        default="cpu",
+        help="spend them on the CPU (default) or waiting, as a call to a remote service does "
+        "(subtasks that wait scale past the machine's cores)",
     )
     submit.add_argument("program_args", nargs="*", metavar="ARG", help="(after --) for --jar")
     submit.set_defaults(handler=_submit)
@@ -161,7 +168,7 @@ def workload_arguments(args: argparse.Namespace, context: Context) -> list[str]:
         *("--name", name),
         *("--bootstrap-servers", settings.bootstrap_servers),
         *("--topic", settings.topics.workload, "--group", settings.topics.own("workload")),
-        *("--cost-us", str(args.cost_us)),
+        *("--cost-us", str(args.cost_us), "--cost-mode", args.cost_mode),
     ]
 
 

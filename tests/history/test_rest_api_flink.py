@@ -220,6 +220,20 @@ def test_the_pages_count_the_pairs_the_observation_cannot_decide_apart(
     ]
     table = pa.Table.from_pylist(rows, schema=verdicts.arrow_schema())
     write_deltalake(str(tables / verdicts.TABLE), table)
+    # and one step of the history's autoscaler for the job, as it writes them
+    from services.history import decisions
+
+    step = {name: None for name, _ in decisions.COLUMNS}
+    vertex = {"vertex_id": "v1", "name": "Work", "current": 2, "target": 4, "reached": 3}
+    step |= {
+        **{"cluster": CLUSTER, "flink_job_id": golden.JOB_ID, "job_key": KEY},
+        **{"decided_at_ms": 1_795_935_400_000, "mode": "advise", "outcome": "ADVISED"},
+        "reason": "rescale: Work 2 -> 4 (advisor mode: not sent)",
+        "forecast": "UPDATE_REQUIREMENT rescale 0 s after the change, COMPLETED",
+        "vertices": [vertex | {"target_rate": 900.0, "capacity": 250.0, "busy": 0.9}],
+    }
+    steps = pa.Table.from_pylist([step], schema=decisions.arrow_schema())
+    write_deltalake(str(tables / decisions.TABLE), steps)
     server = make_server(tables, "127.0.0.1", 0)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1})
     thread.daemon = True
@@ -232,6 +246,9 @@ def test_the_pages_count_the_pairs_the_observation_cannot_decide_apart(
         assert f"ambiguous: {why}" in page
         assert "0 disagreeing fields of decidable pairs" in page
         assert "1 pairs the observation cannot decide" in page
+        assert "<h2>Parallelism decisions</h2>" in page
+        assert "<b>ADVISED</b>" in page and "Work 2&rarr;4 (reaches 3)" in page
+        assert "UPDATE_REQUIREMENT rescale 0 s after the change, COMPLETED" in page
         _, fleet, _ = get(f"{served}/web/")
         assert "<td>1 of 1 pairs (1 ambiguous)</td>" in fleet, fleet
     finally:

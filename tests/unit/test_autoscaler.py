@@ -23,7 +23,7 @@ from services.contracts.foresight import Forecast, ForecastUnknownError
 from services.contracts.jobconfig import SUBMISSION_STABILIZATION
 from services.contracts.settings import Settings
 from services.history.autoscaler import Autoscaler, AutoscalerOptions, Mode
-from services.history.decisions import TABLE
+from services.history.decisions import TABLE, summary_lines
 from services.history.lake import Lake
 from services.scheduler.foresight import foresee
 from tests.unit import test_advice
@@ -80,6 +80,22 @@ def test_advise_records_the_decision_and_what_the_adaptive_scheduler_would_do(la
     assert scaler.tick(NOW + 10_000) == []  # unchanged: not recorded again ...
     assert [r["job_key"] for r in scaler.tick(NOW + 61_000)] == [KEY, "c1.j2"]  # ... for a minute
     assert len(decisions(Lake(lake.data_dir))) == 4
+    lines = summary_lines(Lake(lake.data_dir), None)  # `history summary`'s
+    assert (
+        lines[0] == "Parallelism decisions (scaling_decisions): 4 recorded: 2 ADVISED, 2 NO_WINDOW"
+    )
+    assert lines[1].startswith("  c1.j1, newest at 2026-") and lines[1].endswith(
+        "ADVISED: rescale: Work 2 -> 8 (advisor mode: not sent)"
+    )
+    assert len(summary_lines(Lake(lake.data_dir), "c1.j2")) == 2
+    from services.history import lake as sides
+    from services.history.reading import _decisions
+
+    fleet = [("the fleet", None, sides.SCALEFOLD), ("a real Flink's jobs", None, sides.FLINK)]
+    assert _decisions(Lake(lake.data_dir), fleet) == lines
+    one = [("Flink's records of job c1.j2", "c1.j2", sides.FLINK)]
+    assert _decisions(Lake(lake.data_dir), one) == summary_lines(Lake(lake.data_dir), "c1.j2")
+    assert _decisions(Lake(lake.data_dir), [("job x", "x", sides.SCALEFOLD)]) == []
 
 
 def test_scale_sends_once_and_a_restart_keeps_the_stabilization(lake: Lake) -> None:
@@ -174,7 +190,7 @@ def test_a_bad_setting_is_one_line_before_the_broker_is_asked(tmp_path: Path) ->
     done = subprocess.run(
         [
             *(sys.executable, "-m", "services.cli", "history", "run"),
-            *("--data-dir", str(tmp_path), "-D", "job.autoscaler.target.utilization=2"),
+            *("--data-dir", str(tmp_path), "-D", "job.autoscaler.utilization.target=2"),
         ],
         env=env,
         capture_output=True,
@@ -184,5 +200,5 @@ def test_a_bad_setting_is_one_line_before_the_broker_is_asked(tmp_path: Path) ->
     )
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines() == [
-        "scalefold history run: -D job.autoscaler.target.utilization must be in (0, 1]"
+        "scalefold history run: -D job.autoscaler.utilization.target must be in (0, 1]"
     ]

@@ -194,7 +194,50 @@ def job_page(history: History, job_id: str, query: Mapping[str, str]) -> str:
         ),
     ]
     parts.append(compare.section(history, name, job_id, rows))
+    if name == "flink" and rows:
+        parts.append(_decisions(history, rows[0].get("job_key") or ""))
     return "\n".join(parts)
+
+
+SHOWN_DECISIONS = 20
+
+
+def _decisions(history: History, job_key: str) -> str:
+    """The autoscaler's newest steps of a real Flink's job (`scaling_decisions`); "" if none."""
+    found = history.sources["flink"].decisions(job_key, SHOWN_DECISIONS)
+    if not found:
+        return ""
+    lines = [
+        [
+            utc(d["decided_at_ms"]),
+            f"<b>{esc(d['outcome'])}</b>",
+            esc(d["reason"]),
+            "<br>".join(
+                f"{esc(v['name'] or v['vertex_id'])} {esc(v['current'])}&rarr;{esc(v['target'])}"
+                + (f" (reaches {esc(v['reached'])})" if v["reached"] is not None else "")
+                for v in d["vertices"] or []
+            ),
+            esc(d["forecast"] or ""),
+        ]
+        for d in found
+    ]
+    return "\n".join(
+        [
+            f"<h2>Parallelism decisions</h2><p>The history's autoscaler, newest first (the last "
+            f"{SHOWN_DECISIONS}; all in the view <code>scaling_decisions</code>).</p>",
+            table(
+                (
+                    "decided (UTC)",
+                    "outcome",
+                    "why",
+                    "parallelism now → target",
+                    "what Flink will do",
+                ),
+                lines,
+                "decisions",
+            ),
+        ]
+    )
 
 
 def rescale_page(history: History, job_id: str, uuid: str, query: Mapping[str, str]) -> str:

@@ -28,7 +28,7 @@ from urllib.parse import unquote, urlparse
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from services.history import verdicts
+from services.history import decisions, verdicts
 from services.history.restapi.sliced import Sliced, rows_of, slices_of
 from services.history.sinklog import latest_version
 
@@ -267,6 +267,10 @@ class Source:
         self._lock = threading.Lock()
         self._jobs: tuple[int, Jobs] = (-2, Jobs.of(pa.table({})))
 
+    def decisions(self, job_key: str, last: int) -> list[Row]:
+        """The autoscaler's steps of a job: none, but of a real Flink's (FlinkSource)."""
+        return []
+
     @staticmethod
     def latest_columns() -> Sequence[str]:
         return LATEST_COLUMNS
@@ -311,6 +315,17 @@ class FlinkSource(Source):
         self._verdicts = TableReader(
             tables_dir / verdicts.TABLE, [name for name, _ in verdicts.COLUMNS]
         )
+        self._decisions = TableReader(
+            tables_dir / decisions.TABLE, [name for name, _ in decisions.COLUMNS]
+        )
+
+    def decisions(self, job_key: str, last: int) -> list[Row]:
+        """The autoscaler's `last` recorded steps of a job (`scaling_decisions`), newest first."""
+        _, table = self._decisions.read()
+        if not table.num_rows:
+            return []
+        mine = [row for row in table.to_pylist() if row["job_key"] == job_key]
+        return sorted(mine, key=lambda row: -int(row["decided_at_ms"]))[:last]
 
     def verdicts(self, job_key: str) -> dict[int, Row]:
         """The history's verdict on each pair of a job (`flink_verdicts`), by pair."""

@@ -16,6 +16,8 @@ import org.apache.flink.util.Collector;
 import org.apache.flink.util.ParameterTool;
 import org.apache.kafka.clients.consumer.OffsetResetStrategy;
 
+import java.util.concurrent.locks.LockSupport;
+
 /**
  * scalefold's workload job: the load an autoscaler decides for (`scalefold flink submit
  * --workload`, `scalefold load`).
@@ -24,14 +26,18 @@ import org.apache.kafka.clients.consumer.OffsetResetStrategy;
  * topic of the local broker, in the consumer group `--group` (offsets committed on each
  * checkpoint, so the group's lag is the source's backlog too; the connector's own
  * `pendingRecords` metric says it per reader), "Parse" splits key from payload, and "Work",
- * keyed by the key, spends `--cost-us` microseconds of CPU on each record (a busy loop on
- * the JVM's clock: one subtask's capacity is about 1,000,000 / cost-us records a second)
- * and counts the records of its key in keyed state, then "Discard". Every vertex rescales
+ * keyed by the key, spends `--cost-us` microseconds on each record (one subtask's capacity
+ * is about 1,000,000 / cost-us records a second) and counts the records of its key in
+ * keyed state, then "Discard". `--cost-mode cpu` (the default) spends them in a busy loop
+ * on the JVM's clock; `wait` parks the task's thread for them, as an operator that calls
+ * a remote service waits: Flink counts the time as busy either way, but waiting subtasks
+ * scale past the machine's cores (the autoscaling benchmark's job on two cores). Every vertex rescales
  * (the Kafka source hands a rescaled job's partitions round again); the adaptive
  * scheduler's upper bound is `--parallelism` (default `--max-parallelism`, 8).
  *
  * <p>Arguments: --bootstrap-servers HOST:PORT (127.0.0.1:9092), --topic (workload), --group
- * (scalefold-workload), --cost-us (200), --max-parallelism (8), --parallelism,
+ * (scalefold-workload), --cost-us (200), --cost-mode cpu|wait (cpu), --max-parallelism (8),
+ * --parallelism,
  * --checkpoint-interval MS (5000), --restart fixed-delay|none|cluster (fixed-delay: 1000
  * attempts, --restart-delay "1 s"), --name (scalefold-workload).
  */
@@ -53,6 +59,10 @@ public class WorkloadJob {
         env.setParallelism(params.getInt("parallelism", maxParallelism));
         env.setMaxParallelism(maxParallelism);
         long costNanos = params.getLong("cost-us", 200) * 1000;
+        String costMode = params.get("cost-mode", "cpu");
+        if (!costMode.equals("cpu") && !costMode.equals("wait")) {
+            throw new IllegalArgumentException("--cost-mode is cpu or wait, not " + costMode);
+        }
 
         KafkaSource<String> source =
                 KafkaSource.<String>builder()
@@ -69,7 +79,7 @@ public class WorkloadJob {
                 .returns(Types.STRING)
                 .name("Parse")
                 .keyBy(key -> key)
-                .process(new Work(costNanos))
+                .process(new Work(costNanos, costMode.equals("wait")))
                 .name("Work")
                 .sinkTo(new DiscardingSink<>())
                 .name("Discard");
@@ -82,13 +92,15 @@ public class WorkloadJob {
         return space < 0 ? line : line.substring(0, space);
     }
 
-    /** Spends the record's CPU cost, then counts the records of its key. */
+    /** Spends the record's cost (CPU, or a wait), then counts the records of its key. */
     static final class Work extends KeyedProcessFunction<String, String, Long> {
         private final long costNanos;
+        private final boolean waits;
         private transient ValueState<Long> count;
 
-        Work(long costNanos) {
+        Work(long costNanos, boolean waits) {
             this.costNanos = costNanos;
+            this.waits = waits;
         }
 
         @Override
@@ -100,8 +112,12 @@ public class WorkloadJob {
         public void processElement(String key, Context context, Collector<Long> out)
                 throws Exception {
             long until = System.nanoTime() + costNanos;
-            while (System.nanoTime() < until) {
-                Thread.onSpinWait();
+            for (long left = costNanos; left > 0; left = until - System.nanoTime()) {
+                if (waits) {
+                    LockSupport.parkNanos(left);
+                } else {
+                    Thread.onSpinWait();
+                }
             }
             Long seen = count.value();
             long next = seen == null ? 1 : seen + 1;

@@ -1,0 +1,34 @@
+"""The autoscaling benchmark's arithmetic (bench/autoscale_bench.py): what it counts as a
+rescale, downtime, slot-seconds and catching up, from its samples."""
+
+from __future__ import annotations
+
+from bench.autoscale_bench import Sample, catch_up, rises, summarize, table
+from services.tools.load import Trace, shape
+
+
+def test_the_rises_of_a_trace_are_its_start_and_its_steps_up() -> None:
+    assert rises(shape("steps", 1_000, 400)) == [0.0, 100.0]  # 250, 1,000, 500, 250
+    assert rises(Trace(((0.0, 10.0), (50.0, 100.0)))) == [0.0]  # a ramp has no step
+
+
+def test_a_run_is_counted_from_its_samples() -> None:
+    trace = Trace(((0.0, 100.0), (2.0, 100.0), (2.0, 400.0), (6.0, 400.0)))
+    p2, p4 = {"Source": 2, "Work": 2}, {"Source": 2, "Work": 4}
+    samples = [
+        Sample(0.0, 100, 0, p2, True),
+        Sample(1.0, 100, 0, p2, True),
+        Sample(2.0, 400, 300, p2, True),
+        Sample(3.0, 400, 900, p4, False),  # rescaling: down until the next sample
+        Sample(4.0, 400, 600, p4, True),
+        Sample(5.0, 400, 100, p4, True),
+        Sample(6.0, 0, None, p4, True),  # the broker did not answer: no backlog known
+    ]
+    result = summarize("t", "peer", trace, samples, decisions=1, limit=200)
+    assert result.rescales == 1 and result.downtime_s == 1.0
+    assert result.slot_seconds == 2 + 2 + 2 + 4 + 4 + 4
+    assert (result.backlog_p50, result.backlog_max) == (100.0, 900.0)
+    assert result.catch_up_s == [0.0, 3.0]  # the rise at 2 s is caught up at 5 s
+    assert catch_up(samples, 2.0, 4.0, 200) is None  # not within that span
+    assert result.decisions_per_hour == 600.0  # one in 6 s
+    assert table([result])[2].startswith("| t | peer | 1 | 1 | 100 |")
