@@ -146,8 +146,8 @@ class ClusterPoller:
         self.clock, self.ticks = clock, ticks
         self.signals_interval_ms = signals_interval_ms  # 0: no workload signals
         self._sampled: dict[str, int] = {}  # job -> its last sample's instant (ticks)
-        self._pending: dict[tuple[str, str], tuple[str | None, int]] = {}  # (job, vertex) ->
-        # its pendingRecords metric's id and when the listing was read (ticks)
+        self._pending: dict[tuple[str, str], tuple[sg.SourceMetrics, int]] = {}  # (job,
+        # vertex) -> its pendingRecords metric's id and partitions, when listed (ticks)
         self.presence = Presence()
         self.version: str | None = None  # Flink's, from /config
         self.refresh_ms = step.DEFAULT_REFRESH_MS  # web.refresh-interval, from /config
@@ -322,11 +322,12 @@ class ClusterPoller:
             return  # the job's answer is the poll's to dead-letter (step.observe)
         for vid in vertices:
             path = f"/jobs/{jid}/vertices/{vid}/subtasks/metrics"
-            pending = self._pending_metric(jid, vid, path, key, result)
+            source = self._source_metrics(jid, vid, path, key, result)
+            pending = source.pending
             answer = self._optional(f"{path}?{sg.metrics_query(pending)}", key, result)
             gauges = self._read(lambda a, p=pending: sg.gauges(a, p), answer, path, key, result)
             if gauges is not None:
-                found[vid] = gauges
+                found[vid] = {**gauges, "sourcePartitions": source.partitions}
         read = functools.partial(
             sg.signal,
             self.name,
@@ -344,20 +345,24 @@ class ClusterPoller:
         for jid, vid in [k for k in self._pending if k[0] not in listed]:
             del self._pending[(jid, vid)]
 
-    def _pending_metric(
+    def _source_metrics(
         self, jid: str, vid: str, path: str, key: str, result: ClusterPoll
-    ) -> str | None:
-        """The vertex's pendingRecords metric id, from its metric listing (kept once found;
-        looked for again after RELIST_PENDING_MS while not)."""
+    ) -> sg.SourceMetrics:
+        """The vertex's pendingRecords metric id and Kafka partitions, from its metric
+        listing (kept once both are found; looked for again after RELIST_PENDING_MS while
+        not: a source registers its metrics once it runs, a Kafka reader its partitions'
+        once they are assigned)."""
         known = self._pending.get((jid, vid))
-        if known is not None and (
-            known[0] is not None or self.ticks() - known[1] < RELIST_PENDING_MS
-        ):
-            return known[0]
+        if known is not None:
+            listed, at = known
+            settled = listed.pending is not None and listed.partitions is not None
+            if settled or self.ticks() - at < RELIST_PENDING_MS:
+                return listed
         answer = self._optional(path, key, result)
-        pending: str | None = self._read(sg.pending_metric, answer, path, key, result)
-        self._pending[(jid, vid)] = (pending, self.ticks())
-        return pending
+        found = self._read(sg.source_metrics, answer, path, key, result)
+        metrics = found if found is not None else sg.SourceMetrics(None, None)
+        self._pending[(jid, vid)] = (metrics, self.ticks())
+        return metrics
 
     def _read_placement(
         self, jid: str, job: Mapping[str, Any], history: Any, result: ClusterPoll

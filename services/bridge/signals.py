@@ -11,7 +11,8 @@ Two answers make a sample (issue 50, item 2):
   per-second gauges (busy, back-pressured and idle ms per second, records in and out
   per second) and a source's `pendingRecords` (FLIP-33; the Kafka source's lag), whose
   name carries its operator's (`Source__Workload.pendingRecords`): found in the
-  vertex's metric listing (`pending_metric`).
+  vertex's metric listing (`source_metrics`), which also names each Kafka partition a
+  Kafka source reads (a source's parallelism beyond them buys nothing).
 
 Flink's values are kept as given (NaN and negative ones too: the schema says why);
 what Flink did not report is None. An answer of the wrong shape raises
@@ -21,7 +22,9 @@ what Flink did not report is None. An answer of the wrong shape raises
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from services.bridge.translate import MalformedAnswerError, field
@@ -55,14 +58,30 @@ _KNOWN = frozenset({*_COUNTERS, *_TIMES, *_COMPLETE})
 """The keys of a vertex's `metrics` the record has fields for; others: `unknownFields`."""
 
 
-def pending_metric(listing: Any) -> str | None:
-    """The id of the vertex's `pendingRecords` metric in its subtask metric listing
-    (`[{"id": ...}, ...]`), or None if no operator of it reports one."""
+KAFKA_PARTITION = re.compile(r"\.KafkaSourceReader\.topic\.(.+)\.partition\.(\d+)\.currentOffset$")
+"""A Kafka source reader's metric of one partition it reads (the connector's, per topic)."""
+
+
+@dataclass(frozen=True)
+class SourceMetrics:
+    """What a vertex's metric listing says of it as a source."""
+
+    pending: str | None
+    """The id of its `pendingRecords` metric (None: no operator of it reports one)."""
+    partitions: int | None
+    """The Kafka partitions it reads (None: none listed, or not a Kafka source)."""
+
+
+def source_metrics(listing: Any) -> SourceMetrics:
+    """A vertex's subtask metric listing (`[{"id": ...}, ...]`) read for its backlog metric
+    and its Kafka partitions."""
     where = "subtasks/metrics"
     if not isinstance(listing, list):
         raise MalformedAnswerError(f"{where}: expected a list, got {type(listing).__name__}")
     ids = sorted(field(m, "id", str, f"{where}[]") for m in listing)
-    return next((i for i in ids if i == PENDING or i.endswith(f".{PENDING}")), None)
+    pending = next((i for i in ids if i == PENDING or i.endswith(f".{PENDING}")), None)
+    partitions = {found.groups() for i in ids if (found := KAFKA_PARTITION.search(i))}
+    return SourceMetrics(pending, len(partitions) or None)
 
 
 def metrics_query(pending: str | None) -> str:
@@ -148,7 +167,11 @@ def signal(
     }
 
 
-_GAUGE_FIELDS = (*(n for f in GAUGES.values() for n in f.values()), "pendingRecords")
+_GAUGE_FIELDS = (
+    *(n for f in GAUGES.values() for n in f.values()),
+    "pendingRecords",
+    "sourcePartitions",
+)
 
 
 def _inputs(plan: Any, where: str) -> dict[str, list[str]]:

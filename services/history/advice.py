@@ -101,6 +101,7 @@ def sample_of(row: Mapping[str, Any]) -> pl.Sample:
                 pending_records=v["pending_records"],
                 name=v["job_vertex_name"],
                 inputs=tuple(v["inputs"] or ()),
+                partitions=v.get("source_partitions"),
             )
             for v in row["vertices"] or ()
         ),

@@ -93,6 +93,8 @@ class VertexSample:
     name: str | None = None
     inputs: tuple[str, ...] = ()
     """The vertices feeding it (none: a source)."""
+    partitions: int | None = None
+    """The Kafka partitions a source reads: more subtasks than these read nothing."""
 
 
 @dataclass(frozen=True)
@@ -118,6 +120,7 @@ class Load:
     busy_ms: float
     backlog: float | None
     backlog_growth: float | None
+    partitions: int | None = None
 
     @property
     def capacity(self) -> float | None:
@@ -211,6 +214,7 @@ def window(first: Sample, last: Sample) -> tuple[list[Load], list[str]]:
                 backlog_growth=_delta(old.pending_records, v.pending_records)
                 if _finite(v.pending_records) and _finite(old.pending_records)
                 else None,
+                partitions=v.partitions if source else None,
             )
         )
     return loads, problems
@@ -414,11 +418,13 @@ def _vertex(load: Load, rate: float, config: PolicyConfig, backlog: float) -> Ve
     if capacity is None or capacity <= 0:
         return replace(base, reason="idle: no busy time to measure its capacity by")
     needed = math.ceil(rate / (capacity * config.target_utilization) - 1e-9)
-    bounds = [b for b in (load.max_parallelism, config.max_parallelism) if b]
+    bounds = [b for b in (load.max_parallelism, config.max_parallelism, load.partitions) if b]
     target = max(1, min([needed, *bounds]))
     within = abs(load.busy - config.target_utilization) <= config.utilization_boundary
     if within and backlog <= 0:
         return replace(base, reason=f"busy {load.busy:.0%}: within the target's boundary")
-    capped = " (capped)" if target < needed else ""
+    capped = ""
+    if target < needed:
+        capped = " (its partitions)" if target == load.partitions else " (capped)"
     why = f"needs {rate:.1f} rec/s at {capacity:.1f} rec/s a subtask: {target}{capped}"
     return replace(base, target=target, reason=why)

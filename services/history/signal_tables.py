@@ -56,6 +56,7 @@ VERTEX = {
     "numRecordsInPerSecond": "num_records_in_per_second",
     "numRecordsOutPerSecond": "num_records_out_per_second",
     "pendingRecords": "pending_records",
+    "sourcePartitions": "source_partitions",
 }
 """`FlinkVertexSignal`'s fields and their columns."""
 

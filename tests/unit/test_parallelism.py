@@ -210,3 +210,20 @@ def test_a_rescale_is_sent_only_when_it_gains_more_than_its_downtime_costs() -> 
     assert "more than the catch-up time" in (worth(_one_vertex(4, 2, 0, 120_000), CONFIG) or "")
     # down to 1 (600/s) would not keep up at all
     assert "would not keep up" in (worth(_one_vertex(4, 1, 0, 0), CONFIG) or "")
+
+
+def test_a_kafka_source_is_bounded_by_its_partitions() -> None:
+    # the source is busy all the time at 500 records a busy second a subtask, its backlog
+    # growing: it needs 6 subtasks, and reads 3 partitions
+    first, last = sample(0, ZERO, 0), sample(10, (10_000, 20_000, 10_000, 14_000), 20_000)
+    read = Sample(
+        last.at_ms,
+        (
+            VertexSample("src", 2, 8, 0, 10_000, 20_000, 20_000, "Source", (), 3),
+            last.vertices[1],
+        ),
+    )
+    decision = decided(first, read)
+    assert decision.targets["src"] == 3
+    assert decision.vertices[0].reason.endswith(": 3 (its partitions)")
+    assert decided(first, last).targets["src"] == 8  # without them known: its max parallelism

@@ -13,7 +13,7 @@ import pytest
 
 from services.bridge import signals as sg
 from services.bridge.offsets import JobOffset
-from services.bridge.poll import DEFAULT_SIGNALS_INTERVAL_MS, ClusterPoller
+from services.bridge.poll import DEFAULT_SIGNALS_INTERVAL_MS, RELIST_PENDING_MS, ClusterPoller
 from services.bridge.translate import MalformedAnswerError
 from services.contracts import Codec, SchemaRegistry
 from services.contracts import records as r
@@ -79,8 +79,13 @@ def test_flinks_values_are_kept_as_given_and_a_wrong_shape_is_refused() -> None:
         with pytest.raises(MalformedAnswerError):
             sg.gauges(bad, None)
     listing = [{"id": "numRecordsIn"}, {"id": "Source__Workload.pendingRecords"}]
-    assert sg.pending_metric(listing) == "Source__Workload.pendingRecords"
-    assert sg.pending_metric([{"id": "busyTimeMsPerSecond"}]) is None
+    assert sg.source_metrics(listing) == sg.SourceMetrics("Source__Workload.pendingRecords", None)
+    assert sg.source_metrics([{"id": "busyTimeMsPerSecond"}]) == sg.SourceMetrics(None, None)
+    reader = "Source__Kafka.KafkaSourceReader.topic"
+    partitions = [{"id": f"{reader}.{t}.partition.{n}.currentOffset"} for t in "ab" for n in (0, 1)]
+    assert sg.source_metrics([*listing, *partitions]).partitions == 4  # two topics' two each
+    with pytest.raises(MalformedAnswerError):
+        sg.source_metrics({"id": "x"})
     query = sg.metrics_query("Source__Workload.pendingRecords")
     assert query.endswith(".pendingRecords&agg=avg,max,sum")
 
@@ -95,7 +100,7 @@ class MeteredJobManager(SlowJobManager):
         self.answers[f"{base}/{SOURCE}/subtasks/metrics"] = [
             {"id": "busyTimeMsPerSecond"},
             {"id": "Source__Numbers.pendingRecords"},
-        ]
+        ]  # no partition assigned yet
         self.answers[f"{base}/{MAP}/subtasks/metrics"] = [{"id": "busyTimeMsPerSecond"}]
         self.metrics = {SOURCE: _aggregated(400.0, 12), MAP: "not a list"}
 
@@ -118,11 +123,18 @@ def test_a_running_job_is_sampled_once_an_interval_and_a_bad_answer_is_a_letter(
     (sample,) = first.signals
     source, keyed = sample["vertices"]
     assert (source["pendingRecords"], source["busyTimeMsPerSecondAvg"]) == (12.0, 400.0)
+    assert source["sourcePartitions"] is None and keyed["sourcePartitions"] is None
     assert keyed["busyTimeMsPerSecondAvg"] is None and keyed["writeRecords"] is not None
+    rest.answers[f"/jobs/{JID}/vertices/{SOURCE}/subtasks/metrics"].append(
+        {"id": "Source__Numbers.KafkaSourceReader.topic.t.partition.5.currentOffset"}
+    )  # the reader's partitions, once assigned: listed again after RELIST_PENDING_MS
     assert any("subtasks/metrics" in x.path and x.reason for x in first.letters)
     assert poller.poll(offsets, clocks.wall).signals == []  # within the interval
     clocks.advance(DEFAULT_SIGNALS_INTERVAL_MS)
     assert len(poller.poll(offsets, clocks.wall).signals) == 1
+    clocks.advance(RELIST_PENDING_MS)
+    (sample,) = poller.poll(offsets, clocks.wall).signals
+    assert sample["vertices"][0]["sourcePartitions"] == 1
     rest.answers[f"/jobs/{JID}"]["state"] = "RESTARTING"
     clocks.advance(DEFAULT_SIGNALS_INTERVAL_MS)
     assert poller.poll(offsets, clocks.wall).signals == []  # only a running job
