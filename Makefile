@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 # must stay >= 95 % of branches, pyproject: [tool.coverage.report]), e.g. -m 'not spark'.
 PYTEST_ARGS ?=
 
-.PHONY: demo demo-flink test compose-test up down status lint format fetch browser venv core bench clean
+.PHONY: demo demo-flink demo-autoscale test compose-test up down status lint format fetch browser venv core bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,6 +37,13 @@ demo: fetch core
 ## demo-flink: the same story on a real Flink 2.3 (its commands act on real TaskManagers)
 demo-flink: fetch core
 	$(BIN)/scalefold demo --flink
+
+## demo-autoscale: the history's autoscaler scaling the workload job on a real Flink 2.3
+## through a load trace (steps, 5 min), then its table and picture (bench/autoscale_bench.py;
+## `python -m bench.autoscale_bench --help` runs the operator's autoscaler beside it)
+demo-autoscale: fetch core
+	$(BIN)/scalefold local run --run-dir .run/demo-autoscale -- $(BIN)/python -m bench.autoscale_bench \
+	    --traces steps --controllers scalefold --duration 300 --picture .run/demo-autoscale/picture.png
 
 ## test: lint, then the whole suite against a real broker started (and stopped) for it,
 ## two tests at a time, while the docker-compose stack's tests are prepared; then those

@@ -1,7 +1,7 @@
 """scalefold's autoscaler beside the Flink Kubernetes Operator's (issue 50, item 5; not a test).
 
     .venv/bin/scalefold local run --run-dir .run/autoscale -- \\
-        .venv/bin/python -m bench.autoscale_bench [--traces steps,burst,sine] [--duration 480]
+        .venv/bin/python -m bench.autoscale_bench [--traces steps,burst,sine] [--duration 420]
 
 One Flink 2.3.0 session cluster (Flink's default adaptive-scheduler waits, two
 TaskManagers of four slots: the cap is 8 slots for both), the workload job
@@ -25,7 +25,9 @@ the bench samples the job's backlog (what the topic holds beyond the workload co
 group's committed offsets: Flink commits them on each 2 s checkpoint), its vertices'
 parallelism and whether every task runs. Per run: rescales (changes of the parallelism),
 downtime (seconds sampled with a task not running), backlog p50/p99/max, the time to
-catch up after each rise of the trace (backlog back under `--caught-up` records),
+catch up after each rise of the trace (backlog back under `--caught-up` seconds of the
+trace's rate then: Flink commits offsets on its checkpoints, so a job keeping up shows a
+backlog of a few seconds' records),
 slot-seconds (the largest vertex's parallelism: one slot-sharing group), decisions sent
 per hour. A table (markdown) and `--picture` (backlog and parallelism over time, the peer
 above scalefold, one column a trace) at the end; `--json` writes every sample.
@@ -70,8 +72,6 @@ PEER_ONLY = {
     "job.autoscaler.enabled": "true",
     "job.autoscaler.scaling.enabled": "true",
 }
-TAIL_S = 90.0
-"""Sampled after the trace ends: what is behind drains."""
 
 
 @dataclass
@@ -119,17 +119,18 @@ def rises(trace: Trace) -> list[float]:
     return found
 
 
-def catch_up(samples: list[Sample], since: float, until: float, limit: int) -> float | None:
-    """Seconds from `since` until the backlog is under `limit` for good (before `until`)."""
+def catch_up(samples: list[Sample], since: float, until: float, limit: float) -> float | None:
+    """Seconds from `since` until the backlog is under `limit` seconds of the rate for good
+    (before `until`)."""
     after = [s for s in samples if since <= s.at_s < until and s.backlog is not None]
     for i, s in enumerate(after):
-        if all(x.backlog is not None and x.backlog < limit for x in after[i:]):
+        if all(x.backlog is not None and x.backlog <= limit * x.rate for x in after[i:]):
             return s.at_s - since
     return None
 
 
 def summarize(
-    name: str, controller: str, trace: Trace, samples: list[Sample], *, decisions: int, limit: int
+    name: str, controller: str, trace: Trace, samples: list[Sample], *, decisions: int, limit: float
 ) -> Result:
     backlogs = [float(s.backlog) for s in samples if s.backlog is not None]
     shapes = [tuple(sorted(s.parallelism.items())) for s in samples if s.parallelism]
@@ -406,8 +407,8 @@ def one_run(
             size=args.size,
             every_s=60,
         )
-        say(f"{tag}: {sent} records produced; {TAIL_S:.0f} s more")
-        time.sleep(TAIL_S)
+        say(f"{tag}: {sent} records produced; {args.tail:.0f} s more")
+        time.sleep(args.tail)
     finally:
         sampler.stop.set()
         sampler.join(10)
@@ -491,13 +492,28 @@ def picture(results: list[Result], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--traces", default="steps,burst,sine")
-    parser.add_argument("--controllers", default="peer,scalefold")
+    parser.add_argument(
+        "--traces", default="steps,burst,sine", help="load.py's shapes, comma-separated"
+    )
+    parser.add_argument(
+        "--controllers", default="peer,scalefold", help="who scales: peer, scalefold or both"
+    )
     parser.add_argument("--peak", type=float, default=1_200.0, help="records a second at the peak")
-    parser.add_argument("--duration", type=float, default=480.0, help="seconds a trace lasts")
+    parser.add_argument("--duration", type=float, default=420.0, help="seconds a trace lasts")
+    parser.add_argument(
+        "--tail", type=float, default=60.0, help="seconds sampled after the trace (it drains)"
+    )
     parser.add_argument("--size", type=int, default=256, help="bytes a record")
-    parser.add_argument("--caught-up", type=int, default=500, help="backlog under this: caught up")
-    parser.add_argument("--peer-jar", type=Path, default=PEER_JAR)
+    parser.add_argument(
+        "--caught-up",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="caught up: a backlog of at most this many seconds of the current rate",
+    )
+    parser.add_argument(
+        "--peer-jar", type=Path, default=PEER_JAR, help="the operator's standalone autoscaler"
+    )
     parser.add_argument(
         "--picture", type=Path, default=PROJECT_ROOT / "docs" / "autoscaling-bench.png"
     )
