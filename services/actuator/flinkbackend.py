@@ -17,7 +17,10 @@ The embedded cluster stays every other job's backend.
 - SET_PARALLELISM goes through `PUT /jobs/:jobid/resource-requirements` (FLIP-291) as
   the Flink Kubernetes Operator's autoscaler does it: GET the requirements, set each
   target vertex's upperBound to the target and its lowerBound to min(target, current
-  lower bound), PUT the whole map (Flink refuses a map that leaves a vertex out).
+  lower bound), PUT the whole map (Flink refuses a map that leaves a vertex out). A
+  command that carries the requirements its decision saw (`expected_requirements`, the
+  history's autoscaler's) is SUPERSEDED when Flink's differ: someone else changed them
+  since, and their change is not overwritten.
 - RAISE_COOLDOWN is REJECTED with the reason: Flink reads the cooldown once.
 
 A PROVISION or RELEASE that carries its basis (the planner's) is checked first against
@@ -47,7 +50,12 @@ from services.actuator import quota
 from services.actuator.evidence import Apply, JobFacts, Superseded, Verdict, check
 from services.actuator.flinkfacts import flink_facts
 from services.actuator.launcher import Launcher
-from services.contracts.commands import OutcomeStatus, ScalingAction, ScalingCommand
+from services.contracts.commands import (
+    ExpectedBounds,
+    OutcomeStatus,
+    ScalingAction,
+    ScalingCommand,
+)
 from services.contracts.flinkrest import (
     ERROR_BODY_LIMIT,
     FlinkNotFoundError,
@@ -99,6 +107,23 @@ def autoscaler_bounds(
             lower, upper = min(targets[vertex], lower), targets[vertex]
         bounds[vertex] = (int(lower), int(upper))
     return bounds
+
+
+def changed_requirements(
+    current: Mapping[str, Any], expected: Mapping[str, ExpectedBounds]
+) -> list[tuple[str, str, str]]:
+    """The vertices whose bounds differ from those a command expected: (vertex, expected
+    `lower:upper`, Flink's now; `-` for a vertex one side lacks)."""
+    now = {
+        vertex: f"{wanted['parallelism']['lowerBound']}:{wanted['parallelism']['upperBound']}"
+        for vertex, wanted in current.items()
+    }
+    was = {vertex: f"{b.lower_bound}:{b.upper_bound}" for vertex, b in expected.items()}
+    return [
+        (vertex, was.get(vertex, "-"), now.get(vertex, "-"))
+        for vertex in sorted(now.keys() | was.keys())
+        if was.get(vertex) != now.get(vertex)
+    ]
 
 
 def parallelism_targets(command: ScalingCommand, vertices: list[str]) -> dict[str, int]:
@@ -259,6 +284,15 @@ class FlinkBackend:
 
     def _set_parallelism(self, rest: FlinkRest, jid: str, command: ScalingCommand) -> Result:
         current = rest.requirements(jid)
+        if command.expected_requirements is not None:
+            moved = changed_requirements(current, command.expected_requirements)
+            if moved:
+                return Result(
+                    OutcomeStatus.SUPERSEDED,
+                    "the job's requirements changed since the decision (someone else set "
+                    "them): " + ", ".join(f"{v[:8]} {was} -> {now}" for v, was, now in moved),
+                    tuple((v, now) for v, _, now in moved),
+                )
         targets = parallelism_targets(command, list(current))
         unknown = sorted(set(targets) - set(current))
         if unknown or not targets:

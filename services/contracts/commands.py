@@ -2,7 +2,7 @@
 and the CLI all hold these, never a dict of string literals.
 
 They are msgspec Structs whose fields, renamed to camelCase, are exactly the Avro fields of
-`schemas/scaling_command.v3.avsc` and `schemas/command_outcome.v2.avsc`: `to_record` gives
+`schemas/scaling_command.v4.avsc` and `schemas/command_outcome.v2.avsc`: `to_record` gives
 the datum the codec writes, `from_record` checks a decoded datum's types (an action or a
 status outside its enum raises `msgspec.ValidationError`). The enums are the schemas' own.
 """
@@ -63,8 +63,15 @@ class CommandBasis(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
         )
 
 
+class ExpectedBounds(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A vertex's FLIP-291 bounds as a decision saw them (`ScalingCommand.expected_requirements`)."""
+
+    lower_bound: int
+    upper_bound: int
+
+
 class ScalingCommand(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """`scalefold.commands.ScalingCommand` (v3)."""
+    """`scalefold.commands.ScalingCommand` (v4)."""
 
     command_id: str
     job_id: str
@@ -75,6 +82,9 @@ class ScalingCommand(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     issued_at_millis: int
     parallelism: dict[str, int] = msgspec.field(default_factory=dict)
     basis: CommandBasis | None = None
+    expected_requirements: dict[str, ExpectedBounds] | None = None
+    """SET_PARALLELISM: the requirements the decision rests on, by vertex id (v4); the
+    actuator applies it only while Flink still has exactly these. None: unchecked."""
 
     def to_record(self) -> dict[str, Any]:
         """The Avro datum (camelCase fields, the action as its symbol)."""
@@ -83,7 +93,7 @@ class ScalingCommand(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> ScalingCommand:
-        """A decoded datum (any version: older ones read as v3 with the defaults)."""
+        """A decoded datum (any version: older ones read as v4 with the defaults)."""
         return msgspec.convert(dict(record), cls)
 
 

@@ -27,6 +27,9 @@ class Forecast:
     terminal_state: str | None
     reached: Mapping[str, int] = field(default_factory=dict)
     described: str = ""
+    requirements: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    """Each vertex's (lower, upper) bounds before the change, as recorded: what the change
+    rests on (the actuator applies it only while Flink still has these)."""
 
     @property
     def rescales(self) -> bool:

@@ -23,7 +23,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from services.contracts.commands import ScalingAction, ScalingCommand
+from services.contracts.commands import ExpectedBounds, ScalingAction, ScalingCommand
 from services.contracts.foresight import Forecast, Forecaster, ForecastUnknownError
 from services.contracts.settings import Settings
 from services.history import advice
@@ -175,17 +175,22 @@ class Autoscaler:
     def _sent(self, step: Step, forecast: Forecast | None, now_ms: int) -> tuple[str, str]:
         """Send the step's targets; the command's id, and why it failed ('' if it did not)."""
         assert self._send is not None
+        key = step.job_key
+        bounds = forecast.requirements if forecast is not None else {}
         command = ScalingCommand(
-            command_id=f"autoscaler-{step.job_key}-{now_ms}",
-            job_id=step.job_key,
+            command_id=f"autoscaler-{key}-{step.last_ms}",  # one per window of samples
+            job_id=key,
             action=ScalingAction.SET_PARALLELISM,
             amount=0,
             reason=step.reason,
-            evidence=tuple(
-                line for line in (forecast.described if forecast else None,) if line is not None
-            ),
+            evidence=(f"{key}@{step.first_ms}", f"{key}@{step.last_ms}"),
             issued_at_millis=now_ms,
             parallelism=step.decision.targets,
+            expected_requirements={
+                vertex: ExpectedBounds(lower_bound=lower, upper_bound=upper)
+                for vertex, (lower, upper) in bounds.items()
+            }
+            or None,
         )
         try:
             self._send(command)

@@ -30,15 +30,21 @@ HORIZON_MS = 10 * 60_000
 cooldown, stabilization and resource-wait timeouts together."""
 
 
-def requirements(events: Sequence[Event], targets: Mapping[str, int]) -> tuple[Requirement, ...]:
-    """Every vertex's bounds after the targets: the last recorded ones (a submitted job's
-    are Flink's defaults: 1 to its parallelism), with each target applied."""
+def recorded_bounds(events: Sequence[Event]) -> dict[str, tuple[int, int]]:
+    """Every vertex's (lower, upper) bounds, the last recorded ones (a submitted job's are
+    Flink's defaults: 1 to its parallelism)."""
     current: dict[str, tuple[int, int]] = {}
     for event in events:
         if isinstance(event, JobSubmitted):
             current = {v.id: (1, v.parallelism) for v in event.vertices}
         elif isinstance(event, RequirementsUpdated):
             current |= {r.vertex_id: (r.lower, r.upper) for r in event.requirements}
+    return current
+
+
+def requirements(events: Sequence[Event], targets: Mapping[str, int]) -> tuple[Requirement, ...]:
+    """Every vertex's bounds after the targets: the recorded ones with each target applied."""
+    current = recorded_bounds(events)
     unknown = sorted(set(targets) - set(current))
     if unknown:
         raise ForecastUnknownError(f"the job has no vertex {', '.join(unknown)}")
@@ -76,8 +82,9 @@ def foresee(
         key=lambda record: record["startTimestampInMillis"],
     )
     within = f"{horizon_ms // 1000} s"
+    before = recorded_bounds(events)
     if not fresh:
-        return Forecast(job_key, None, None, {}, f"no rescale starts within {within}")
+        return Forecast(job_key, None, None, {}, f"no rescale starts within {within}", before)
     first = fresh[0]
     reached = {
         v["jobVertexId"]: v["postRescaleParallelism"]
@@ -94,7 +101,7 @@ def foresee(
         line += "; the slots there are reach only " + ", ".join(
             f"{v[:8]} {p} of {targets[v]}" for v, p in sorted(short.items())
         )
-    return Forecast(job_key, first["triggerCause"], first["terminalState"], reached, line)
+    return Forecast(job_key, first["triggerCause"], first["terminalState"], reached, line, before)
 
 
 def _rescales(effects: Any) -> dict[str, dict[str, Any]]:

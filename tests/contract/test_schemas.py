@@ -157,6 +157,10 @@ def test_every_version_reads_every_versions_golden_record(
     writer = next(v for v in versions if v.version == golden["version"])
     body = bytes.fromhex(golden["hex"])[HEADER_SIZE:]
     for reader in versions:
+        if golden["avroJson"].get("action") == "SET_PARALLELISM" and reader.version == 1:
+            with pytest.raises(Exception, match="SET_PARALLELISM"):  # rule 5: readers first
+                schemaless_reader(io.BytesIO(body), writer.parsed, reader.parsed)
+            continue
         record = schemaless_reader(io.BytesIO(body), writer.parsed, reader.parsed)
         assert isinstance(record, dict)
 
@@ -241,7 +245,7 @@ def test_set_parallelism_is_a_v2_command_that_v1_readers_refuse(
         "parallelism": {"cbc357ccb763df2852fee8c4fc7d55f2": 3},
     }
     data = codec.encode(r.SCALING_COMMAND, command)
-    assert codec.decode(data).record == {**command, "basis": None}  # v3: no basis given
+    assert codec.decode(data).record == {**command, "basis": None, "expectedRequirements": None}
     v1 = registry.versions(r.SCALING_COMMAND)[0]
     with pytest.raises(Exception, match="SET_PARALLELISM"):
         schemaless_reader(
@@ -290,4 +294,22 @@ def test_v2_commands_read_as_v3_with_no_basis_and_v3_ones_typed_with_theirs(code
     assert new.basis is not None
     assert (new.basis.available_slots, new.basis.desired_slots, new.basis.revision) == (1, 4, 3)
     assert new.basis.post_rescale_slots is None
-    assert codec.encode(r.SCALING_COMMAND, new.to_record()).hex() == v3["hex"]
+    v3_schema = next(v for v in codec.registry.versions(r.SCALING_COMMAND) if v.version == 3)
+    assert codec.encode_with(v3_schema, new.to_record()).hex() == v3["hex"]
+
+
+def test_v3_commands_read_as_v4_unchecked_and_v4_ones_with_the_requirements_they_expect(
+    codec: Codec,
+) -> None:
+    """scaling_command.v4 adds `expectedRequirements` (nullable, null by default): an older
+    command's targets are applied unchecked; the autoscaler's carries the bounds it saw."""
+    golden = Path(__file__).parent / "golden"
+    v3 = json.loads((golden / "scaling_command.v3.json").read_text())
+    old = ScalingCommand.from_record(codec.decode(bytes.fromhex(v3["hex"])).record)
+    assert old.expected_requirements is None
+    v4 = json.loads((golden / "scaling_command.v4.json").read_text())
+    new = ScalingCommand.from_record(codec.decode(bytes.fromhex(v4["hex"])).record)
+    assert new.action is ScalingAction.SET_PARALLELISM and new.expected_requirements is not None
+    bounds = {v: (b.lower_bound, b.upper_bound) for v, b in new.expected_requirements.items()}
+    assert set(bounds.values()) == {(1, 2)} and len(bounds) == 2
+    assert codec.encode(r.SCALING_COMMAND, new.to_record()).hex() == v4["hex"]

@@ -107,7 +107,13 @@ def test_scale_sends_once_and_a_restart_keeps_the_stabilization(lake: Lake) -> N
     assert row["outcome"] == "SENT" and row["command_id"] == command.command_id
     assert command.action is ScalingAction.SET_PARALLELISM and command.job_id == KEY
     assert command.parallelism == {"source": 2, "work": 8}
-    assert command.evidence[0].startswith("UPDATE_REQUIREMENT rescale")
+    assert command.evidence == (f"{KEY}@{T0 + 100_000}", f"{KEY}@{T0 + 120_000}")  # the window
+    assert command.command_id == f"autoscaler-{KEY}-{T0 + 120_000}"
+    expected = command.expected_requirements or {}
+    assert {v: (b.lower_bound, b.upper_bound) for v, b in expected.items()} == {
+        "source": (1, 2),
+        "work": (1, 2),  # as submitted: what the actuator checks before it PUTs
+    }
     (row,) = [r for r in scaler.tick(NOW + 10_000) if r["job_key"] == KEY]
     assert row["outcome"] == "KEPT" and "stabilizing after the last rescale" in row["reason"]
     restarted = Autoscaler(lake.data_dir, Settings(), options, folding(inputs(8)), sent.append)

@@ -18,7 +18,12 @@ from services.actuator.flinkbackend import (
     parallelism_targets,
 )
 from services.actuator.flinkfacts import at_desired, needed_slots
-from services.contracts.commands import CommandBasis, ScalingAction, ScalingCommand
+from services.contracts.commands import (
+    CommandBasis,
+    ExpectedBounds,
+    ScalingAction,
+    ScalingCommand,
+)
 
 
 def bounds(lower: int, upper: int) -> dict[str, dict[str, int]]:
@@ -119,6 +124,12 @@ class FakeFlink:
 
     def requirements(self, jid: str) -> dict[str, Any]:
         return self.bounds
+
+    def set_requirements(self, jid: str, bounds: dict[str, tuple[int, int]]) -> None:
+        self.bounds = {
+            v: {"parallelism": {"lowerBound": lo, "upperBound": up}}
+            for v, (lo, up) in bounds.items()
+        }
 
     def taskmanagers(self) -> list[dict[str, Any]]:
         return list(self.listed)
@@ -278,3 +289,21 @@ def test_a_job_that_ended_supersedes_a_planners_command_and_rejects_an_operators
     assert planners.message.startswith(f"Flink's job {JID} (CANCELED) no longer runs")
     operators = msgspec.structs.replace(planned(PROVISION, 1), basis=None)
     assert backend(flink, launcher).apply(operators).status == "REJECTED"
+
+
+def test_targets_decided_on_requirements_someone_else_changed_since_are_superseded() -> None:
+    """The history's autoscaler sends the bounds it saw; a change by anyone else since (an
+    operator, another autoscaler) is not overwritten."""
+    seen = {v: ExpectedBounds(lower_bound=1, upper_bound=2) for v in ("bucket", "sum")}
+    command = msgspec.structs.replace(
+        set_parallelism(0, {"sum": 4}), job_id=f"t.{JID}", expected_requirements=seen
+    )
+    flink = FakeFlink()
+    flink.bounds["sum"] = upper(3)  # someone raised it meanwhile
+    result = backend(flink, FakeLauncher(flink)).apply(command)
+    assert result.status == "SUPERSEDED"
+    assert result.message.endswith("sum 1:2 -> 1:3")
+    assert flink.bounds["sum"] == upper(3)  # untouched
+    flink.bounds["sum"] = upper(2)  # as the decision saw it
+    assert backend(flink, FakeLauncher(flink)).apply(command).status == "APPLIED"
+    assert flink.bounds["sum"] == upper(4)

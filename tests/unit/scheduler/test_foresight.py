@@ -37,6 +37,7 @@ def test_a_raise_within_the_slots_there_are_is_an_update_requirement_rescale_to_
     assert forecast.terminal_state == "COMPLETED"
     assert forecast.reached == {"sum": 4}
     assert "UPDATE_REQUIREMENT rescale" in forecast.described
+    assert forecast.requirements == {"sum": (1, 2)}  # what the change rests on
 
 
 def test_a_raise_beyond_the_slots_reaches_what_they_allow_and_says_so() -> None:
