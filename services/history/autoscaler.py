@@ -129,7 +129,7 @@ class Autoscaler:
         outcome, reason, forecast, command_id = step.outcome, step.reason, None, None
         if outcome is None:
             forecast, unknown = self._forecast(step, now_ms)
-            outcome = concluded(step, forecast, unknown, self._send is not None)
+            outcome = concluded(forecast, self._send is not None)
             reason = _why(step, outcome, forecast, unknown)
             if outcome is Outcome.SENT:
                 command_id, failed = self._sent(step, forecast, now_ms)

@@ -2,7 +2,7 @@
 its evidence and reason: the table `scaling_decisions` (issue 50, item 3), and the pure
 step that makes one (`evaluate`); the autoscaler (autoscaler.py) is its shell.
 
-A job's step, each `job.autoscaler.decision.interval`: the samples of its newest run
+A job's step, each `--autoscaler-interval` (10 s): the samples of its newest run
 within the window (advice.newest_run) -> the rules (parallelism.decide) -> a change
 worth its downtime (parallelism.worth) -> what the adaptive scheduler does with it
 (the scheduler's fold: contracts/foresight.py) -> sent, or advised. Each step ends in
@@ -135,9 +135,9 @@ def evaluate(
     return Step(job_key, decision, outcome, reason, first, last, len(run)), after
 
 
-def concluded(step: Step, forecast: Forecast | None, unknown: str, sends: bool) -> Outcome:
-    """The outcome of a step worth sending, once the fold was asked (`forecast` None:
-    it could not be, `unknown` says why) in a mode that `sends` or advises."""
+def concluded(forecast: Forecast | None, sends: bool) -> Outcome:
+    """The outcome of a step worth sending, once the fold was asked (`forecast` None: it
+    could not be), in a mode that `sends` or advises."""
     if forecast is None:
         return Outcome.FORECAST_UNKNOWN
     if not forecast.rescales:
