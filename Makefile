@@ -43,7 +43,8 @@ demo-flink: fetch core
 ## `python -m bench.autoscale_bench --help` runs the operator's autoscaler beside it)
 demo-autoscale: fetch core
 	$(BIN)/scalefold local run --run-dir .run/demo-autoscale -- $(BIN)/python -m bench.autoscale_bench \
-	    --traces steps --controllers scalefold --duration 300 --picture .run/demo-autoscale/picture.png
+	    --traces steps --controllers scalefold --duration 300 --story \
+	    --picture .run/demo-autoscale/picture.png
 
 ## test: lint, then the whole suite against a real broker started (and stopped) for it,
 ## two tests at a time, while the docker-compose stack's tests are prepared; then those

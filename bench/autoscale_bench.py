@@ -97,6 +97,9 @@ class Result:
     decisions: int
     decisions_per_hour: float
     samples: list[Sample] = field(default_factory=list)
+    story: list[str] = field(default_factory=list)
+    """What happened, a line an event: each decision recorded (scalefold's), each of
+    Flink's rescales."""
 
 
 def say(line: str) -> None:
@@ -352,15 +355,18 @@ class Scalefold:
         for process in self.processes:
             stack.wait_ready(process)
 
-    def decisions(self) -> int:
+    def recorded(self) -> list[dict[str, Any]]:
+        """Every step the history's autoscaler recorded (`scaling_decisions`), in order."""
         from services.history.decisions import TABLE
         from services.history.lake import Lake
 
         lake = Lake(self.run_dir / "history")
         if not lake.committed(TABLE):
-            return 0
-        rows = lake.rows("SELECT count(*) AS n FROM d WHERE outcome = 'SENT'", {"d": TABLE})
-        return int(rows[0]["n"])
+            return []
+        return lake.rows("SELECT * FROM d ORDER BY decided_at_ms", {"d": TABLE})
+
+    def decisions(self) -> int:
+        return sum(1 for row in self.recorded() if row["outcome"] == "SENT")
 
     def stop(self) -> None:
         for process in reversed(self.processes):
@@ -397,6 +403,7 @@ def one_run(
         started = Scalefold(settings, cluster.url, run_dir)
     sampler = Sampler(settings, cluster.rest, jid, topic=topic, group=group, trace=trace)
     sampler.start()
+    wall_start_ms = int(time.time() * 1000)
     try:
         sent = produce(
             settings,
@@ -413,16 +420,56 @@ def one_run(
         sampler.stop.set()
         sampler.join(10)
         decisions = started.decisions()
+        steps = started.recorded() if isinstance(started, Scalefold) else []
+        rescales = cluster.rest.rescale_history(jid)
         started.stop()
         cluster.cancel(jid)
     result = summarize(
         name, controller, trace, sampler.samples, decisions=decisions, limit=args.caught_up
     )
+    result.story = story(steps, rescales, wall_start_ms)
     say(
         f"{tag}: {result.rescales} rescales, {result.downtime_s:.0f} s down, backlog p99 "
         f"{result.backlog_p99:.0f}, {result.slot_seconds:.0f} slot-s, {decisions} decisions"
     )
     return result
+
+
+def story(steps: list[dict[str, Any]], rescales: list[dict[str, Any]], start_ms: int) -> list[str]:
+    """A line a recorded step that was not a hold, and one a rescale of Flink's, by time
+    since the load began."""
+    lines: list[tuple[float, str]] = []
+    for row in steps:
+        if row["outcome"] == "KEPT":
+            continue
+        cost = (
+            ""
+            if row["restart_ms"] is None
+            else f", a rescale costs {row['restart_ms'] / 1000:.0f} s"
+        )
+        backlog = "" if row["backlog"] is None else f", backlog {row['backlog']:.0f}"
+        rate = "" if row["input_rate"] is None else f"input {row['input_rate']:.0f}/s"
+        foresight = f"; the core foresees: {row['forecast']}" if row["forecast"] else ""
+        lines.append(
+            (
+                (row["decided_at_ms"] - start_ms) / 1000,
+                f"scalefold {row['outcome']}: {row['reason']} ({rate}{backlog}{cost}){foresight}",
+            )
+        )
+    for r in rescales:
+        after = {
+            v.get("jobVertexName") or k: v.get("postRescaleParallelism")
+            for k, v in (r.get("vertices") or {}).items()
+        }
+        shown = ", ".join(f"{name} {p}" for name, p in after.items())
+        lines.append(
+            (
+                (r["startTimestampInMillis"] - start_ms) / 1000,
+                f"Flink {r['triggerCause']} rescale, {r['terminalState'] or 'in progress'}"
+                + (f": {shown}" if shown else ""),
+            )
+        )
+    return [f"{at:6.0f} s  {line}" for at, line in sorted(lines)]
 
 
 def table(results: list[Result]) -> list[str]:
@@ -518,6 +565,9 @@ def main(argv: list[str] | None = None) -> int:
         "--picture", type=Path, default=PROJECT_ROOT / "docs" / "autoscaling-bench.png"
     )
     parser.add_argument("--json", type=Path, default=OUT / "results.json")
+    parser.add_argument(
+        "--story", action="store_true", help="print each run's decisions and Flink's rescales"
+    )
     args = parser.parse_args(argv)
     if "SCALEFOLD_BOOTSTRAP_SERVERS" not in os.environ:
         print("run under `scalefold local run -- ...` (needs a broker)", file=sys.stderr)
@@ -537,6 +587,10 @@ def main(argv: list[str] | None = None) -> int:
                     one_run(base, cluster, name, trace, controller=controller, args=args)
                 )
                 args.json.write_text(json.dumps([asdict(r) for r in results]))
+    for result in results:
+        if args.story and result.story:
+            print(f"{result.trace}, {result.controller}:")
+            print("\n".join(result.story) + "\n")
     print("\n".join(table(results)))
     picture(results, args.picture)
     say(f"picture: {args.picture}; samples: {args.json}")

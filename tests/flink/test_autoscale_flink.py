@@ -1,0 +1,150 @@
+"""The closed loop of issue 50 on a real Flink 2.3.0 with a real Kafka source: the workload
+job (deploy/flink/workload) at parallelism 1 falls behind a load step; the bridge samples it
+onto flink-signals and records its inputs on job-events; the history service (`history run
+--autoscaler scale`, a process as a user starts it) decides a higher parallelism, asks the
+scheduler core's fold what the adaptive scheduler will do with it, records the decision in
+`scaling_decisions` and sends SET_PARALLELISM; the actuator (its Flink backend) PUTs the
+requirements the decision named, checked against those the decision saw; Flink rescales
+the job with UPDATE_REQUIREMENT to the parallelism the fold foresaw, and the backlog drains.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from services.bridge.poll import ClusterPoller
+from services.bridge.service import Bridge
+from services.bridge.sink import Sink
+from services.contracts import Codec
+from services.contracts.flinkrest import FlinkRest
+from services.contracts.kafka import ensure_topics
+from services.contracts.settings import Settings
+from services.contracts.topics import WORKLOAD
+from services.history.decisions import TABLE
+from services.history.lake import Lake
+from services.localstack.flinkdist import flink_home, workload_job
+from services.localstack.layout import cache_dir
+from services.tools.load import Trace, run
+from tests.flink.flink_support import FlinkTestCluster, wait_for
+from tests.history.support import HistoryProcess
+from tests.integration.conftest import kafka  # noqa: F401  (a fixture)
+from tests.integration.scheduler_support import ActuatorProcess
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(1200)]
+
+CLUSTER = "t"
+COST_US = 4_000
+"""250 records a second a subtask, waiting (the job's cost does not need the machine's CPU)."""
+LOAD = Trace(((0.0, 500.0), (150.0, 500.0)))
+"""Twice what one subtask takes, for 150 s: it needs 3 at the 70 % utilization target."""
+SETTINGS = (
+    "job.autoscaler.metrics.window=20 s",  # two of Flink's 10 s metric refreshes
+    "job.autoscaler.stabilization.interval=5 min",  # one decision in this test
+    "job.autoscaler.restart.time=5 s",
+)
+
+
+@pytest.fixture
+def bridge(kafka: Settings, codec: Codec, flink: FlinkTestCluster) -> Iterator[None]:  # noqa: F811
+    """The bridge over the session's cluster (as `bridge run` makes one), sampling every 2 s."""
+    sink = Sink(kafka, codec, f"{kafka.topics.own('bridge')}.{CLUSTER}")
+    poller = ClusterPoller(CLUSTER, FlinkRest(flink.url, 10.0), signals_interval_ms=2_000)
+    running = Bridge([poller], sink, 0.5, sink.restore())
+    done = threading.Event()
+    thread = threading.Thread(target=running.run, args=(done.is_set,), daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join(30)
+        sink.close()
+
+
+def decisions(data_dir: Path, key: str) -> list[dict[str, Any]]:
+    lake = Lake(data_dir)
+    if not lake.committed(TABLE):
+        return []
+    sql = f"SELECT * FROM d WHERE job_key = '{key}' ORDER BY decided_at_ms"
+    return lake.rows(sql, {"d": TABLE})
+
+
+def test_a_load_step_is_decided_foreseen_sent_and_rescaled_by_flink(
+    flink: FlinkTestCluster,
+    kafka: Settings,  # noqa: F811
+    bridge: None,
+    tmp_path: Path,
+) -> None:
+    topic, group = kafka.topics.workload, kafka.topics.own("workload")
+    ensure_topics(kafka, {topic: WORKLOAD})
+    data_dir = tmp_path / "history"
+    history = HistoryProcess(
+        kafka,
+        data_dir,
+        tmp_path / "history.log",
+        *("--no-sql-endpoint", "--no-commands", "--rest-port", "-1", "--optimize-minutes", "0"),
+        *("--tables-trigger-seconds", "2", "--autoscaler", "scale", "--autoscaler-interval", "2"),
+        *(item for setting in SETTINGS for item in ("-D", setting)),
+    )
+    actuator = ActuatorProcess(
+        kafka, tmp_path / "actuator", "--flink-rest", f"{CLUSTER}={flink.url}"
+    )
+    try:
+        actuator.start().wait_ready()
+        flink.add_taskmanagers(4)
+        cache = cache_dir(os.environ)
+        jar = workload_job(cache, flink_home(cache))
+        jar_id = flink.rest.upload_jar(jar.name, jar.read_bytes())
+        arguments = [
+            *("--max-parallelism", "4", "--parallelism", "1", "--checkpoint-interval", "1000"),
+            *("--bootstrap-servers", kafka.bootstrap_servers, "--topic", topic),
+            *("--group", group, "--cost-us", str(COST_US), "--cost-mode", "wait"),
+        ]
+        jid = flink.rest.run_jar(jar_id, arguments)
+        flink.wait_running(jid, {})
+        key = f"{CLUSTER}.{jid}"
+        produced: list[int] = []
+        load = threading.Thread(
+            target=lambda: produced.append(run(kafka, LOAD, topic, 16, lambda _: None)),
+            daemon=True,
+        )
+        load.start()
+
+        def decided() -> dict[str, Any] | None:
+            history.running()  # an AssertionError with its log once it exited
+            return next((d for d in decisions(data_dir, key) if d["outcome"] == "SENT"), None)
+
+        decision = wait_for("a decision sent", decided, 240.0)
+        work = next(v for v in decision["vertices"] if v["name"].startswith("Work"))
+        assert work["current"] == 1 and work["target"] >= 3, decision
+        assert work["reached"] == work["target"], decision  # four slots: the fold's foresight
+        assert decision["forecast"].startswith("UPDATE_REQUIREMENT rescale"), decision
+        assert decision["backlog"] is not None and decision["input_rate"] > 300, decision
+
+        def rescaled() -> dict[str, Any] | None:
+            return next(
+                (
+                    r
+                    for r in flink.history(jid)
+                    if r["triggerCause"] == "UPDATE_REQUIREMENT"
+                    and r["terminalState"] == "COMPLETED"
+                ),
+                None,
+            )
+
+        wait_for("Flink's UPDATE_REQUIREMENT rescale", rescaled, 180.0)
+        running = {v["name"]: v["parallelism"] for v in flink.job(jid)["vertices"]}
+        assert running[next(n for n in running if n.startswith("Work"))] == work["target"]
+        assert [d["outcome"] for d in decisions(data_dir, key)].count("SENT") == 1
+        load.join(300)
+        assert produced == [75_000]
+    finally:
+        history.terminate()
+        history.wait(90.0)
+        actuator.stop()
