@@ -317,12 +317,16 @@ class ClusterPoller:
         self._sampled[jid] = at
         key, found = flink_job_key(self.name, jid), {}
         try:
-            vertices = sg.vertex_ids(job)
+            vertices, sources = sg.vertex_ids(job), sg.source_ids(job)
         except tr.MalformedAnswerError:
             return  # the job's answer is the poll's to dead-letter (step.observe)
         for vid in vertices:
             path = f"/jobs/{jid}/vertices/{vid}/subtasks/metrics"
-            source = self._source_metrics(jid, vid, path, key, result)
+            source = (
+                self._source_metrics(jid, vid, path, key, result)
+                if vid in sources
+                else sg.SourceMetrics(None, None)
+            )
             pending = source.pending
             answer = self._optional(f"{path}?{sg.metrics_query(pending)}", key, result)
             gauges = self._read(lambda a, p=pending: sg.gauges(a, p), answer, path, key, result)
@@ -348,15 +352,15 @@ class ClusterPoller:
     def _source_metrics(
         self, jid: str, vid: str, path: str, key: str, result: ClusterPoll
     ) -> sg.SourceMetrics:
-        """The vertex's pendingRecords metric id and Kafka partitions, from its metric
-        listing (kept once both are found; looked for again after RELIST_PENDING_MS while
-        not: a source registers its metrics once it runs, a Kafka reader its partitions'
-        once they are assigned)."""
+        """A source vertex's pendingRecords metric id and Kafka partitions, from its metric
+        listing (kept once both are found; looked for again at each sample while not, at
+        most every RELIST_PENDING_MS: a source registers its metrics once it runs, a Kafka
+        reader its partitions' once they are assigned)."""
         known = self._pending.get((jid, vid))
         if known is not None:
             listed, at = known
             settled = listed.pending is not None and listed.partitions is not None
-            if settled or self.ticks() - at < RELIST_PENDING_MS:
+            if settled or self.ticks() - at < min(RELIST_PENDING_MS, self.signals_interval_ms):
                 return listed
         answer = self._optional(path, key, result)
         found = self._read(sg.source_metrics, answer, path, key, result)

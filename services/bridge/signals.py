@@ -198,3 +198,11 @@ def vertex_ids(job: Any) -> Sequence[str]:
         field(v, "id", str, "jobs/:jid.vertices[]")
         for v in field(job, "vertices", list, "jobs/:jid")
     ]
+
+
+def source_ids(job: Any) -> frozenset[str]:
+    """The job's vertices no other feeds, by its plan (every vertex without a plan): the
+    ones whose metric listing may name a backlog metric and partitions."""
+    inputs = _inputs(job.get("plan"), "jobs/:jid")
+    vertices = vertex_ids(job)
+    return frozenset(v for v in vertices if not inputs.get(v)) if inputs else frozenset(vertices)
