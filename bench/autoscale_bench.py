@@ -89,6 +89,7 @@ class Result:
     controller: str
     rescales: int
     downtime_s: float
+    """Flink's own: each completed rescale's time outside Executing (its scheduler states)."""
     backlog_p50: float
     backlog_p99: float
     backlog_max: float
@@ -96,6 +97,9 @@ class Result:
     slot_seconds: float
     decisions: int
     decisions_per_hour: float
+    stalled_s: float = 0.0
+    """Seconds the bench's samples saw a task not running (REST caches a job's graph for
+    a few seconds: a lower bound)."""
     samples: list[Sample] = field(default_factory=list)
     story: list[str] = field(default_factory=list)
     """What happened, a line an event: each decision recorded (scalefold's), each of
@@ -132,8 +136,21 @@ def catch_up(samples: list[Sample], since: float, until: float, limit: float) ->
     return None
 
 
+def downtime_ms(details: dict[str, Any]) -> int:
+    """A completed rescale's downtime as Flink recorded it: its time outside Executing."""
+    spans = details.get("schedulerStates") or []
+    return sum(int(s.get("durationInMillis") or 0) for s in spans if s.get("state") != "Executing")
+
+
 def summarize(
-    name: str, controller: str, trace: Trace, samples: list[Sample], *, decisions: int, limit: float
+    name: str,
+    controller: str,
+    trace: Trace,
+    samples: list[Sample],
+    *,
+    decisions: int,
+    limit: float,
+    downtime: float = 0.0,
 ) -> Result:
     backlogs = [float(s.backlog) for s in samples if s.backlog is not None]
     shapes = [tuple(sorted(s.parallelism.items())) for s in samples if s.parallelism]
@@ -150,7 +167,7 @@ def summarize(
         name,
         controller,
         changes,
-        down,
+        downtime,
         percentile(backlogs, 0.5),
         percentile(backlogs, 0.99),
         max(backlogs, default=0.0),
@@ -158,6 +175,7 @@ def summarize(
         slots,
         decisions,
         decisions / hours if hours else 0.0,
+        down,
         samples,
     )
 
@@ -422,10 +440,22 @@ def one_run(
         decisions = started.decisions()
         steps = started.recorded() if isinstance(started, Scalefold) else []
         rescales = cluster.rest.rescale_history(jid)
+        completed = [r for r in rescales if r.get("terminalState") == "COMPLETED"]
+        down_ms = sum(
+            downtime_ms(cluster.rest.rescale_details(jid, r["rescaleUuid"]))
+            for r in completed
+            if r.get("triggerCause") != "INITIAL_SCHEDULE"
+        )
         started.stop()
         cluster.cancel(jid)
     result = summarize(
-        name, controller, trace, sampler.samples, decisions=decisions, limit=args.caught_up
+        name,
+        controller,
+        trace,
+        sampler.samples,
+        decisions=decisions,
+        limit=args.caught_up,
+        downtime=down_ms / 1000,
     )
     result.story = story(steps, rescales, wall_start_ms)
     say(
@@ -480,7 +510,7 @@ def table(results: list[Result]) -> list[str]:
     for r in results:
         catch = ", ".join("never" if c is None else f"{c:.0f}" for c in r.catch_up_s)
         lines.append(
-            f"| {r.trace} | {r.controller} | {r.rescales} | {r.downtime_s:.0f} | {r.backlog_p50:.0f} "
+            f"| {r.trace} | {r.controller} | {r.rescales} | {r.downtime_s:.1f} | {r.backlog_p50:.0f} "
             f"| {r.backlog_p99:.0f} | {r.backlog_max:.0f} | {catch} | {r.slot_seconds:.0f} "
             f"| {r.decisions_per_hour:.0f} |"
         )

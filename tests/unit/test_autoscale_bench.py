@@ -3,7 +3,7 @@ rescale, downtime, slot-seconds and catching up, from its samples."""
 
 from __future__ import annotations
 
-from bench.autoscale_bench import Sample, catch_up, rises, summarize, table
+from bench.autoscale_bench import Sample, catch_up, downtime_ms, rises, summarize, table
 from services.tools.load import Trace, shape
 
 
@@ -24,11 +24,17 @@ def test_a_run_is_counted_from_its_samples() -> None:
         Sample(5.0, 400, 100, p4, True),
         Sample(6.0, 0, None, p4, True),  # the broker did not answer: no backlog known
     ]
-    result = summarize("t", "peer", trace, samples, decisions=1, limit=0.5)  # 200 at 400/s
-    assert result.rescales == 1 and result.downtime_s == 1.0
+    result = summarize("t", "peer", trace, samples, decisions=1, limit=0.5, downtime=2.5)
+    assert result.rescales == 1 and (result.downtime_s, result.stalled_s) == (2.5, 1.0)
     assert result.slot_seconds == 2 + 2 + 2 + 4 + 4 + 4
     assert (result.backlog_p50, result.backlog_max) == (100.0, 900.0)
     assert result.catch_up_s == [0.0, 3.0]  # the rise at 2 s is caught up at 5 s
     assert catch_up(samples, 2.0, 4.0, 0.5) is None  # not within that span
     assert result.decisions_per_hour == 600.0  # one in 6 s
-    assert table([result])[2].startswith("| t | peer | 1 | 1 | 100 |")
+    assert table([result])[2].startswith("| t | peer | 1 | 2.5 | 100 |")
+
+
+def test_a_rescales_downtime_is_its_time_outside_executing_as_flink_recorded_it() -> None:
+    spans = [("Executing", 30_000), ("Restarting", 1_200), ("CreatingExecutionGraph", 300)]
+    details = {"schedulerStates": [{"state": s, "durationInMillis": d} for s, d in spans]}
+    assert downtime_ms(details) == 1_500
