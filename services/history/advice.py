@@ -15,6 +15,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 from services.contracts.jobconfig import duration_ms
@@ -122,6 +123,20 @@ def newest_run(samples: Sequence[pl.Sample], window_ms: int) -> list[pl.Sample]:
     return list(reversed(run))
 
 
+def unfilled(run: Sequence[pl.Sample], window_ms: int) -> str | None:
+    """Why the newest run's samples do not fill the window yet (None: they do, within one
+    sampling interval). As the operator's autoscaler, a decision waits for a full window
+    after the tasks (re)start: a window that began before a rescale or a load change is
+    not the load the tasks now see."""
+    if len(run) < 2:
+        return "fewer than two samples of one run of its tasks within the window"
+    span = run[-1].at_ms - run[0].at_ms
+    gap = statistics.median(b.at_ms - a.at_ms for a, b in pairwise(run))
+    if span + gap >= window_ms:
+        return None
+    return f"the window is not full yet: {span / 1000:.0f} s of one run of its tasks, of {window_ms / 1000:.0f} s"
+
+
 def advise(
     lake: Lake, job: str | None, config: pl.PolicyConfig, window_ms: int, now_ms: int
 ) -> list[Advice]:
@@ -129,9 +144,10 @@ def advise(
     found = []
     for key, samples in job_samples(lake, job).items():
         run = newest_run(samples, window_ms)
-        if len(run) < 2:
-            reason = "fewer than two samples of one run of its tasks within the window"
-            found.append(Advice(key, pl.Decision(False, reason), (), None, None, len(run)))
+        reason = unfilled(run, window_ms)
+        if reason is not None:
+            first, last = (run[0].at_ms, run[-1].at_ms) if run else (None, None)
+            found.append(Advice(key, pl.Decision(False, reason), (), first, last, len(run)))
             continue
         loads, problems = pl.window(run[0], run[-1])
         restart = restart_ms(lake, key)

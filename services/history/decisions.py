@@ -118,9 +118,10 @@ def evaluate(
         return step, state
     run = advice.newest_run(samples, window_ms)
     first, last = run[0].at_ms, run[-1].at_ms
-    if len(run) < 2:
-        why = "fewer than two samples of one run of its tasks within the window"
-        return Step(job_key, pl.Decision(False, why), Outcome.NO_WINDOW, why, first, last, 1), state
+    why = advice.unfilled(run, window_ms)
+    if why is not None:
+        step = Step(job_key, pl.Decision(False, why), Outcome.NO_WINDOW, why, first, last, len(run))
+        return step, state
     loads, problems = pl.window(run[0], run[-1])
     if problems:
         why = "the samples cannot be used: " + "; ".join(problems)

@@ -98,7 +98,7 @@ def lake(tmp_path: Path) -> Lake:
 
 
 def test_the_newest_run_is_judged_with_the_jobs_own_downtime(lake: Lake) -> None:
-    (found,) = advice.advise(lake, "j1", PolicyConfig(), 60_000, T0 + 121_000)
+    (found,) = advice.advise(lake, "j1", PolicyConfig(), 20_000, T0 + 121_000)
     assert (found.first_ms, found.last_ms) == (T0 + 100_000, T0 + 120_000)  # not the old run
     decision = found.decision
     assert decision.restart_ms == 6_000  # the median of its three
@@ -113,7 +113,7 @@ def test_the_newest_run_is_judged_with_the_jobs_own_downtime(lake: Lake) -> None
 
 
 def test_a_vertex_without_its_metrics_decides_nothing(lake: Lake) -> None:
-    (found,) = advice.advise(lake, "c1.j2", PolicyConfig(), 60_000, T0 + 11_000)
+    (found,) = advice.advise(lake, "c1.j2", PolicyConfig(), 10_000, T0 + 11_000)
     assert not found.decision.send
     assert found.decision.reason == ("the samples cannot be used: Work: no read_records reported")
     assert advice.advise(lake, "nobody", PolicyConfig(), 60_000, T0) == []
@@ -157,7 +157,7 @@ def test_the_verbs_print_the_advice_and_the_backtest(
         args = parser.parse_args([*argv, "--data-dir", str(lake.data_dir)])
         return int(args.handler(args, None))
 
-    assert run("advise", "--job", "j1", "-D", "job.autoscaler.metrics.window=10 min") == 0
+    assert run("advise", "--job", "j1", "-D", "job.autoscaler.metrics.window=20 s") == 0
     assert "c1.j1: would rescale: rescale: Work 2 -> 8" in capsys.readouterr().out
     assert run("backtest", "--job", "j1", "--try", "job.autoscaler.target.utilization=0.5") == 0
     lines = capsys.readouterr().out.splitlines()
@@ -169,3 +169,16 @@ def test_the_verbs_print_the_advice_and_the_backtest(
     ]
     assert run("backtest", "--job", "nobody") == 1
     assert "job nobody has no samples" in capsys.readouterr().err
+
+
+def test_a_decision_waits_for_a_full_window_of_one_run() -> None:
+    def run(*seconds: int) -> list[Any]:
+        from services.history.parallelism import Sample
+
+        return [Sample(T0 + s * 1000, ()) for s in seconds]
+
+    assert advice.unfilled(run(0, 10, 20, 30, 40, 50), 60_000) is None  # within a sample
+    assert advice.unfilled(run(40, 50), 60_000) == (
+        "the window is not full yet: 10 s of one run of its tasks, of 60 s"
+    )
+    assert "fewer than two" in (advice.unfilled(run(50), 60_000) or "")

@@ -32,6 +32,8 @@ from tests.unit.test_advice import T0
 lake = test_advice.lake  # the fixture: j1 behind, j2 without metrics
 
 NOW = T0 + 121_000
+WINDOW = 20_000
+"""j1's newest run: samples at +100, +110 and +120 s fill it."""
 KEY = "c1.j1"
 
 
@@ -65,7 +67,8 @@ def decisions(lake: Lake) -> list[dict[str, Any]]:
 
 
 def test_advise_records_the_decision_and_what_the_adaptive_scheduler_would_do(lake: Lake) -> None:
-    scaler = Autoscaler(lake.data_dir, Settings(), AutoscalerOptions(), folding(inputs(8)))
+    options = AutoscalerOptions(window_ms=WINDOW)
+    scaler = Autoscaler(lake.data_dir, Settings(), options, folding(inputs(8)))
     rows = scaler.tick(NOW)
     by_job = {row["job_key"]: row for row in rows}
     advised = by_job[KEY]
@@ -100,7 +103,7 @@ def test_advise_records_the_decision_and_what_the_adaptive_scheduler_would_do(la
 
 def test_scale_sends_once_and_a_restart_keeps_the_stabilization(lake: Lake) -> None:
     sent: list[ScalingCommand] = []
-    options = AutoscalerOptions(mode=Mode.SCALE)
+    options = AutoscalerOptions(window_ms=WINDOW, mode=Mode.SCALE)
     scaler = Autoscaler(lake.data_dir, Settings(), options, folding(inputs(8)), sent.append)
     (row,) = [r for r in scaler.tick(NOW) if r["job_key"] == KEY]
     (command,) = sent
@@ -126,7 +129,7 @@ def test_nothing_is_sent_on_a_decision_the_fold_cannot_check_or_sees_no_rescale_
     lake: Lake,
 ) -> None:
     sent: list[ScalingCommand] = []
-    options = AutoscalerOptions(mode=Mode.SCALE)
+    options = AutoscalerOptions(window_ms=WINDOW, mode=Mode.SCALE)
 
     def unknown(*_: Any) -> Forecast:
         raise ForecastUnknownError("the broker is away")
@@ -152,7 +155,7 @@ def test_a_send_the_broker_refuses_is_recorded_and_tried_again(lake: Lake) -> No
         if len(tries) == 1:
             raise RuntimeError("1 of 1 commands not acknowledged")
 
-    options = AutoscalerOptions(mode=Mode.SCALE)
+    options = AutoscalerOptions(window_ms=WINDOW, mode=Mode.SCALE)
     scaler = Autoscaler(lake.data_dir, Settings(), options, folding(inputs(8)), refused)
     (row,) = [r for r in scaler.tick(NOW) if r["job_key"] == KEY]
     assert row["outcome"] == "SEND_FAILED" and "not acknowledged" in row["reason"]
@@ -161,13 +164,13 @@ def test_a_send_the_broker_refuses_is_recorded_and_tried_again(lake: Lake) -> No
 
 
 def test_a_job_whose_signals_stop_is_recorded_once_and_forgotten(lake: Lake) -> None:
-    options = AutoscalerOptions(stale_ms=60_000)
+    options = AutoscalerOptions(window_ms=WINDOW, stale_ms=100_000)
     scaler = Autoscaler(lake.data_dir, Settings(), options, folding(inputs(8)))
     first = {r["job_key"]: r for r in scaler.tick(NOW)}
     assert first[KEY]["outcome"] == "ADVISED"
     assert first["c1.j2"]["outcome"] == "NO_SIGNALS"  # its newest sample is 111 s old
     assert first["c1.j2"]["reason"] == "no workload sample for 111 s"
-    rows = scaler.tick(NOW + 70_000)
+    rows = scaler.tick(NOW + 110_000)
     assert [(r["job_key"], r["outcome"]) for r in rows] == [(KEY, "NO_SIGNALS")]
     assert scaler.tick(NOW + 200_000) == []
 
@@ -176,7 +179,7 @@ def test_a_job_whose_signals_stop_is_recorded_once_and_forgotten(lake: Lake) -> 
 def test_the_table_compacts_itself(lake: Lake, files: int) -> None:
     from deltalake import DeltaTable
 
-    options = AutoscalerOptions(record_every_ms=0, retention_hours=0)
+    options = AutoscalerOptions(window_ms=WINDOW, record_every_ms=0, retention_hours=0)
     scaler = Autoscaler(lake.data_dir, Settings(), options, folding(inputs(8)))
     for n in range(files):
         scaler.tick(NOW + n)
