@@ -209,7 +209,7 @@ def window(first: Sample, last: Sample) -> tuple[list[Load], list[str]]:
                 seconds=seconds,
                 records_in=out if source else _delta(old.read_records, v.read_records),
                 records_out=out,
-                busy_ms=_delta(old.busy_ms, v.busy_ms),
+                busy_ms=max(0.0, _delta(old.busy_ms, v.busy_ms)),  # back: none measured
                 backlog=v.pending_records if _finite(v.pending_records) else None,
                 backlog_growth=_delta(old.pending_records, v.pending_records)
                 if _finite(v.pending_records) and _finite(old.pending_records)
@@ -222,7 +222,9 @@ def window(first: Sample, last: Sample) -> tuple[list[Load], list[str]]:
 
 def same_run(first: Sample, last: Sample) -> bool:
     """Whether two samples can be of one run of the job's tasks: the same vertices at the
-    same parallelism, and no counter lower in the later one (a restart resets them)."""
+    same parallelism, and no record count lower in the later one (a restart resets them).
+    Busy time is no witness: a source's accumulated busy time, summed by Flink over its
+    subtasks, was seen to go back within one run (370, 402, 351 ms: the benchmark)."""
     before = {v.vertex_id: v for v in first.vertices}
     if before.keys() != {v.vertex_id for v in last.vertices}:
         return False
@@ -233,7 +235,6 @@ def same_run(first: Sample, last: Sample) -> bool:
         for a, b in (
             (old.read_records, v.read_records),
             (old.write_records, v.write_records),
-            (old.busy_ms, v.busy_ms),
         ):
             if a is not None and b is not None and b < a:
                 return False
@@ -264,7 +265,7 @@ def _unusable(old: VertexSample | None, new: VertexSample) -> str | None:
             return f"no {name} reported"
         if not (_finite(a) and _finite(b)):
             return f"{name} is {a} then {b}: not a count"
-        if b < a:
+        if b < a and name != "busy_ms":  # busy time: same_run's doc
             return f"{name} went back from {a} to {b}: the tasks restarted"
     return None
 
