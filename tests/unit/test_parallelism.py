@@ -237,4 +237,4 @@ def test_a_sources_busy_time_going_back_is_no_restart() -> None:
     assert same_run(first, last)
     loads, problems = window(first, last)
     assert problems == [] and loads[0].busy_ms == 0 and loads[0].capacity is None
-    assert not same_run(first, sample(20, (5_000, 500, 5_000, 100), 0))  # records went back
+    assert not same_run(last, sample(20, (5_000, 500, 5_000, 100), 0))  # records went back
