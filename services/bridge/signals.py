@@ -135,6 +135,7 @@ def signal(
     vertices: list[dict[str, Any]] = []
     unknown: dict[str, str] = {}
     inputs = _inputs(job.get("plan"), where)
+    keyed = _keyed(job.get("plan"), where)
     for vertex in field(job, "vertices", list, where):
         vid = field(vertex, "id", str, f"{where}.vertices[]")
         at = f"{where}.vertices[{vid}]"
@@ -145,6 +146,7 @@ def signal(
             "parallelism": field(vertex, "parallelism", (int, type(None)), at),
             "maxParallelism": field(vertex, "maxParallelism", (int, type(None)), at),
             "inputs": inputs.get(vid, []),
+            "keyedInput": keyed.get(vid),
             "countersComplete": _complete(metrics, at),
         }
         for name, key in _COUNTERS.items():
@@ -183,6 +185,21 @@ def _inputs(plan: Any, where: str) -> dict[str, list[str]]:
         at = f"{where}.plan.nodes[]"
         edges = field(node, "inputs", (list, type(None)), at) or []
         found[field(node, "id", str, at)] = [field(e, "id", str, f"{at}.inputs[]") for e in edges]
+    return found
+
+
+def _keyed(plan: Any, where: str) -> dict[str, bool]:
+    """Whether any input of each vertex is hash partitioned (a plan edge's
+    `ship_strategy` HASH: keyBy); a vertex whose edges name no strategy is left out."""
+    if plan is None:
+        return {}
+    found: dict[str, bool] = {}
+    for node in field(plan, "nodes", list, f"{where}.plan"):
+        at = f"{where}.plan.nodes[]"
+        edges = field(node, "inputs", (list, type(None)), at) or []
+        strategies = [field(e, "ship_strategy", (str, type(None)), f"{at}.inputs[]") for e in edges]
+        if any(x is not None for x in strategies) or not edges:
+            found[field(node, "id", str, at)] = "HASH" in strategies
     return found
 
 

@@ -49,6 +49,7 @@ def settings(pairs: Sequence[str]) -> tuple[pl.PolicyConfig, int]:
         pl.RESTART_TIME: "restart_ms",
         pl.SCALE_DOWN_DELAY: "scale_down_delay_ms",
         pl.STABILIZATION: "stabilization_ms",
+        pl.SCALE_UP_WINDOW: "scale_up_window_ms",
     }
     numbers = {
         pl.TARGET_UTILIZATION: "target_utilization",
@@ -72,8 +73,12 @@ def settings(pairs: Sequence[str]) -> tuple[pl.PolicyConfig, int]:
             chosen[numbers[key]] = _number(key, value, float)
         elif key == pl.MAX_PARALLELISM:
             chosen["max_parallelism"] = _number(key, value, int)
+        elif key == pl.ADJUST_MODE:
+            if value.upper() not in pl.ADJUST_MODES:
+                raise ValueError(f"{key}: {value!r} is not one of {', '.join(pl.ADJUST_MODES)}")
+            chosen["adjust_mode"] = value.upper()
         else:
-            known = sorted([*durations, *numbers, pl.MAX_PARALLELISM, WINDOW])
+            known = sorted([*durations, *numbers, pl.MAX_PARALLELISM, pl.ADJUST_MODE, WINDOW])
             raise ValueError(
                 f"{key or pair!r} is not a setting of the decision ({', '.join(known)})"
             )
@@ -103,6 +108,7 @@ def sample_of(row: Mapping[str, Any]) -> pl.Sample:
                 name=v["job_vertex_name"],
                 inputs=tuple(v["inputs"] or ()),
                 partitions=v.get("source_partitions"),
+                keyed=v.get("keyed_input"),
             )
             for v in row["vertices"] or ()
         ),
@@ -137,6 +143,20 @@ def unfilled(run: Sequence[pl.Sample], window_ms: int) -> str | None:
     return f"the window is not full yet: {span / 1000:.0f} s of one run of its tasks, of {window_ms / 1000:.0f} s"
 
 
+def recent(run: Sequence[pl.Sample], within_ms: int) -> list[pl.Load]:
+    """The loads over the run's last `within_ms` (at least that long: from the newest
+    sample that far back), for judging a rise (parallelism.py, "A rise"); none when the
+    run is not longer or that part cannot be used."""
+    if within_ms <= 0 or len(run) < 3:
+        return []
+    last = run[-1]
+    starts = [s for s in run[1:-1] if last.at_ms - s.at_ms >= within_ms]
+    if not starts:
+        return []
+    loads, problems = pl.window(starts[-1], last)
+    return [] if problems else loads
+
+
 def advise(
     lake: Lake, job: str | None, config: pl.PolicyConfig, window_ms: int, now_ms: int
 ) -> list[Advice]:
@@ -152,7 +172,12 @@ def advise(
         loads, problems = pl.window(run[0], run[-1])
         restart = restart_ms(lake, key)
         decision, _ = pl.decide(
-            loads if not problems else [], config, pl.PolicyState(), now_ms, restart
+            loads if not problems else [],
+            config,
+            pl.PolicyState(),
+            now_ms,
+            restart,
+            recent=recent(run, config.scale_up_window_ms),
         )
         if problems:
             decision = pl.Decision(False, "the samples cannot be used: " + "; ".join(problems))

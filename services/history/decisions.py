@@ -127,7 +127,8 @@ def evaluate(
         why = "the samples cannot be used: " + "; ".join(problems)
         step = Step(job_key, pl.Decision(False, why), Outcome.NO_WINDOW, why, first, last, len(run))
         return step, state
-    decision, after = pl.decide(loads, config, state, now_ms, restart_ms)
+    rise = advice.recent(run, config.scale_up_window_ms)
+    decision, after = pl.decide(loads, config, state, now_ms, restart_ms, recent=rise)
     if not decision.send:
         return Step(job_key, decision, Outcome.KEPT, decision.reason, first, last, len(run)), after
     costly = pl.worth(decision, config)

@@ -16,6 +16,22 @@ applies it, over a window between two samples of one run of the job's tasks
 - the **target parallelism** is the target rate over the capacity at the utilization
   target, within 1 and the vertex's bounds.
 
+**Key groups and partitions.** A vertex fed by hash partitioning (keyBy) holds its
+maximum parallelism's key groups, a Kafka source its topic's partitions; as the
+operator's autoscaler (`job.autoscaler.scaling.key-group.partitions.adjust.mode`), a
+target is raised to the next parallelism that divides them (EVENLY_SPREAD, its default:
+every subtask gets as many), or to the next one that lowers the most any subtask holds
+(MAXIMIZE_UTILISATION), within the bounds; a lower target is never raised past the
+current parallelism. With none within the bounds the target stays as computed.
+
+**A rise** is judged on the recent part of the window as well (`scale_up_window_ms`, 30 s
+by default; 0: off): when the sources' input rate over it is higher than over the whole
+window, the higher rate sets the targets. A window that began before a step of the load
+averages it away (a quarter of a minute at the new rate reads as a third of it), and a
+decision made on it is followed by another a stabilization interval later; a fall is
+still judged on the whole window and waits the scale-down delay. scalefold's deviation
+from the operator, which averages the whole window both ways.
+
 A vertex whose busy time is within the boundary of the target, with no backlog to
 clear, keeps its parallelism; a lower target waits `scale_down_delay_ms` of staying
 lower before it is applied (the operator's delayed scale-down); no decision follows
@@ -43,6 +59,11 @@ RESTART_TIME = "job.autoscaler.restart.time"
 SCALE_DOWN_DELAY = "job.autoscaler.scale-down.interval"
 STABILIZATION = "job.autoscaler.stabilization.interval"
 MAX_PARALLELISM = "job.autoscaler.vertex.max-parallelism"
+ADJUST_MODE = "job.autoscaler.scaling.key-group.partitions.adjust.mode"
+SCALE_UP_WINDOW = "scalefold.autoscaler.scale-up.window"
+"""scalefold's own key (the operator has none): module doc, "A rise"."""
+EVENLY_SPREAD, MAXIMIZE_UTILISATION = "EVENLY_SPREAD", "MAXIMIZE_UTILISATION"
+ADJUST_MODES = (EVENLY_SPREAD, MAXIMIZE_UTILISATION)
 
 IDLE_BUSY_MS = 1.0
 """Less busy time than this over a window measures no capacity (an idle vertex)."""
@@ -61,6 +82,8 @@ class PolicyConfig:
     stabilization_ms: int = 2 * 60_000
     max_parallelism: int | None = None
     """The cluster's cap on any vertex (its slots); None: only the vertices' own bounds."""
+    adjust_mode: str = EVENLY_SPREAD
+    scale_up_window_ms: int = 30_000
 
     def __post_init__(self) -> None:
         if not 0 < self.target_utilization <= 1:
@@ -69,8 +92,12 @@ class PolicyConfig:
             raise ValueError(f"{UTILIZATION_BOUNDARY} must be in [0, {TARGET_UTILIZATION})")
         if self.catch_up_ms <= 0 or self.stabilization_ms <= 0:
             raise ValueError(f"{CATCH_UP} and {STABILIZATION} must be positive")
-        if self.restart_ms < 0 or self.scale_down_delay_ms < 0:
-            raise ValueError(f"{RESTART_TIME} and {SCALE_DOWN_DELAY} must not be negative")
+        if self.restart_ms < 0 or self.scale_down_delay_ms < 0 or self.scale_up_window_ms < 0:
+            raise ValueError(
+                f"{RESTART_TIME}, {SCALE_DOWN_DELAY} and {SCALE_UP_WINDOW} must not be negative"
+            )
+        if self.adjust_mode not in ADJUST_MODES:
+            raise ValueError(f"{ADJUST_MODE} must be one of {', '.join(ADJUST_MODES)}")
 
     @property
     def max_rescales_per_hour(self) -> int:
@@ -95,6 +122,8 @@ class VertexSample:
     """The vertices feeding it (none: a source)."""
     partitions: int | None = None
     """The Kafka partitions a source reads: more subtasks than these read nothing."""
+    keyed: bool | None = None
+    """Whether an input reaches it by hash partitioning (keyBy): its key groups spread."""
 
 
 @dataclass(frozen=True)
@@ -121,6 +150,7 @@ class Load:
     backlog: float | None
     backlog_growth: float | None
     partitions: int | None = None
+    keyed: bool = False
 
     @property
     def capacity(self) -> float | None:
@@ -215,6 +245,7 @@ def window(first: Sample, last: Sample) -> tuple[list[Load], list[str]]:
                 if _finite(v.pending_records) and _finite(old.pending_records)
                 else None,
                 partitions=v.partitions if source else None,
+                keyed=bool(v.keyed),
             )
         )
     return loads, problems
@@ -276,11 +307,14 @@ def decide(
     state: PolicyState,
     now_ms: int,
     restart_ms: int | None = None,
+    *,
+    recent: Sequence[Load] = (),
 ) -> tuple[Decision, PolicyState]:
     """The decision for one job over one window (`window`'s loads, topological order),
     and the state to decide the next one with if it is not sent (`sent` gives the state
     if it is). `restart_ms`: the downtime of this job's recorded restarts (None:
-    `config.restart_ms`)."""
+    `config.restart_ms`); `recent`: the loads over the window's last
+    `config.scale_up_window_ms` (module doc, "A rise"; none: the window alone)."""
     downtime = config.restart_ms if restart_ms is None else restart_ms
     if not loads:
         return Decision(False, "no usable window of samples"), state
@@ -291,11 +325,15 @@ def decide(
     if not sources:
         return Decision(False, "no source vertex: the input rate is unknown"), state
     emitted = sum(s.records_out for s in sources) / sources[0].seconds
-    growth = [s.backlog_growth for s in sources]
     known = [s.backlog for s in sources]
     backlog = sum(b for b in known if b is not None) if any(b is not None for b in known) else None
-    input_rate = emitted + sum(g for g in growth if g is not None) / sources[0].seconds
-    input_rate = max(input_rate, 0.0)
+    input_rate = _input_rate(sources)
+    rising = _input_rate([x for x in recent if not x.inputs]) if config.scale_up_window_ms else 0.0
+    rise = ""
+    if rising > input_rate:
+        seconds = next(x.seconds for x in recent)
+        rise = f" (input {rising:.1f} rec/s over the last {seconds:.0f} s, {input_rate:.1f} over the window)"
+        input_rate = rising
     catch_up_s = config.catch_up_ms / 1000
     # what clears the backlog, and what a restart's downtime adds to it, within catch-up
     extra = ((backlog or 0.0) + input_rate * downtime / 1000) / catch_up_s
@@ -324,9 +362,19 @@ def decide(
         decided.append(vertex)
     changed = [v for v in decided if v.target != v.current]
     moves = ", ".join(f"{_vname(v)} {v.current} -> {v.target}" for v in changed)
-    reason = f"rescale: {moves}" if changed else "every vertex keeps its parallelism"
+    reason = f"rescale: {moves}{rise}" if changed else "every vertex keeps its parallelism"
     decision = Decision(bool(changed), reason, tuple(decided), input_rate, backlog, downtime)
     return decision, PolicyState(state.last_sent_ms, lower_since)
+
+
+def _input_rate(sources: Sequence[Load]) -> float:
+    """What the sources emitted per second plus how fast their backlog grew (0: none)."""
+    if not sources:
+        return 0.0
+    seconds = sources[0].seconds
+    emitted = sum(s.records_out for s in sources)
+    growth = sum(s.backlog_growth for s in sources if s.backlog_growth is not None)
+    return max((emitted + growth) / seconds, 0.0)
 
 
 def sent(state: PolicyState, now_ms: int) -> PolicyState:
@@ -420,7 +468,8 @@ def _vertex(load: Load, rate: float, config: PolicyConfig, backlog: float) -> Ve
         return replace(base, reason="idle: no busy time to measure its capacity by")
     needed = math.ceil(rate / (capacity * config.target_utilization) - 1e-9)
     bounds = [b for b in (load.max_parallelism, config.max_parallelism, load.partitions) if b]
-    target = max(1, min([needed, *bounds]))
+    upper = min(bounds) if bounds else None
+    target = max(1, min(needed, upper) if upper else needed)
     within = abs(load.busy - config.target_utilization) <= config.utilization_boundary
     if within and backlog <= 0:
         return replace(base, reason=f"busy {load.busy:.0%}: within the target's boundary")
@@ -428,4 +477,25 @@ def _vertex(load: Load, rate: float, config: PolicyConfig, backlog: float) -> Ve
     if target < needed:
         capped = " (its partitions)" if target == load.partitions else " (capped)"
     why = f"needs {rate:.1f} rec/s at {capacity:.1f} rec/s a subtask: {target}{capped}"
-    return replace(base, target=target, reason=why)
+    groups = load.partitions or (load.max_parallelism if load.keyed else None)
+    spread = aligned(target, load.parallelism, groups, upper, config.adjust_mode)
+    if spread != target:
+        kind = "partitions" if load.partitions else "key groups"
+        why = f"{why}, {spread} for its {groups} {kind}"
+    return replace(base, target=spread, reason=why)
+
+
+def aligned(target: int, current: int, groups: int | None, upper: int | None, mode: str) -> int:
+    """`target` raised to spread `groups` (key groups or partitions; None: not spread)
+    evenly over the subtasks (EVENLY_SPREAD: a divisor) or to the next parallelism that
+    lowers the most any subtask holds (MAXIMIZE_UTILISATION), at most `upper` and, for a
+    lower target, at most `current` (module doc). Unchanged when none is found."""
+    if not groups or target == current:
+        return target
+    top = min(groups, upper or groups)
+    if target < current:
+        top = min(top, current)
+    for p in range(target, top + 1):
+        if groups % p == 0 or (mode == MAXIMIZE_UTILISATION and groups // p < groups // target):
+            return p
+    return target

@@ -42,6 +42,7 @@ VERTEX = {
     "parallelism": "parallelism",
     "maxParallelism": "max_parallelism",
     "inputs": "inputs",
+    "keyedInput": "keyed_input",
     "readRecords": "read_records",
     "writeRecords": "write_records",
     "countersComplete": "counters_complete",

@@ -126,8 +126,11 @@ def test_settings_are_read_by_the_operators_keys() -> None:
             "job.autoscaler.catch-up.duration=10 min",
             "job.autoscaler.vertex.max-parallelism=4",
             "job.autoscaler.metrics.window=30 s",
+            "job.autoscaler.scaling.key-group.partitions.adjust.mode=maximize_utilisation",
+            "scalefold.autoscaler.scale-up.window=0 s",
         ]
     )
+    assert (config.adjust_mode, config.scale_up_window_ms) == ("MAXIMIZE_UTILISATION", 0)
     assert (config.target_utilization, config.catch_up_ms, config.max_parallelism) == (
         0.5,
         600_000,
@@ -138,6 +141,7 @@ def test_settings_are_read_by_the_operators_keys() -> None:
         "job.autoscaler.catch-up.duration=soon",
         "x=1",
         "job.autoscaler.target.utilization=hi",
+        "job.autoscaler.scaling.key-group.partitions.adjust.mode=ROUND",
     ):
         with pytest.raises(ValueError, match="is not"):
             advice.settings([bad])

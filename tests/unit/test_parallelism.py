@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 
 import pytest
 
 from services.history.parallelism import (
+    EVENLY_SPREAD,
+    MAXIMIZE_UTILISATION,
     Decision,
     PolicyConfig,
     PolicyState,
     Sample,
     VertexDecision,
     VertexSample,
+    aligned,
     decide,
     same_run,
     sent,
@@ -238,3 +242,55 @@ def test_a_sources_busy_time_going_back_is_no_restart() -> None:
     loads, problems = window(first, last)
     assert problems == [] and loads[0].busy_ms == 0 and loads[0].capacity is None
     assert not same_run(last, sample(20, (5_000, 500, 5_000, 100), 0))  # records went back
+
+
+def keyed(s: Sample) -> Sample:
+    """`s` with Work fed by keyBy (its 8 key groups spread over its subtasks)."""
+    work = s.vertices[1]
+    return Sample(s.at_ms, (s.vertices[0], replace(work, keyed=True)))
+
+
+def test_a_keyed_vertex_is_raised_to_spread_its_key_groups_evenly() -> None:
+    # Work needs 3 subtasks for 1,300/s (a backlog of 3,000 grown in 10 s) at 700 a busy
+    # second: its 8 key groups over 3 would leave one subtask 2 of them, the others 3
+    first, last = sample(0, ZERO, 0), sample(10, (10_000, 6_000, 10_000, 14_286), 3_000)
+    assert decided(first, last).targets["work"] == 3
+    decision = decided(keyed(first), keyed(last))
+    assert decision.targets["work"] == 4
+    assert decision.vertices[1].reason.endswith(": 3, 4 for its 8 key groups")
+
+
+def test_key_group_alignment_follows_the_operators_modes() -> None:
+    assert [aligned(t, 2, 8, None, EVENLY_SPREAD) for t in (3, 5, 6, 7, 8)] == [4, 8, 8, 8, 8]
+    assert aligned(5, 2, 128, None, EVENLY_SPREAD) == 8
+    assert aligned(5, 2, 128, None, MAXIMIZE_UTILISATION) == 6  # at most 21 groups, not 25
+    assert aligned(5, 2, 128, 7, EVENLY_SPREAD) == 5  # no divisor within the bound: as is
+    assert aligned(3, 4, 8, None, EVENLY_SPREAD) == 4  # down: never past the current one
+    assert aligned(3, 6, 8, None, EVENLY_SPREAD) == 4
+    assert aligned(3, 2, None, None, EVENLY_SPREAD) == 3  # nothing to spread
+
+
+def test_a_rise_is_judged_on_the_recent_part_of_the_window_and_a_fall_is_not() -> None:
+    # a minute: 50 s at 300/s, then 10 s at 1,200/s which Work (2 x 250/s) cannot keep up
+    # with, so the backlog grows by 700/s; over the last 10 s the input is 1,200/s
+    first = sample(0, ZERO, 0)
+    before = sample(50, (15_000, 10_000, 15_000, 60_000), 0)
+    last = sample(60, (20_000, 12_000, 20_000, 80_000), 7_000)
+    loads, _ = window(first, last)
+    recent, _ = window(before, last)
+    whole = decide(loads, CONFIG, PolicyState(), last.at_ms)[0]
+    assert whole.input_rate == pytest.approx(450)
+    rise = decide(loads, CONFIG, PolicyState(), last.at_ms, recent=recent)[0]
+    assert rise.input_rate == pytest.approx(1_200)
+    assert rise.targets["work"] > whole.targets["work"]
+    assert "(input 1200.0 rec/s over the last 10 s, 450.0 over the window)" in rise.reason
+    off = replace(CONFIG, scale_up_window_ms=0)
+    assert decide(loads, off, PolicyState(), last.at_ms, recent=recent)[0] == whole
+    # a fall: the recent part lower than the window decides nothing by itself
+    calm = sample(70, (21_000, 12_500, 21_000, 81_000), 0)
+    loads, _ = window(first, calm)
+    lower, _ = window(last, calm)
+    assert (
+        decide(loads, CONFIG, PolicyState(), calm.at_ms, recent=lower)[0]
+        == decide(loads, CONFIG, PolicyState(), calm.at_ms)[0]
+    )

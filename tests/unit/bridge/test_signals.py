@@ -53,6 +53,7 @@ def test_a_sample_carries_flinks_counters_and_gauges_and_encodes_by_the_contract
     )
     assert source["jobVertexName"] == "Source: Numbers -> Slow map"
     assert (source["inputs"], keyed["inputs"]) == ([], [SOURCE])  # the plan's edges
+    assert (source["keyedInput"], keyed["keyedInput"]) == (False, True)  # its HASH edge
     assert (source["readRecords"], source["writeRecords"], source["countersComplete"]) == (
         0,
         831,
