@@ -117,10 +117,12 @@ def _register_advise(
         action="append",
         default=[],
         help="a setting of the decision, by the Flink Kubernetes operator's key: "
-        "job.autoscaler.target.utilization (0.7), .target.utilization.boundary (0.2), "
+        "job.autoscaler.utilization.target (0.7), .target.utilization.boundary (0.2), "
         ".catch-up.duration (5 min), .restart.time (30 s, when the job has no recorded "
         "rescale), .scale-down.interval (10 min), .stabilization.interval (2 min), "
-        ".vertex.max-parallelism, .metrics.window (60 s)",
+        ".vertex.max-parallelism, .metrics.window (60 s), "
+        ".scaling.key-group.partitions.adjust.mode (EVENLY_SPREAD); scalefold's own "
+        "scalefold.autoscaler.scale-up.window (30 s)",
     )
     advise.add_argument(
         "--format", choices=["text", "json"], default="text", help="text lines or JSON"
