@@ -134,8 +134,8 @@ def signal(
     now = field(job, "now", (int, type(None)), where)
     vertices: list[dict[str, Any]] = []
     unknown: dict[str, str] = {}
-    inputs = _inputs(job.get("plan"), where)
-    keyed = _keyed(job.get("plan"), where)
+    edges = _edges(job.get("plan"), where)
+    inputs, keyed = _inputs(edges), _keyed(edges)
     for vertex in field(job, "vertices", list, where):
         vid = field(vertex, "id", str, f"{where}.vertices[]")
         at = f"{where}.vertices[{vid}]"
@@ -176,31 +176,38 @@ _GAUGE_FIELDS = (
 )
 
 
-def _inputs(plan: Any, where: str) -> dict[str, list[str]]:
-    """Each vertex's inputs, from the job plan's nodes (`plan.nodes[].inputs[].id`)."""
+def _edges(plan: Any, where: str) -> dict[str, list[tuple[str, str | None]]]:
+    """Each vertex's input edges from the job plan's nodes (`plan.nodes[].inputs[]`): the
+    feeding vertex's id and the edge's `ship_strategy` (None: not named)."""
     if plan is None:
         return {}
-    found: dict[str, list[str]] = {}
+    found: dict[str, list[tuple[str, str | None]]] = {}
     for node in field(plan, "nodes", list, f"{where}.plan"):
         at = f"{where}.plan.nodes[]"
         edges = field(node, "inputs", (list, type(None)), at) or []
-        found[field(node, "id", str, at)] = [field(e, "id", str, f"{at}.inputs[]") for e in edges]
+        found[field(node, "id", str, at)] = [
+            (
+                field(e, "id", str, f"{at}.inputs[]"),
+                field(e, "ship_strategy", (str, type(None)), f"{at}.inputs[]"),
+            )
+            for e in edges
+        ]
     return found
 
 
-def _keyed(plan: Any, where: str) -> dict[str, bool]:
-    """Whether any input of each vertex is hash partitioned (a plan edge's
-    `ship_strategy` HASH: keyBy); a vertex whose edges name no strategy is left out."""
-    if plan is None:
-        return {}
-    found: dict[str, bool] = {}
-    for node in field(plan, "nodes", list, f"{where}.plan"):
-        at = f"{where}.plan.nodes[]"
-        edges = field(node, "inputs", (list, type(None)), at) or []
-        strategies = [field(e, "ship_strategy", (str, type(None)), f"{at}.inputs[]") for e in edges]
-        if any(x is not None for x in strategies) or not edges:
-            found[field(node, "id", str, at)] = "HASH" in strategies
-    return found
+def _inputs(edges: Mapping[str, Sequence[tuple[str, str | None]]]) -> dict[str, list[str]]:
+    """Each vertex's inputs (`_edges`)."""
+    return {vid: [source for source, _ in inputs] for vid, inputs in edges.items()}
+
+
+def _keyed(edges: Mapping[str, Sequence[tuple[str, str | None]]]) -> dict[str, bool]:
+    """Whether any input of each vertex is hash partitioned (`ship_strategy` HASH:
+    keyBy); a vertex whose edges name no strategy is left out, a source is not keyed."""
+    return {
+        vid: any(strategy == "HASH" for _, strategy in inputs)
+        for vid, inputs in edges.items()
+        if not inputs or any(strategy is not None for _, strategy in inputs)
+    }
 
 
 def _complete(metrics: Mapping[str, Any], where: str) -> bool | None:
@@ -220,6 +227,6 @@ def vertex_ids(job: Any) -> Sequence[str]:
 def source_ids(job: Any) -> frozenset[str]:
     """The job's vertices no other feeds, by its plan (every vertex without a plan): the
     ones whose metric listing may name a backlog metric and partitions."""
-    inputs = _inputs(job.get("plan"), "jobs/:jid")
+    inputs = _inputs(_edges(job.get("plan"), "jobs/:jid"))
     vertices = vertex_ids(job)
     return frozenset(v for v in vertices if not inputs.get(v)) if inputs else frozenset(vertices)

@@ -101,10 +101,7 @@ def measure(samples: Sequence[pl.Sample]) -> tuple[Model | None, list[Window]]:
         loads, problems = pl.window(first, last)
         if problems or not loads:
             continue
-        sources = [x for x in loads if not x.inputs]
-        emitted = sum(s.records_out for s in sources)
-        growth = sum(s.backlog_growth or 0.0 for s in sources)
-        trace.append(Window(loads[0].seconds, max(0.0, (emitted + growth) / loads[0].seconds)))
+        trace.append(Window(loads[0].seconds, pl.input_rate([x for x in loads if not x.inputs])))
         for load in loads:
             if load.capacity is not None and load.busy >= 0.05:
                 capacities.setdefault(load.vertex_id, []).append(load.capacity)

@@ -327,16 +327,16 @@ def decide(
     emitted = sum(s.records_out for s in sources) / sources[0].seconds
     known = [s.backlog for s in sources]
     backlog = sum(b for b in known if b is not None) if any(b is not None for b in known) else None
-    input_rate = _input_rate(sources)
-    rising = _input_rate([x for x in recent if not x.inputs]) if config.scale_up_window_ms else 0.0
+    rate_in = input_rate(sources)
+    rising = input_rate([x for x in recent if not x.inputs]) if config.scale_up_window_ms else 0.0
     rise = ""
-    if rising > input_rate:
+    if rising > rate_in:
         seconds = next(x.seconds for x in recent)
-        rise = f" (input {rising:.1f} rec/s over the last {seconds:.0f} s, {input_rate:.1f} over the window)"
-        input_rate = rising
+        rise = f" (input {rising:.1f} rec/s over the last {seconds:.0f} s, {rate_in:.1f} over the window)"
+        rate_in = rising
     catch_up_s = config.catch_up_ms / 1000
     # what clears the backlog, and what a restart's downtime adds to it, within catch-up
-    extra = ((backlog or 0.0) + input_rate * downtime / 1000) / catch_up_s
+    extra = ((backlog or 0.0) + rate_in * downtime / 1000) / catch_up_s
     targets_out: dict[str, float] = {}
     decided: list[VertexDecision] = []
     lower_since = dict(state.lower_since_ms)
@@ -345,7 +345,7 @@ def decide(
             rate = sum(targets_out.get(u, 0.0) for u in load.inputs)
         else:
             share = load.records_out / (emitted * load.seconds) if emitted > 0 else 1 / len(sources)
-            rate = (input_rate + extra) * share
+            rate = (rate_in + extra) * share
         targets_out[load.vertex_id] = rate * load.selectivity
         vertex = _vertex(load, rate, config, backlog or 0.0)
         if vertex.target < vertex.current:
@@ -363,11 +363,11 @@ def decide(
     changed = [v for v in decided if v.target != v.current]
     moves = ", ".join(f"{_vname(v)} {v.current} -> {v.target}" for v in changed)
     reason = f"rescale: {moves}{rise}" if changed else "every vertex keeps its parallelism"
-    decision = Decision(bool(changed), reason, tuple(decided), input_rate, backlog, downtime)
+    decision = Decision(bool(changed), reason, tuple(decided), rate_in, backlog, downtime)
     return decision, PolicyState(state.last_sent_ms, lower_since)
 
 
-def _input_rate(sources: Sequence[Load]) -> float:
+def input_rate(sources: Sequence[Load]) -> float:
     """What the sources emitted per second plus how fast their backlog grew (0: none)."""
     if not sources:
         return 0.0
