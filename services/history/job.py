@@ -28,6 +28,7 @@ from services.contracts.ambiguity import Finder
 from services.contracts.commands import ScalingCommand
 from services.contracts.foresight import Forecaster
 from services.contracts.kafka import connect, retry_transient, spark_secrets
+from services.history import checkpoints
 from services.history.autoscaler import Autoscaler, AutoscalerOptions, Mode
 from services.history.catalog import arrow_schema, table_schemas
 from services.history.commands import (
@@ -37,6 +38,7 @@ from services.history.commands import (
     read_issued,
 )
 from services.history.decode import RescaleSchemas
+from services.history.diagnosis import diagnosis
 from services.history.endpoint import (
     BackgroundJdbc,
     JdbcConfig,
@@ -57,6 +59,7 @@ from services.history.queries import (
     starter,
     trigger,
 )
+from services.history.repair import Mender
 from services.history.resume import committed_positions, resume_points, starting_offsets
 from services.history.sources import PLANNED, RESCALES, SOURCES
 from services.history.upkeep import Upkeep, UpkeepConfig, prepare, table_properties
@@ -316,15 +319,15 @@ def _run(
 ) -> int:
     planner = _planner(settings, registry, options) if options.plan_commands else None
     beat = _heartbeat(options.health_file)
-    found = table_schemas(spark, RescaleSchemas.of(registry))
-    prepare(spark, options.layout, found, options.upkeep.retention_hours, progress)
+    found = _prepared(spark, settings, registry, options, progress=progress, secrets=secrets)
     if planner is not None:
         folded = planner.bootstrap(options.layout, _now_ms())
         issued = len(planner.sender.issued)
         progress(f"planner: {folded} rescales from the latest tables, {issued} commands issued")
     keeper = Upkeep(spark, options.upkeep)
     specs = query_specs(settings, registry, options, found, keeper=keeper, planner=planner)
-    queries = Queries({spec.name: starter(spark, settings, spec, secrets) for spec in specs})
+    starters = {spec.name: starter(spark, settings, spec, secrets) for spec in specs}
+    queries = Queries(starters, explain=lambda error: diagnosis(error, options.layout.data_dir))
     queries.start_all()
     jdbc: BackgroundJdbc | None = None
     try:
@@ -373,6 +376,27 @@ def _run(
         if jdbc is not None:
             jdbc.close()
         queries.stop()
+
+
+def _prepared(
+    spark: SparkSession,
+    settings: Settings,
+    registry: SchemaRegistry,
+    options: RunOptions,
+    *,
+    progress: Progress,
+    secrets: Path | None,
+) -> dict[str, StructType]:
+    """The tables made ready for the queries (upkeep.prepare), unreadable checkpoint files
+    mended (checkpoints.py), tables with deleted files mended from Kafka (repair.py);
+    every table's schema."""
+    found = table_schemas(spark, RescaleSchemas.of(registry))
+    hours = options.upkeep.retention_hours
+    prepare(spark, options.layout, found, hours, progress)
+    for line in checkpoints.mend(options.layout):
+        progress(line)
+    Mender(spark, settings, registry, options.layout, found, hours, secrets).mend(progress)
+    return found
 
 
 def _serve_views(

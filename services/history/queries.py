@@ -129,6 +129,8 @@ class Queries:
     running: dict[str, StreamingQuery] = field(default_factory=dict)
     failures: dict[str, int] = field(default_factory=dict)
     due: dict[str, float] = field(default_factory=dict)  # name -> monotonic restart time
+    explain: Callable[[object], str | None] = lambda _: None
+    """What a failure means, where it is known (diagnosis.py): logged instead of Spark's text."""
 
     def start_all(self) -> None:
         self.running = {name: start() for name, start in self.starters.items()}
@@ -145,7 +147,14 @@ class Queries:
             pause = RESTART_PAUSES[min(count, len(RESTART_PAUSES) - 1)]
             self.failures[name] = count + 1
             self.due[name] = now + pause
-            log.warning("streaming query %s failed; restarting in %.0f s: %s", name, pause, error)
+            known = self.explain(error)
+            if known is None:
+                log.warning(
+                    "streaming query %s failed; restarting in %.0f s: %s", name, pause, error
+                )
+            else:
+                log.error("streaming query %s failed; restarting in %.0f s: %s", name, pause, known)
+                log.debug("streaming query %s failed: %s", name, error)
         for name in [n for n, at in self.due.items() if at <= now]:
             del self.due[name]
             self.running[name] = self.starters[name]()

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from services.history.catalog import read_table
+from services.history.diagnosis import diagnosis
 from services.history.paths import Layout
 from services.history.sinklog import is_delta, last_compacted, remove_uncommitted
 from services.history.sources import SOURCES
@@ -215,6 +216,10 @@ class Upkeep:
                 continue
             try:
                 self.run(path)
-            except Exception:  # compaction must never stop the ingest
+            except Exception as error:  # compaction must never stop the ingest
                 self._last[path] = self.clock()
-                log.warning("could not compact %s; trying again later", path, exc_info=True)
+                known = diagnosis(error, path)
+                if known is None:
+                    log.warning("could not compact %s; trying again later", path, exc_info=True)
+                else:
+                    log.error("could not compact %s; trying again later: %s", path, known)

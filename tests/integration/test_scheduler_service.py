@@ -525,3 +525,52 @@ def test_a_finished_jobs_state_is_released_and_stays_released_after_a_restart(
     assert [(i["job"], i["kind"]) for i in decided if i["kind"] == "JOB_RELEASED"] == [
         ("ends", "JOB_RELEASED")
     ]
+
+
+def test_a_damaged_table_store_is_rebuilt_from_its_changelog(
+    kafka: Settings, codec: Codec, scheduler, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """Issue 49: a RocksDB store a disk fault damaged (here its CURRENT file) would stop
+    the worker at every start, or worse, read as fewer jobs; it is removed before Faust
+    opens it and rebuilt from its changelog: the restarted worker holds the first jobs'
+    states (its timers' rescan counts them) and folds the next jobs as replay does. Each
+    part holds whole jobs, so that no wall-clock timer fires between a job's events."""
+    events = workload(jobs=12, per_job=40, seed=500)
+    expected = latest_by_uuid(r for records in replayed_records(events).values() for r in records)
+    first_jobs = {f"crash-{j}" for j in range(6)}
+    parts = [
+        encode_events(codec, (e for e in events if (e.job_id in first_jobs) is first))
+        for first in (True, False)
+    ]
+    worker = scheduler("--store", "rocksdb://")
+    produce(kafka, kafka.topics.job_events, parts[0])
+    deadline = give_up_at(60)
+    while (
+        worker.metrics().get("scalefold_scheduler_events_in_total", 0) < len(parts[0])
+        and time.monotonic() < deadline
+    ):
+        time.sleep(0.1)
+    worker.stop()
+    stores = sorted((tmp_path / "scheduler").glob("*/v1/tables/*.db"))
+    assert stores, "the worker kept no table store"
+    for store in stores:
+        (store / "CURRENT").write_text("garbage")
+    before = len(worker.log.read_bytes())  # the restarted worker appends to the same log
+    again = scheduler("--store", "rocksdb://")
+
+    def rescanned() -> list[int]:
+        text = again.log.read_bytes()[before:].decode(errors="replace")
+        return [int(n) for n in re.findall(r"timers rescanned: (\d+) jobs", text)]
+
+    deadline = give_up_at(60)
+    while not rescanned() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert rescanned()[-1:] == [len(first_jobs)], again.log.read_text(errors="replace")[-4000:]
+    produce(kafka, kafka.topics.job_events, parts[1])
+    received = consume_records(
+        codec, kafka, lambda got: latest_by_uuid(got) == expected, timeout=120
+    )
+    assert latest_by_uuid(received) == expected
+    log = again.log.read_bytes()[before:].decode(errors="replace")
+    removed = [s for s in stores if f"the table store {s} is damaged (RocksDB: Corruption" in log]
+    assert removed == stores, log[-4000:]

@@ -13,6 +13,7 @@ import logging
 import re
 import shutil
 import uuid
+from pathlib import Path
 from typing import IO
 
 from services.scheduler.adapters.app import ServiceSettings, table_dir
@@ -83,6 +84,61 @@ def keep_tables_of(settings: ServiceSettings, cluster_id: str) -> bool:
         shutil.rmtree(tables / "v1")
     marker.write_text(cluster_id + "\n")
     return kept
+
+
+def drop_damaged_tables(settings: ServiceSettings) -> list[Path]:
+    """Remove the table partitions whose RocksDB files are damaged; the removed ones.
+
+    A store is a cache of its changelog topic: one removed is rebuilt from it by Faust's
+    recovery, as on a new worker. One left damaged is worse than none: RocksDB opens a
+    store whose data block has a bad checksum and its iterator just ends there, so
+    Faust's scan of the recovered table (the timers' rescan) would miss jobs without a
+    word, and a read of such a job fail the worker. Each store is opened read-only and
+    read through with checksums verified (20,000 states of 1.3 KB: 0.03-0.06 s); only
+    RocksDB's own verdict of damage (a Corruption status, a file its manifest names
+    gone) removes one. Called with the directory locked, before Faust opens any."""
+    dropped = []
+    for store in sorted((table_dir(settings) / "v1" / "tables").glob("*.db")):
+        damage = _damage(store)
+        if damage is not None:
+            log.warning(
+                "the table store %s is damaged (RocksDB: %s); removed it: Faust rebuilds "
+                "it from its changelog topic",
+                store,
+                damage,
+            )
+            shutil.rmtree(store)
+            dropped.append(store)
+    return dropped
+
+
+def _damage(store: Path) -> str | None:
+    """RocksDB's complaint about the store, if it is damage; None if it reads through."""
+    from rocksdict import AccessType, Options, Rdict, ReadOptions
+
+    try:
+        db = Rdict(str(store), Options(raw_mode=True), access_type=AccessType.read_only())
+    except Exception as error:  # rocksdict raises a bare Exception with RocksDB's status
+        return _if_damage(error)
+    try:
+        entries = db.iter(ReadOptions())
+        entries.seek_to_first()
+        while entries.valid():
+            entries.next()
+        entries.status()
+    except Exception as error:
+        return _if_damage(error)
+    finally:
+        db.close()
+    return None
+
+
+def _if_damage(error: Exception) -> str | None:
+    text = str(error).splitlines()[0] if str(error) else type(error).__name__
+    if text.startswith("Corruption") or ("IO error" in text and "No such file" in text):
+        return text
+    log.warning("could not check the table store (RocksDB: %s); leaving it to Faust", text)
+    return None
 
 
 def worker_identity(settings: ServiceSettings) -> str:

@@ -15,6 +15,7 @@ from services.scheduler.adapters.datadir import (
     EXIT_DATA_DIR,
     DataDirError,
     claim_data_dir,
+    drop_damaged_tables,
     keep_tables_of,
     with_address,
     worker_identity,
@@ -70,6 +71,7 @@ def run_service(settings: ServiceSettings, log_level: str = "info") -> int:
     log.info("connecting to %s", redacted(librdkafka_config(kafka))["bootstrap.servers"])
     if lock is not None:
         keep_tables_of(settings, cluster_id(kafka))
+        drop_damaged_tables(settings)
     instance_id = settings.group_instance_id
     if instance_id == AUTO_INSTANCE_ID:
         instance_id = worker_identity(settings) if lock is not None else None

@@ -17,6 +17,7 @@ from services.scheduler.adapters.datadir import (
     EXIT_DATA_DIR,
     DataDirError,
     claim_data_dir,
+    drop_damaged_tables,
     keep_tables_of,
     with_address,
     worker_identity,
@@ -130,3 +131,53 @@ def test_an_id_of_the_users_gets_the_web_address_too(tmp_path: Path) -> None:
     assert with_address("my worker", worker) == "my_worker-127.0.0.1-6066"
     moved = dataclasses.replace(worker, web_port=7000)
     assert with_address("my worker", moved) == "my_worker-127.0.0.1-7000"
+
+
+def _store(path: Path, entries: int = 5_000) -> Path:
+    """A table partition as Faust's RocksDB store writes one (raw mode), flushed to a file."""
+    import os
+
+    from rocksdict import Options, Rdict
+
+    db = Rdict(str(path), Options(raw_mode=True))
+    for index in range(entries):
+        db[b"job-%06d" % index] = os.urandom(200)
+    db.flush()
+    db.close()
+    return path
+
+
+def test_a_damaged_table_store_is_removed_and_a_sound_one_kept(tmp_path: Path) -> None:
+    config = settings(tmp_path)
+    tables = table_dir(config) / "v1" / "tables"
+    tables.mkdir(parents=True)
+    sound, flipped, current = (_store(tables / f"jobs-{n}.db") for n in range(3))
+    sst = next(flipped.glob("*.sst"))
+    with sst.open("r+b") as data:  # a data block's bytes, as a disk fault leaves them
+        data.seek(sst.stat().st_size // 2)
+        data.write(b"\xff" * 64)
+    (current / "CURRENT").write_text("garbage")
+    assert drop_damaged_tables(config) == [flipped, current]
+    assert sound.is_dir()
+    assert not flipped.exists()
+    assert not current.exists()
+    assert drop_damaged_tables(config) == []
+
+
+@pytest.mark.parametrize(
+    ("status", "damaged"),
+    [
+        ("Corruption: CURRENT file does not end with newline", True),
+        ("IO error: No such file or directory: /d/jobs-0.db/000009.sst", True),
+        ("IO error: While lock file: /d/jobs-0.db/LOCK: Resource temporarily unavailable", False),
+        ("IO error: No space left on device", False),
+        (
+            "Invalid argument: /d/jobs-0.db/CURRENT: does not exist (create_if_missing is false)",
+            False,
+        ),
+    ],
+)
+def test_only_rocksdbs_verdict_of_damage_removes_a_store(status: str, damaged: bool) -> None:
+    from services.scheduler.adapters.datadir import _if_damage
+
+    assert (_if_damage(Exception(status)) is not None) is damaged
