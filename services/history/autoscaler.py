@@ -38,7 +38,9 @@ from services.history.decisions import (
     mark,
     row,
 )
+from services.history.flink_tables import LATEST_TABLE as FLINK_RESCALES
 from services.history.lake import Lake
+from services.history.sinklog import latest_version
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +98,10 @@ class Autoscaler:
         self._marks: dict[str, tuple[Any, ...]] = {}
         self._recorded_at: dict[str, int] = {}
         self._forecasts: dict[str, tuple[int, tuple[Any, ...], Forecast]] = {}
+        self._restarts: dict[str, tuple[int, int | None]] = {}
+        """Per job: its median recorded downtime, with the version of Flink's rescales
+        table it was read at (`_restart_ms`)."""
+        self._flink_version = -1
 
     def tick(self, now_ms: int) -> list[dict[str, Any]]:
         """Every sampled job's step; the rows written."""
@@ -114,7 +120,7 @@ class Autoscaler:
     def _step(self, key: str, samples: list[pl.Sample], now_ms: int) -> dict[str, Any] | None:
         o = self._options
         state = self._states.get(key) or pl.PolicyState(self._sent_before.get(key))
-        restart = advice.restart_ms(self._lake, key) if samples else None
+        restart = self._restart_ms(key) if samples else None
         step, after = evaluate(
             key,
             samples,
@@ -141,6 +147,7 @@ class Autoscaler:
             self._states.pop(key, None)
             self._marks.pop(key, None)
             self._forecasts.pop(key, None)
+            self._restarts.pop(key, None)
             return row(step, outcome, reason, mode=str(o.mode), now_ms=now_ms)
         new = mark(step, outcome)
         due = now_ms - self._recorded_at.get(key, now_ms - o.record_every_ms) >= o.record_every_ms
@@ -156,6 +163,17 @@ class Autoscaler:
             forecast=forecast,
             command_id=command_id,
         )
+
+    def _restart_ms(self, key: str) -> int | None:
+        """advice.restart_ms, read again only once Flink's rescales table has a new
+        version (a step every few seconds, a rescale every few minutes at most)."""
+        table = self._lake.table_dir(FLINK_RESCALES)
+        self._flink_version = latest_version(table, self._flink_version)
+        known = self._restarts.get(key)
+        if known is None or known[0] != self._flink_version:
+            known = (self._flink_version, advice.restart_ms(self._lake, key))
+            self._restarts[key] = known
+        return known[1]
 
     def _forecast(self, step: Step, now_ms: int) -> tuple[Forecast | None, str]:
         """What the adaptive scheduler does with the step's targets, or None and why not."""

@@ -22,6 +22,7 @@ from services.contracts.foresight import Forecast
 from services.history import advice
 from services.history import parallelism as pl
 from services.history.lake import Lake, quoted
+from services.history.render import utc
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -254,12 +255,6 @@ def summary_lines(lake: Lake, job_key: str | None) -> list[str]:
     tally = ", ".join(f"{row['n']} {row['outcome']}" for row in counts)
     lines = [f"Parallelism decisions (scaling_decisions): {total} recorded: {tally}"]
     for row in newest:
-        at = _utc(int(row["decided_at_ms"]))
+        at = utc(int(row["decided_at_ms"]))
         lines.append(f"  {row['job_key']}, newest at {at}: {row['outcome']}: {row['reason']}")
     return lines
-
-
-def _utc(ms: int) -> str:
-    from datetime import UTC, datetime
-
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")

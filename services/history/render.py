@@ -7,7 +7,7 @@ import io
 import json
 import math
 from collections.abc import Mapping, Sequence
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -104,3 +104,10 @@ def render(fmt: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> s
     if fmt == "json":
         return json_lines(columns, rows)
     raise ValueError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+
+
+def utc(ms: int | None) -> str:
+    """An epoch-millisecond instant as UTC to the second (`-` for none), as tables show it."""
+    if ms is None:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")

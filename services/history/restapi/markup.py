@@ -4,19 +4,15 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
-from datetime import UTC, datetime
 
+from services.history.render import utc
 from services.history.restapi.routes import HTML_TYPE, Answer
+
+__all__ = ["esc", "page_answer", "table", "utc"]
 
 
 def esc(value: object) -> str:
     return html.escape("" if value is None else str(value))
-
-
-def utc(ms: int | None) -> str:
-    if ms is None:
-        return "-"
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[str]], css: str = "") -> str:
