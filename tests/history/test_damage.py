@@ -3,9 +3,6 @@ from Kafka at the next start, and a full disk is named, waited out, and loses no
 
 from __future__ import annotations
 
-import contextlib
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +14,7 @@ from services.history.decode import RescaleSchemas
 from services.history.paths import Layout
 from services.history.sinklog import committed_files
 from services.history.tables import LATEST_TABLE
+from tests.disk_support import fill, small_disk
 from tests.history.support import HistoryProcess, encoded, views, wait_for
 from tests.kafka_support import produce
 
@@ -77,40 +75,13 @@ def test_a_deleted_data_file_is_mended_from_kafka_at_the_next_start(
     assert vertices.select(*keys).distinct().count() == whole["rescale_vertices"]
 
 
-@contextlib.contextmanager
-def _small_disk(where: Path, megabytes: int) -> Iterator[Path]:
-    """A filesystem of its own, `megabytes` big, mounted at `where` (root: tmpfs)."""
-    where.mkdir(parents=True)
-    subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={megabytes}m", "tmpfs", str(where)], check=True
-    )
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=False)
-
-
-def _fill(disk: Path) -> Path:
-    """Write a file until the disk is full; return it."""
-    filler = disk / "filler"
-    chunk = b"\0" * (1 << 20)
-    with filler.open("wb", buffering=0) as out:
-        with contextlib.suppress(OSError):
-            while True:
-                out.write(chunk)
-        with contextlib.suppress(OSError):
-            while True:
-                out.write(b"\0" * 4096)
-    return filler
-
-
 def test_a_full_disk_is_named_and_waited_out_and_loses_nothing(
     kafka: Settings, codec: Codec, spark: Any, schemas: RescaleSchemas, tmp_path: Path
 ) -> None:
     messages = _messages(codec)
     first, rest = messages[:100], messages[100:]
     produce(kafka, kafka.topics.rescales, first)
-    with _small_disk(tmp_path / "disk", 96) as disk:
+    with small_disk(tmp_path / "disk", 96) as disk:
         layout = Layout(disk / "data")
         log = tmp_path / "run.log"
         job = HistoryProcess(kafka, layout.data_dir, log, "--trigger-seconds", "1", "--no-commands")
@@ -120,7 +91,7 @@ def test_a_full_disk_is_named_and_waited_out_and_loses_nothing(
                 240,
                 "the first messages in the history",
             )
-            filler = _fill(disk)
+            filler = fill(disk)
             produce(kafka, kafka.topics.rescales, rest)
             wait_for(
                 lambda: (

@@ -27,6 +27,7 @@ from services.contracts.events import (
 )
 from services.contracts.jobconfig import JOB_STORE_EXPIRATION
 from services.contracts.kafka import producer_config
+from tests.disk_support import fill, small_disk
 from tests.integration.scheduler_support import (
     SchedulerProcess,
     consume_records,
@@ -36,7 +37,7 @@ from tests.integration.scheduler_support import (
     replayed_records,
 )
 from tests.kafka_support import consume, produce, produce_located, set_topic_config
-from tests.patience import give_up_at
+from tests.patience import give_up_at, patient
 
 pytestmark = pytest.mark.integration
 
@@ -574,3 +575,65 @@ def test_a_damaged_table_store_is_rebuilt_from_its_changelog(
     log = again.log.read_bytes()[before:].decode(errors="replace")
     removed = [s for s in stores if f"the table store {s} is damaged (RocksDB: Corruption" in log]
     assert removed == stores, log[-4000:]
+
+
+class _TablesOn(SchedulerProcess):
+    """A worker whose tables (--data-dir) are on `disk`, its log beside the test's files."""
+
+    def __init__(self, settings: Settings, log_dir: Path, disk: Path) -> None:
+        super().__init__(settings, log_dir)
+        self.disk = disk
+
+    def arguments(self) -> list[str]:
+        arguments = super().arguments()
+        arguments[arguments.index("--data-dir") + 1] = str(self.disk)
+        return arguments
+
+
+def test_a_full_disk_stops_a_batch_and_the_worker_waits_for_room_losing_nothing(
+    kafka: Settings, codec: Codec, tmp_path: Path
+) -> None:
+    """Issue 49: RocksDB cannot write a batch on a full disk; the worker stops without
+    commit saying so in one line. Started again (as its supervisor does) on the disk
+    still full, it waits for room, alive (the local stack's supervisor gives up on a
+    service that keeps dying within 10 s of its start), and once there is room it folds
+    every input as replay does."""
+    events = workload(jobs=12, per_job=40, seed=600)
+    expected = latest_by_uuid(r for records in replayed_records(events).values() for r in records)
+    first_jobs = {f"crash-{j}" for j in range(6)}
+    parts = [
+        encode_events(codec, (e for e in events if (e.job_id in first_jobs) is first))
+        for first in (True, False)
+    ]
+    logs = tmp_path / "logs"
+    with small_disk(tmp_path / "disk", 48) as disk:
+        worker, again = _TablesOn(kafka, logs, disk).start(), None
+        try:
+            worker.wait_ready()
+            produce(kafka, kafka.topics.job_events, parts[0])
+            deadline = give_up_at(60)
+            while (
+                worker.metrics().get("scalefold_scheduler_events_in_total", 0) < len(parts[0])
+                and time.monotonic() < deadline
+            ):
+                time.sleep(0.1)
+            filler = fill(disk)
+            produce(kafka, kafka.topics.job_events, parts[1])
+            assert worker.process is not None
+            worker.process.wait(patient(120))
+            stopped = worker.log.read_text(errors="replace")
+            assert "a batch could not be processed: the disk of --data-dir is full" in stopped
+            again = _TablesOn(kafka, logs, disk).start()
+            time.sleep(12)  # longer than the supervisor's 10 s: a start, not a failed one
+            assert again.process is not None and again.process.poll() is None, again.tail()
+            assert f"the disk holding {disk}" in again.tail(20)
+            filler.unlink()
+            again.wait_ready()
+            received = consume_records(
+                codec, kafka, lambda got: latest_by_uuid(got) == expected, timeout=120
+            )
+            assert latest_by_uuid(received) == expected
+        finally:
+            for process in (worker, again):
+                if process is not None:
+                    process.stop()

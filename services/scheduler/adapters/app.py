@@ -33,6 +33,7 @@ import functools
 import logging
 import os
 import ssl
+import sys
 import time
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -886,7 +887,17 @@ def _broker_answers(kafka: Settings) -> bool:
 
 
 def _stop_without_commit(what: str) -> None:
-    log.critical("%s; stopping without commit", what, exc_info=True)
+    failure = sys.exc_info()[1]
+    if failure is not None and "No space left on device" in str(failure):
+        # RocksDB's write of the batch: one line says it all (datadir.wait_for_room)
+        log.critical(
+            "%s: the disk of --data-dir is full (%s); stopping without commit: started "
+            "again, the worker waits for room and folds the batch again",
+            what,
+            str(failure).splitlines()[0],
+        )
+    else:
+        log.critical("%s; stopping without commit", what, exc_info=True)
     logging.shutdown()
     os._exit(EXIT_BATCH_FAILED)
 

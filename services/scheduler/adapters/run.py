@@ -17,6 +17,7 @@ from services.scheduler.adapters.datadir import (
     claim_data_dir,
     drop_damaged_tables,
     keep_tables_of,
+    wait_for_room,
     with_address,
     worker_identity,
 )
@@ -70,6 +71,7 @@ def run_service(settings: ServiceSettings, log_level: str = "info") -> int:
     kafka = settings.kafka
     log.info("connecting to %s", redacted(librdkafka_config(kafka))["bootstrap.servers"])
     if lock is not None:
+        wait_for_room(settings)
         keep_tables_of(settings, cluster_id(kafka))
         drop_damaged_tables(settings)
     instance_id = settings.group_instance_id
