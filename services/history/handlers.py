@@ -8,6 +8,7 @@ Heavy imports (pyspark, matplotlib) stay inside the handlers so that
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import sys
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
     from services.history.job import RunOptions
     from services.history.paths import Layout
     from services.history.spark import JvmOutput
+
+log = logging.getLogger(__name__)
 
 
 def say(message: str) -> None:
@@ -138,12 +141,14 @@ def run(args: argparse.Namespace, context: Context) -> int:
     from pyspark.errors import StreamingQueryException
 
     from services.contracts import SchemaRegistry
+    from services.contracts.disk import wait_for_room
     from services.contracts.preflight import prepare
     from services.history import job
 
     settings, topics = context.settings, context.settings.topics
     options = _run_options(args, context)  # a bad option is said before the broker is asked
     prepare(settings, "history")
+    wait_for_room(options.layout.data_dir, log)  # before the first write (contracts/disk.py)
     say(f"reading {topics.rescales} at {settings.bootstrap_servers}")
     conf = _endpoint(args).spark_conf() if _serves_sql(args) else {}
     if options.jdbc is not None:

@@ -3,6 +3,7 @@ from Kafka at the next start, and a full disk is named, waited out, and loses no
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from services.history.tables import LATEST_TABLE
 from tests.disk_support import fill, small_disk
 from tests.history.support import HistoryProcess, encoded, views, wait_for
 from tests.kafka_support import produce
+from tests.patience import patient
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -78,13 +80,17 @@ def test_a_deleted_data_file_is_mended_from_kafka_at_the_next_start(
 def test_a_full_disk_is_named_and_waited_out_and_loses_nothing(
     kafka: Settings, codec: Codec, spark: Any, schemas: RescaleSchemas, tmp_path: Path
 ) -> None:
+    """The queries that cannot write are retried, the disk named; killed and started
+    again on the disk still full (as a supervisor does), the service runs on, named it
+    again; once there is room every message is in the history, once."""
     messages = _messages(codec)
     first, rest = messages[:100], messages[100:]
     produce(kafka, kafka.topics.rescales, first)
     with small_disk(tmp_path / "disk", 96) as disk:
         layout = Layout(disk / "data")
-        log = tmp_path / "run.log"
-        job = HistoryProcess(kafka, layout.data_dir, log, "--trigger-seconds", "1", "--no-commands")
+        full = f"the disk holding {layout.data_dir} is full"
+        options = ("--trigger-seconds", "1", "--no-commands")
+        job = HistoryProcess(kafka, layout.data_dir, tmp_path / "run-1.log", *options)
         try:
             wait_for(
                 lambda: job.running() and _raw_count(spark, layout, schemas) == len(first),
@@ -94,13 +100,19 @@ def test_a_full_disk_is_named_and_waited_out_and_loses_nothing(
             filler = fill(disk)
             produce(kafka, kafka.topics.rescales, rest)
             wait_for(
-                lambda: (
-                    job.running()
-                    and f"the disk holding {layout.data_dir} is full" in log.read_text()
-                ),
+                lambda: job.running() and full in job.log.read_text(),
                 240,
                 "the full disk named in the log",
             )
+            job.kill()
+            job = HistoryProcess(kafka, layout.data_dir, tmp_path / "run-2.log", *options)
+            wait_for(
+                lambda: job.running() and full in job.log.read_text(),
+                240,
+                "the full disk named by the service started on it",
+            )
+            time.sleep(patient(10))  # past the local stack's 10 s: a start, not a failed one
+            assert job.running()
             filler.unlink()
             wait_for(
                 lambda: job.running() and _raw_count(spark, layout, schemas) == len(messages),

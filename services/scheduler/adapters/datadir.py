@@ -8,15 +8,11 @@ both are settled before Faust starts.
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import logging
-import os
 import re
 import shutil
-import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -27,9 +23,6 @@ log = logging.getLogger("scalefold.scheduler")
 EXIT_DATA_DIR = 73  # EX_CANTCREAT (sysexits.h): --data-dir cannot be used
 CLUSTER_FILE = "kafka-cluster-id"
 IDENTITY_FILE = "group-instance-id"
-PROBE_BYTES = 1 << 20
-"""What `wait_for_room` writes to know the disk has room: a batch's RocksDB write is smaller."""
-ROOM_CHECK_S = 10.0
 
 
 class DataDirError(RuntimeError):
@@ -91,49 +84,6 @@ def keep_tables_of(settings: ServiceSettings, cluster_id: str) -> bool:
         shutil.rmtree(tables / "v1")
     marker.write_text(cluster_id + "\n")
     return kept
-
-
-def wait_for_room(
-    settings: ServiceSettings,
-    every_s: float = ROOM_CHECK_S,
-    sleep: Callable[[float], None] = time.sleep,
-) -> None:
-    """Wait while the disk of the worker's tables has no room for a write.
-
-    A worker whose batch meets a full disk stops without commit (app.py); started again
-    on a disk still full it would fail in its first writes, again and again, until its
-    supervisor gives up (the local stack's after 8 quick deaths) and nothing starts it
-    once there is room. It waits here instead, as it waits for a broker that is away,
-    writing a probe of `PROBE_BYTES` every `every_s` and saying so once; nothing is lost
-    meanwhile: Kafka keeps the inputs. Called with the directory locked, before any other
-    write of the worker's."""
-    tables = table_dir(settings)
-    probe = tables / ".room"
-    waiting = False
-    while True:
-        try:
-            with probe.open("wb") as out:
-                out.write(bytes(PROBE_BYTES))
-                out.flush()
-                os.fsync(out.fileno())
-            probe.unlink()
-        except OSError as error:
-            probe.unlink(missing_ok=True)
-            if error.errno not in (errno.ENOSPC, errno.EDQUOT):
-                raise
-            if not waiting:
-                log.error(
-                    "the disk holding %s is full: free space on it; the worker waits for "
-                    "room (checking every %.0f s) and then starts where it stopped",
-                    tables,
-                    every_s,
-                )
-                waiting = True
-            sleep(every_s)
-            continue
-        if waiting:
-            log.info("the disk holding %s has room again; starting", tables)
-        return
 
 
 def drop_damaged_tables(settings: ServiceSettings) -> list[Path]:

@@ -8,16 +8,16 @@ import sys
 from typing import Any
 
 from services.contracts import Codec, SchemaRegistry, Settings
+from services.contracts.disk import wait_for_room
 from services.contracts.kafka import connect, librdkafka_config, redacted, retry_transient
 from services.contracts.preflight import prepare
-from services.scheduler.adapters.app import ServiceSettings, create_service
+from services.scheduler.adapters.app import ServiceSettings, create_service, table_dir
 from services.scheduler.adapters.datadir import (
     EXIT_DATA_DIR,
     DataDirError,
     claim_data_dir,
     drop_damaged_tables,
     keep_tables_of,
-    wait_for_room,
     with_address,
     worker_identity,
 )
@@ -71,7 +71,7 @@ def run_service(settings: ServiceSettings, log_level: str = "info") -> int:
     kafka = settings.kafka
     log.info("connecting to %s", redacted(librdkafka_config(kafka))["bootstrap.servers"])
     if lock is not None:
-        wait_for_room(settings)
+        wait_for_room(table_dir(settings), log)
         keep_tables_of(settings, cluster_id(kafka))
         drop_damaged_tables(settings)
     instance_id = settings.group_instance_id
