@@ -528,6 +528,32 @@ def test_a_finished_jobs_state_is_released_and_stays_released_after_a_restart(
     ]
 
 
+def _two_parts(
+    codec: Codec, seed: int
+) -> tuple[dict[str, dict[str, Any]], list[list[tuple[bytes, bytes]]]]:
+    """Twelve jobs' events in two parts of whole jobs (no wall-clock timer fires between a
+    job's events), and the records replay makes of them, by uuid."""
+    events = workload(jobs=12, per_job=40, seed=seed)
+    expected = latest_by_uuid(r for records in replayed_records(events).values() for r in records)
+    first_jobs = {f"crash-{j}" for j in range(6)}
+    parts = [
+        encode_events(codec, (e for e in events if (e.job_id in first_jobs) is first))
+        for first in (True, False)
+    ]
+    return expected, parts
+
+
+def _folded(kafka: Settings, worker: SchedulerProcess, part: list[tuple[bytes, bytes]]) -> None:
+    """Produce `part` and wait (a minute at most) until the worker has read it."""
+    produce(kafka, kafka.topics.job_events, part)
+    deadline = give_up_at(60)
+    while (
+        worker.metrics().get("scalefold_scheduler_events_in_total", 0) < len(part)
+        and time.monotonic() < deadline
+    ):
+        time.sleep(0.1)
+
+
 def test_a_damaged_table_store_is_rebuilt_from_its_changelog(
     kafka: Settings, codec: Codec, scheduler, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
@@ -536,21 +562,9 @@ def test_a_damaged_table_store_is_rebuilt_from_its_changelog(
     opens it and rebuilt from its changelog: the restarted worker holds the first jobs'
     states (its timers' rescan counts them) and folds the next jobs as replay does. Each
     part holds whole jobs, so that no wall-clock timer fires between a job's events."""
-    events = workload(jobs=12, per_job=40, seed=500)
-    expected = latest_by_uuid(r for records in replayed_records(events).values() for r in records)
-    first_jobs = {f"crash-{j}" for j in range(6)}
-    parts = [
-        encode_events(codec, (e for e in events if (e.job_id in first_jobs) is first))
-        for first in (True, False)
-    ]
+    expected, parts = _two_parts(codec, seed=500)
     worker = scheduler("--store", "rocksdb://")
-    produce(kafka, kafka.topics.job_events, parts[0])
-    deadline = give_up_at(60)
-    while (
-        worker.metrics().get("scalefold_scheduler_events_in_total", 0) < len(parts[0])
-        and time.monotonic() < deadline
-    ):
-        time.sleep(0.1)
+    _folded(kafka, worker, parts[0])
     worker.stop()
     stores = sorted((tmp_path / "scheduler").glob("*/v1/tables/*.db"))
     assert stores, "the worker kept no table store"
@@ -566,7 +580,7 @@ def test_a_damaged_table_store_is_rebuilt_from_its_changelog(
     deadline = give_up_at(60)
     while not rescanned() and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert rescanned()[-1:] == [len(first_jobs)], again.log.read_text(errors="replace")[-4000:]
+    assert rescanned()[-1:] == [6], again.log.read_text(errors="replace")[-4000:]
     produce(kafka, kafka.topics.job_events, parts[1])
     received = consume_records(
         codec, kafka, lambda got: latest_by_uuid(got) == expected, timeout=120
@@ -598,25 +612,13 @@ def test_a_full_disk_stops_a_batch_and_the_worker_waits_for_room_losing_nothing(
     still full, it waits for room, alive (the local stack's supervisor gives up on a
     service that keeps dying within 10 s of its start), and once there is room it folds
     every input as replay does."""
-    events = workload(jobs=12, per_job=40, seed=600)
-    expected = latest_by_uuid(r for records in replayed_records(events).values() for r in records)
-    first_jobs = {f"crash-{j}" for j in range(6)}
-    parts = [
-        encode_events(codec, (e for e in events if (e.job_id in first_jobs) is first))
-        for first in (True, False)
-    ]
+    expected, parts = _two_parts(codec, seed=600)
     logs = tmp_path / "logs"
     with small_disk(tmp_path / "disk", 48) as disk:
         worker, again = _TablesOn(kafka, logs, disk).start(), None
         try:
             worker.wait_ready()
-            produce(kafka, kafka.topics.job_events, parts[0])
-            deadline = give_up_at(60)
-            while (
-                worker.metrics().get("scalefold_scheduler_events_in_total", 0) < len(parts[0])
-                and time.monotonic() < deadline
-            ):
-                time.sleep(0.1)
+            _folded(kafka, worker, parts[0])
             filler = fill(disk)
             produce(kafka, kafka.topics.job_events, parts[1])
             assert worker.process is not None
