@@ -395,7 +395,7 @@ def _prepared(
     prepare(spark, options.layout, found, hours, progress)
     for line in checkpoints.mend(options.layout):
         progress(line)
-    Mender(spark, settings, registry, options.layout, found, hours, secrets).mend(progress)
+    Mender(spark, settings, registry, options.layout, found, secrets).mend(progress)
     return found
 
 

@@ -1,17 +1,17 @@
-"""Damage to the history's own files, found and mended from Kafka, or named for the user.
+"""A history table whose data file someone deleted, mended from Kafka before the queries start.
 
-**A data file someone deleted.** A Delta table's log names every Parquet file of its
+A Delta table's log names every Parquet file of its
 current version; one deleted by hand (or lost with a disk) fails every reader of the
-table, the latest table's MERGE and the compaction. Before the queries start, `Mender`
-finds such files by the log (each `add` action also says how many rows the file held),
-drops them from the table (`Mender.mend`; delta-rs `repair`, Delta's FSCK: a commit of `remove`
-actions) and reads their rows again from the topic, which is the source of truth:
+table, the latest table's MERGE and the compaction. `Mender.mend` finds such files by the
+log (each `add` action also says how many rows the file held), drops them from the table
+(delta-rs `repair`, Delta's FSCK: a commit of `remove` actions) and reads their rows
+again from the topic, which is the source of truth (in Spark: a whole topic is read):
 - an appended table (raw or child) gets the rows of the topic, up to what the table
   holds by its query's checkpoint (`resume.held`), that it lacks, found by their Kafka
   partition and offset (and position in the record, a child's `*_index`);
-- the latest table has every record of the topic MERGEd again, up to where its query
-  committed, which only inserts what is missing (a MERGE replaces a row only by a later
-  revision); its query redoes anything after.
+- the latest table has every record of the topic MERGEd again (upsert.merge_latest), up
+  to where its query committed, which only inserts what is missing (a MERGE replaces a
+  row only by a later revision); its query redoes anything after.
 What the topic no longer holds (its retention) cannot come back: the line says how many
 rows were lost, by the files' own counts.
 
@@ -27,17 +27,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
-from services.contracts import Codec, SchemaRegistry, Settings
+from services.contracts import SchemaRegistry, Settings
 from services.contracts.kafka import spark_kafka_options
-from services.history.catalog import arrow_schema, read_table
+from services.history.catalog import read_table
 from services.history.decode import decode, valid
 from services.history.paths import Layout
 from services.history.resume import committed_positions, held
 from services.history.sinklog import is_delta
 from services.history.sources import SOURCES, Source
-from services.history.upkeep import table_properties
-from services.history.upsert import append, query_id
-from services.history.writers import LatestWriter
+from services.history.upsert import append, merge_latest, query_id
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -89,7 +87,6 @@ class Mender:
     layout: Layout
     found: Mapping[str, StructType]
     """Every table's schema (catalog.table_schemas)."""
-    retention_hours: float
     secrets: Path | None = None
 
     def mend(self, progress: Callable[[str], None]) -> list[str]:
@@ -107,6 +104,10 @@ class Mender:
                 self.spark, self.settings, source.topic(self.settings.topics), self.secrets
             )
             for damage in damaged:
+                progress(
+                    f"table {damage.table}: {len(damage.files)} data file(s) its Delta log "
+                    f"names are gone; reading their rows again from {source.topic(self.settings.topics)}"
+                )
                 path = self.layout.table(damage.table)
                 DeltaTable(str(path)).repair()
                 kept = _count(self.spark, path)
@@ -135,20 +136,16 @@ class Mender:
 
     def _merge_again(self, source: Source, messages: DataFrame) -> None:
         """MERGE the topic's records again into the latest table, up to where its query
-        committed (what it lacks is inserted; nothing else changes)."""
+        committed: what it lacks is inserted, nothing else changes (a row is replaced only
+        by a later revision). In Spark, as an upgrade's first MERGE: the latest query's
+        writer collects its batch to the driver, which a whole topic would not fit."""
         positions = committed_positions(self.layout.checkpoint(source.latest_checkpoint))
         ends = {p: o for offsets in positions.values() for p, o in offsets.items()}
         if not ends:
             return
-        writer = LatestWriter(
-            source,
-            Codec(self.registry),
-            self.layout,
-            schema=arrow_schema(self.found[source.raw_table]),
-            upkeep=None,
-            properties=table_properties(self.retention_hours),
-        )
-        writer(messages.where(_before(ends)), 0)
+        decoded = decode(messages.where(_before(ends)), source.schemas(self.registry))
+        rows = source.transform(valid(decoded))
+        merge_latest(self.spark, rows, self.layout.table(source.latest_table), source.keys)
 
 
 def _holds(path: Path, app_id: str) -> Callable[[int], bool]:
