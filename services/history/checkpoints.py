@@ -9,10 +9,12 @@ tables queries (the planner's checkpoint is emptied at every start):
 - `commits/N` unreadable: removed; batch N runs again from `offsets/N`, which writes
   nothing twice (each table's append is idempotent per batch, the MERGE replaces a row
   only by a later revision);
-- `offsets/N` unreadable and batch N in no sink: removed; batch N is planned again;
-- `offsets/N` unreadable and batch N in a table already: its end offsets are lost, so
-  running it again would write rows twice or lose some: the service does not start, and
-  the line says what to do;
+- `offsets/N` unreadable and batch N in no table: removed (with its commit, if any);
+  batch N is planned again. So for a latest query, whatever its batch reached: its MERGE
+  replaces a row only by a later revision, over any range of offsets;
+- `offsets/N` unreadable and batch N in a table already (an append, once per batch id):
+  its end offsets are lost, so running it again would write rows twice or lose some: the
+  service does not start, and the line says what to do;
 - `metadata` unreadable: written again with the id the query's tables were written
   under (their idempotent-write app ids `history-<table>-<id>`), or a new one where no
   table depends on it (the latest queries).
@@ -80,7 +82,7 @@ def mend_one(checkpoint: Path, tables: Mapping[str, Path], data_dir: Path) -> li
     planned = _newest(offsets)
     if planned is not None and not _readable(offsets / str(planned)):
         holders = [t for t, path in tables.items() if _holds(path, f"history-{t}-{query}", planned)]
-        if (commits / str(planned)).exists() or holders:
+        if holders or (tables and (commits / str(planned)).exists()):
             where = ", ".join(holders) or "its sinks"
             raise CheckpointError(
                 f"checkpoint file {offsets / str(planned)} is unreadable and its batch "
@@ -90,9 +92,11 @@ def mend_one(checkpoint: Path, tables: Mapping[str, Path], data_dir: Path) -> li
                 "again: the history is read again from Kafka"
             )
         _remove(offsets / str(planned))
+        _remove(commits / str(planned))
+        why = "had reached no table" if tables else "only MERGEs a later revision"
         said.append(
             f"checkpoint file {offsets / str(planned)} was unreadable; removed it: its batch "
-            f"{planned} had reached no table and is planned again"
+            f"{planned} {why} and is planned again"
         )
     return said
 

@@ -83,12 +83,28 @@ def test_an_unreadable_plan_of_a_committed_batch_is_refused_with_what_to_do(
 ) -> None:
     checkpoint = _checkpoint(tmp_path)
     (checkpoint / "offsets" / "2").write_bytes(b"")
+    tables = {"rescales": tmp_path / "tables" / "rescales"}  # batch 2 committed: in them
     with pytest.raises(CheckpointError) as refused:
-        mend_one(checkpoint, {}, tmp_path / "data")
+        mend_one(checkpoint, tables, tmp_path / "data")
     message = str(refused.value)
     assert f"checkpoint file {checkpoint / 'offsets' / '2'} is unreadable" in message
     assert f"move {tmp_path / 'data'} aside" in message
     assert (checkpoint / "offsets" / "2").exists()  # nothing deleted
+
+
+def test_an_unreadable_plan_of_a_latest_query_is_removed_whatever_it_reached(
+    tmp_path: Path,
+) -> None:
+    checkpoint = _checkpoint(tmp_path)  # a latest query's: it appends to no table
+    (checkpoint / "offsets" / "2").write_bytes(b"v1\n{")
+    said = mend_one(checkpoint, {}, tmp_path)
+    assert said == [
+        f"checkpoint file {checkpoint / 'offsets' / '2'} was unreadable; removed it: its batch "
+        "2 only MERGEs a later revision and is planned again"
+    ]
+    assert not (checkpoint / "offsets" / "2").exists()
+    assert not (checkpoint / "commits" / "2").exists()
+    assert (checkpoint / "offsets" / "1").exists()
 
 
 def test_unreadable_metadata_gets_the_id_the_tables_were_written_under(tmp_path: Path) -> None:
