@@ -23,6 +23,8 @@ PROBE_BYTES = 1 << 20
 CHECK_EVERY_S = 10.0
 FULL = (errno.ENOSPC, errno.EDQUOT)
 """The errors of a full disk (or a used-up quota)."""
+NO_SPACE = "No space left on device"
+"""ENOSPC's text, as the JVM (Spark, Hadoop) and RocksDB put it in their errors."""
 
 
 def wait_for_room(

@@ -31,7 +31,8 @@ from pathlib import Path
 
 from services.history.paths import Layout
 from services.history.queries import HistoryJobError
-from services.history.sinklog import DELTA_LOG, is_delta
+from services.history.resume import batches
+from services.history.sinklog import DELTA_LOG, wrote_batch
 from services.history.sources import SOURCES
 
 LOG_LINES = 2
@@ -72,16 +73,18 @@ def mend_one(checkpoint: Path, tables: Mapping[str, Path], data_dir: Path) -> li
         metadata.write_text(json.dumps({"id": query}) + "\n", encoding="utf-8")
         said.append(f"checkpoint file {metadata} was unreadable; wrote it again (query id {query})")
     commits, offsets = checkpoint / "commits", checkpoint / "offsets"
-    last = _newest(commits)
+    last = max(batches(commits), default=None)
     if last is not None and not _readable(commits / str(last)):
         _remove(commits / str(last))
         said.append(
             f"checkpoint file {commits / str(last)} was unreadable; removed it: batch {last} "
             "runs again, which writes nothing twice"
         )
-    planned = _newest(offsets)
+    planned = max(batches(offsets), default=None)
     if planned is not None and not _readable(offsets / str(planned)):
-        holders = [t for t, path in tables.items() if _holds(path, f"history-{t}-{query}", planned)]
+        holders = [
+            t for t, path in tables.items() if wrote_batch(path, planned, f"history-{t}-{query}")
+        ]
         if holders or (tables and (commits / str(planned)).exists()):
             where = ", ".join(holders) or "its sinks"
             raise CheckpointError(
@@ -150,23 +153,6 @@ def _remove(path: Path) -> None:
     """A checkpoint file and its checksum file."""
     path.unlink(missing_ok=True)
     _crc(path).unlink(missing_ok=True)
-
-
-def _newest(directory: Path) -> int | None:
-    try:
-        batches = [int(p.name) for p in directory.iterdir() if p.name.isdigit()]
-    except OSError:
-        return None
-    return max(batches, default=None)
-
-
-def _holds(table: Path, app_id: str, batch: int) -> bool:
-    if not is_delta(table):
-        return False
-    from deltalake import DeltaTable
-
-    version = DeltaTable(str(table)).transaction_version(app_id)
-    return version is not None and version >= batch
 
 
 def _written_as(tables: Mapping[str, Path]) -> str | None:

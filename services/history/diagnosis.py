@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-NO_SPACE = "No space left on device"
+from services.contracts.disk import NO_SPACE
+
 _PARQUET = re.compile(r"(?<![\w.-])(?:file:)?(/[^\s'\",\]]+\.parquet)")
 """An absolute path of a Parquet file (a relative one, as delta-rs also prints, is not one)."""
 _GONE = ("FileNotFoundException", "DELTA_FILE_NOT_FOUND", "No such file or directory", "not found")

@@ -59,20 +59,26 @@ def kafka_source(
     starting: str = "earliest",
     secrets: Path | None = None,
 ) -> DataFrame:
-    """`topics` from `starting` (used without a checkpoint); offsets lost to retention are
-    skipped. Asking for offsets is retried for about a minute, so a broker restart does
-    not fail the query at all."""
-    options = {
+    """`topics` from `starting` (used without a checkpoint), as `kafka_options` reads them."""
+    options = {**kafka_options(settings, topics, secrets), "startingOffsets": starting}
+    return spark.readStream.format("kafka").options(**options).load()
+
+
+def kafka_options(
+    settings: Settings, topics: tuple[str, ...], secrets: Path | None = None
+) -> dict[str, str]:
+    """How the history reads `topics` with Spark's Kafka source, streaming or not: offsets
+    lost to retention are skipped, and asking for offsets is retried for about a minute,
+    so a broker restart does not fail the read at all."""
+    return {
         **spark_kafka_options(settings, secrets),
         "subscribe": ",".join(topics),
-        "startingOffsets": starting,
         "failOnDataLoss": "false",
         "fetchOffset.numRetries": "60",
         "fetchOffset.retryIntervalMs": "1000",
         # Its consumer groups are the history service's own (what its ACLs allow).
         "groupIdPrefix": settings.topics.own("history"),
     }
-    return spark.readStream.format("kafka").options(**options).load()
 
 
 def trigger(seconds: float, available_now: bool) -> dict[str, Any]:

@@ -28,12 +28,12 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from services.contracts import SchemaRegistry, Settings
-from services.contracts.kafka import spark_kafka_options
 from services.history.catalog import read_table
 from services.history.decode import decode, valid
 from services.history.paths import Layout
-from services.history.resume import committed_positions, held
-from services.history.sinklog import is_delta
+from services.history.queries import kafka_options
+from services.history.resume import committed_positions, held, not_before
+from services.history.sinklog import is_delta, wrote_batch
 from services.history.sources import SOURCES, Source
 from services.history.upsert import append, merge_latest, query_id
 
@@ -124,7 +124,8 @@ class Mender:
         """Append the rows of `table` the topic has, up to what the table holds, and it lacks."""
         path = self.layout.table(table)
         checkpoint = self.layout.checkpoint(source.tables_checkpoint)
-        ends = held(checkpoint, _holds(path, f"history-{table}-{query_id(checkpoint)}"))
+        app_id = f"history-{table}-{query_id(checkpoint)}"
+        ends = held(checkpoint, lambda batch: wrote_batch(path, batch, app_id))
         if not ends:
             return
         transform = source.children.get(table, source.transform)
@@ -148,37 +149,20 @@ class Mender:
         merge_latest(self.spark, rows, self.layout.table(source.latest_table), source.keys)
 
 
-def _holds(path: Path, app_id: str) -> Callable[[int], bool]:
-    """Whether the table committed a batch of its query (Delta's idempotent-write version)."""
-
-    def holds(batch: int) -> bool:
-        from deltalake import DeltaTable
-
-        version = DeltaTable(str(path)).transaction_version(app_id)
-        return version is not None and version >= batch
-
-    return holds
-
-
 def _topic(spark: SparkSession, settings: Settings, topic: str, secrets: Path | None) -> DataFrame:
-    """Everything the topic holds now, as Spark's Kafka source reads it."""
+    """Everything the topic holds now, read as the history's queries read it."""
     options = {
-        **spark_kafka_options(settings, secrets),
-        "subscribe": topic,
+        **kafka_options(settings, (topic,), secrets),
         "startingOffsets": "earliest",
         "endingOffsets": "latest",
-        "failOnDataLoss": "false",
     }
     return spark.read.format("kafka").options(**options).load()
 
 
-def _before(ends: Mapping[int, int]) -> Column:
-    """Kafka rows below `ends[partition]`; none of a partition `ends` does not name."""
-    from pyspark.sql import functions as F
-
-    pairs = [F.lit(x) for partition, offset in sorted(ends.items()) for x in (partition, offset)]
-    end = F.element_at(F.create_map(*pairs), F.col("partition"))
-    return F.coalesce(F.col("offset") < end, F.lit(False))
+def _before(ends: dict[int, int]) -> Column:
+    """Kafka rows below `ends[partition]`; none of a partition `ends` does not name (the
+    complement of resume.not_before, which keeps every row of such a partition)."""
+    return ~not_before(ends)
 
 
 def _count(spark: SparkSession, path: Path) -> int:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from services.history.paths import Layout
-from services.history.sinklog import is_delta
+from services.history.sinklog import wrote_batch
 from services.history.tables import TABLES
 from services.history.upsert import query_id
 
@@ -84,7 +84,7 @@ def held(checkpoint: Path, holds: Callable[[int], bool]) -> dict[int, int] | Non
     The last batch with a commit marker is in the sink; a batch planned after it
     (offsets written, no commit marker: the query stopped in it) is too when
     `holds(batch)`, the sink's own record of it, says so."""
-    planned, committed = _batches(checkpoint / "offsets"), _batches(checkpoint / "commits")
+    planned, committed = batches(checkpoint / "offsets"), batches(checkpoint / "commits")
     if not planned:
         return None
     last = max(planned)
@@ -106,18 +106,16 @@ def _holds(layout: Layout, sink: str) -> Callable[[int], bool]:
         sink_log = table / "_spark_metadata"
         if (sink_log / str(batch)).exists() or (sink_log / f"{batch}.compact").exists():
             return True
-        if not is_delta(table) or not (checkpoint / "metadata").exists():
+        if not (checkpoint / "metadata").exists():
             return False
-        from deltalake import DeltaTable
-
-        delta, query = DeltaTable(str(table)), query_id(checkpoint)
-        versions = (delta.transaction_version(a) for a in (query, f"history-{sink}-{query}"))
-        return any(v is not None and v >= batch for v in versions)
+        query = query_id(checkpoint)
+        return wrote_batch(table, batch, query, f"history-{sink}-{query}")
 
     return holds
 
 
-def _batches(directory: Path) -> set[int]:
+def batches(directory: Path) -> set[int]:
+    """The batch ids of a checkpoint's log directory (`offsets`, `commits`); none if absent."""
     try:
         return {int(p.name) for p in directory.iterdir() if p.name.isdigit()}
     except OSError:
@@ -142,7 +140,7 @@ def _topic_offsets(path: Path) -> Positions:
 
 def committed_positions(checkpoint: Path) -> Positions:
     """Per topic, up to where the query of `checkpoint` committed (empty: no commit yet)."""
-    committed = _batches(checkpoint / "commits")
+    committed = batches(checkpoint / "commits")
     if not committed:
         return {}
     return _topic_offsets(checkpoint / "offsets" / str(max(committed)))

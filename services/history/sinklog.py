@@ -50,6 +50,18 @@ def latest_version(table_dir: Path, known: int = -1) -> int:
     return max(versions, default=-1)
 
 
+def wrote_batch(table_dir: Path, batch: int, *app_ids: str) -> bool:
+    """Whether the table committed `batch`, or a later one, of a query writing under any of
+    `app_ids` (Delta's idempotent writes: `txnAppId`, `txnVersion` = the batch id)."""
+    if not is_delta(table_dir):
+        return False
+    from deltalake import DeltaTable
+
+    delta = DeltaTable(str(table_dir))
+    versions = (delta.transaction_version(app_id) for app_id in app_ids)
+    return any(v is not None and v >= batch for v in versions)
+
+
 def committed_files(table_dir: Path) -> list[Path]:
     """The Parquet files of the table's newest version, sorted; empty before the first commit."""
     if not is_delta(table_dir):

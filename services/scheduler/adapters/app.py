@@ -48,6 +48,7 @@ from faust.types import TP
 from services.contracts import Codec, Settings
 from services.contracts import records as r
 from services.contracts.access import KafkaAccessError, KafkaUnreachableError
+from services.contracts.disk import NO_SPACE
 from services.contracts.kafka import (
     connect,
     librdkafka_config,
@@ -888,8 +889,8 @@ def _broker_answers(kafka: Settings) -> bool:
 
 def _stop_without_commit(what: str) -> None:
     failure = sys.exc_info()[1]
-    if failure is not None and "No space left on device" in str(failure):
-        # RocksDB's write of the batch: one line says it all (datadir.wait_for_room)
+    if failure is not None and NO_SPACE in str(failure):
+        # RocksDB's write of the batch: one line says it all (contracts/disk.py)
         log.critical(
             "%s: the disk of --data-dir is full (%s); stopping without commit: started "
             "again, the worker waits for room and folds the batch again",
