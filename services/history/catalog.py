@@ -15,6 +15,7 @@ from services.history.decode import RescaleSchemas, decode, valid
 from services.history.paths import Layout
 from services.history.sinklog import is_delta
 from services.history.sources import SOURCES, Source
+from services.history.tables import children
 from services.history.views import KAFKA_SOURCE_SCHEMA
 
 if TYPE_CHECKING:
@@ -36,9 +37,10 @@ def table_schemas(spark: SparkSession, schemas: RescaleSchemas) -> dict[str, Str
     found: dict[str, StructType] = {}
     for source in SOURCES:
         decoded = valid(decode(empty, source_schemas(source, schemas)))
-        found[source.raw_table] = found[source.latest_table] = source.transform(decoded).schema
-        for name, transform in source.children.items():
-            found[name] = transform(decoded).schema
+        raw = source.transform(decoded)
+        found[source.raw_table] = found[source.latest_table] = raw.schema
+        for name in source.legacy:
+            found[name] = children(raw, name).schema
     return found
 
 
@@ -108,8 +110,10 @@ def build_views(
         name: read_table(spark, layout.table(name), schema()) for name, schema in DERIVED.items()
     }
     for source in SOURCES:
+        present = [name for name in source.legacy if is_delta(layout.table(name))]
         tables = {
-            name: read_table(spark, layout.table(name), found[name]) for name in source.all_tables
+            name: read_table(spark, layout.table(name), found[name])
+            for name in (*source.all_tables, *present)
         }
         views |= source.views(tables, views, source_schemas(source, schemas))
     return views

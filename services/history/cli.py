@@ -36,8 +36,10 @@ views (over the service's SQL endpoint also as global_temp.<view>):
 
 Delta tables (DATA_DIR/tables/<table>, what deltalake or DuckDB read) -> view:
   rescales_latest                            -> rescales
-  rescales, rescale_vertices, ... (raw)      -> raw_rescales, raw_rescale_vertices, ...
-  the views rescale_vertices, ... are the raw tables' rows of each latest revision
+  rescales (every revision)                  -> raw_rescales
+  each row holds its children as arrays (vertices, slots, scheduler_states,
+  transition_phases): the views rescale_vertices, ... explode those of each latest
+  revision, raw_rescale_vertices, ... those of every revision
 
 After the answer, stderr says which history was read: the running service's, or the
 files under DATA_DIR/tables (a Spark session of this command's own, 10 s and more).
@@ -199,7 +201,7 @@ def _add_run(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         """\
 Read the rescales topics from their beginning (resuming from the checkpoints in
 DATA_DIR/checkpoints), keep each rescale's latest revision in a Delta table at once
-(--trigger-seconds), the raw and child tables in larger batches
+(--trigger-seconds), the raw tables in larger batches
 (--tables-trigger-seconds), send undecodable records to the dead-letter topic, and
 plan scaling commands from the records as they arrive (a query of the planner's own,
 --planner-trigger-seconds), sending the ones not sent before.
@@ -223,7 +225,7 @@ Stop with Ctrl-C or SIGTERM; a restart resumes where the job stopped.""",
         type=float,
         default=10.0,
         metavar="N",
-        help="the raw and child tables' (and the dead letters') micro-batch interval",
+        help="the raw tables' (and the dead letters') micro-batch interval",
     )
     run.add_argument(
         "--planner-trigger-seconds",

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from services.contracts import rescalefields as fields
 from services.history.decode import RECORD, WRITER_VERSION
-from services.history.tables import PARTITION_COLUMN, downtime, slot_total
+from services.history.tables import PARTITION_COLUMN, downtime, element, slot_total
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -42,17 +42,11 @@ def _r(field: str) -> Column:
 
 
 def _renamed(array: str, names: Mapping[str, str], extra: Mapping[str, str]) -> Column:
-    """`array`'s structs with their fields in snake_case; `extra`: nested profiles, flattened
-    into `<prefix>_<field>` as the `rescale_slots` table has them."""
+    """`array`'s structs with their fields in snake_case (tables.element; Flink names a
+    profile's fields as `fields.PROFILE` does)."""
     from pyspark.sql import functions as F
 
-    def element(e: Column) -> Column:
-        columns = [e[avro].alias(sql) for avro, sql in names.items()]
-        for nested, prefix in extra.items():
-            columns += [e[nested][a].alias(f"{prefix}_{s}") for a, s in fields.PROFILE.items()]
-        return F.struct(*columns)
-
-    return F.transform(_r(array), element)
+    return F.transform(_r(array), element(names, extra, fields.PROFILE))
 
 
 def flink_rescales(valid: DataFrame) -> DataFrame:

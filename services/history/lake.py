@@ -13,7 +13,8 @@ read each table's newest version at every query).
 
 The tables are read as the views show them: the table `rescales_latest` is the
 view `rescales` (each rescale's latest revision), and the view `rescale_states`
-is the rows of `rescale_states` that came with that revision's Kafka message.
+is its array `scheduler_states` (before 2026-12-04, the rows of the table
+`rescale_states` that came with that revision's Kafka message).
 A real Flink's own records (`flink_rescales_latest`, the view `flink_rescales`) have
 the same columns where they mean the same; their job is `job_key`
 (`<cluster>.<Flink job id>`, the id of scalefold's prediction of it), their spans the
@@ -93,6 +94,12 @@ class Lake:
             dict(zip(table.column_names, values, strict=True))
             for values in zip(*columns, strict=True)
         ]
+
+    def columns(self, name: str) -> list[str]:
+        """The columns of the committed table `name`."""
+        from deltalake import DeltaTable
+
+        return [f.name for f in DeltaTable(str(self.table_dir(name))).schema().fields]
 
     def _builder(self, tables: Mapping[str, str]) -> QueryBuilder:
         from deltalake import DeltaTable, QueryBuilder
@@ -244,23 +251,33 @@ def timeline_spans(lake: Lake, job: str, last: int) -> list[Row]:
     """The rows timeline.timeline_rows takes: the spans of the job's `last` most recent
     rescales, oldest first (a rescale with no span yet: one row with its spans null).
 
-    Two queries, the second with literal job and dates: delta-rs then skips the other
-    date partitions of `rescale_states` and the files whose job_id statistics exclude
-    the job, where a join would scan them all."""
+    The spans are the array `scheduler_states` of each row; a row written before rows
+    kept it (null) has them in the table `rescale_states` of then, read with a second
+    query with literal job and dates: delta-rs then skips the other date partitions and
+    the files whose job_id statistics exclude the job, where a join would scan them all."""
     if not lake.committed(LATEST_TABLE):
         return []
+    nested = "scheduler_states" in lake.columns(LATEST_TABLE)
     chosen = lake.rows(
-        f"SELECT {CHOSEN_COLUMNS} FROM rescales {_where_job(job)} "
-        f"ORDER BY start_timestamp_ms DESC, rescale_uuid DESC LIMIT {int(last)}",
+        f"SELECT {CHOSEN_COLUMNS}{', scheduler_states' if nested else ''} FROM rescales "
+        f"{_where_job(job)} ORDER BY start_timestamp_ms DESC, rescale_uuid DESC LIMIT {int(last)}",
         {"rescales": LATEST_TABLE},
     )
-    spans = _spans_of(lake, job, chosen) if chosen and lake.committed(STATES_TABLE) else {}
+    old = [r for r in chosen if r.get("scheduler_states") is None]
+    spans = _spans_of(lake, job, old) if old and lake.committed(STATES_TABLE) else {}
     rows = []
     for rescale in sorted(chosen, key=lambda r: (r["start_timestamp_ms"], r["rescale_uuid"])):
+        own = rescale.pop("scheduler_states", None)
         key = (rescale["rescale_uuid"], rescale["kafka_partition"], rescale["kafka_offset"])
-        for span in spans.get(key) or [dict.fromkeys(SPAN_COLUMNS)]:
+        found = spans.get(key) if own is None else _indexed(own)
+        for span in found or [dict.fromkeys(SPAN_COLUMNS)]:
             rows.append({**rescale, **span})
     return rows
+
+
+def _indexed(spans: Sequence[Row]) -> list[Row]:
+    """An array of spans as rows of `SPAN_COLUMNS`, each with its position."""
+    return [{**{c: s.get(c) for c in SPAN_COLUMNS}, "span_index": i} for i, s in enumerate(spans)]
 
 
 def _spans_of(lake: Lake, job: str, chosen: Sequence[Row]) -> dict[tuple[Any, ...], list[Row]]:
@@ -291,9 +308,8 @@ def flink_timeline_spans(lake: Lake, key: str, last: int) -> list[Row]:
         f"ORDER BY start_timestamp_ms DESC, rescale_uuid DESC LIMIT {int(last)}",
         {"f": FLINK_TABLE},
     )
-    rows = []
+    rows: list[Row] = []
     for rescale in sorted(chosen, key=lambda r: (r["start_timestamp_ms"], r["rescale_uuid"])):
-        spans = rescale.pop("scheduler_states") or [dict.fromkeys(SPAN_COLUMNS)]
-        for index, span in enumerate(spans):
-            rows.append({**rescale, **{c: span.get(c) for c in SPAN_COLUMNS}, "span_index": index})
+        spans = _indexed(rescale.pop("scheduler_states") or []) or [dict.fromkeys(SPAN_COLUMNS)]
+        rows.extend({**rescale, **span} for span in spans)
     return rows

@@ -2,9 +2,9 @@
 (conformance.py, module doc) computed from the committed Delta tables with delta-rs.
 
 The same pairs, fields and verdicts as the views, as dicts with the views' column names:
-Flink's rescales from `flink_rescales_latest` (arrays of structs), scalefold's from
-`rescales_latest` and the child tables' rows of each rescale's latest revision (its
-Kafka message), numbered per job in `ORDER` and paired by number.
+Flink's rescales from `flink_rescales_latest`, scalefold's from `rescales_latest` (both
+with their children as arrays of structs; scalefold's rows of before 2026-12-04 with
+theirs in child tables), numbered per job in `ORDER` and paired by number.
 tests/history/test_flink.py checks both give the same rows on the same tables.
 """
 
@@ -22,6 +22,8 @@ from services.history.verdicts import verdict_columns
 
 Entries = list[dict[str, Any]]
 SIDE_COLUMNS = (*ORDER, "in_progress", "trigger_cause", "terminal_state", "terminated_reason")
+NESTED = ("vertices", "slots", "scheduler_states")
+"""The arrays of a row the comparison reads (both sources name them alike)."""
 
 
 def _entries(pairs: Iterable[tuple[Any, Any]]) -> Entries:
@@ -56,72 +58,80 @@ def flink_side(rows: Sequence[Row]) -> list[Row]:
             "cluster": row["cluster"],
             "flink_job_id": row["job_id"],
             "job_key": row["job_key"],
-            **{c: row[c] for c in SIDE_COLUMNS},
-            "pre_parallelism": _entries(
-                (v["job_vertex_id"], v["pre_rescale_parallelism"]) for v in row["vertices"] or []
+            **_compared(
+                row, row["vertices"] or [], row["slots"] or [], row["scheduler_states"] or []
             ),
-            "post_parallelism": _entries(
-                (v["job_vertex_id"], v["post_rescale_parallelism"]) for v in row["vertices"] or []
-            ),
-            "slots": _entries((_group(s), s["post_rescale_slots"]) for s in row["slots"] or []),
-            "scheduler_states": [s["state"] for s in row["scheduler_states"] or []],
-            "state_durations": [s["duration_ms"] for s in row["scheduler_states"] or []],
         }
         for row in rows
     ]
 
 
+def _compared(row: Row, vertices: Sequence[Row], slots: Sequence[Row], spans: Sequence[Row]) -> Row:
+    """A side's compared columns of one rescale (`row`) with its children."""
+    return {
+        **{c: row[c] for c in SIDE_COLUMNS},
+        "pre_parallelism": _entries(
+            (v["job_vertex_id"], v["pre_rescale_parallelism"]) for v in vertices
+        ),
+        "post_parallelism": _entries(
+            (v["job_vertex_id"], v["post_rescale_parallelism"]) for v in vertices
+        ),
+        "slots": _entries((_group(s), s["post_rescale_slots"]) for s in slots),
+        "scheduler_states": [s["state"] for s in spans],
+        "state_durations": [s["duration_ms"] for s in spans],
+    }
+
+
 def predicted_side(lake: Lake, keys: Sequence[str]) -> list[Row]:
     """scalefold's rescales of the jobs `keys` in the compared columns
-    (conformance.predictions): the children of each rescale's latest revision only."""
+    (conformance.predictions): the arrays of each rescale's latest revision (of a row
+    written before rows kept them, its rows in the child tables of then)."""
     if not keys or not lake.committed(LATEST_TABLE):
         return []
     among = f"job_id IN ({', '.join(quoted(k) for k in keys)})"
+    nested = [c for c in NESTED if c in lake.columns(LATEST_TABLE)]
     latest = lake.rows(
-        f"SELECT job_id, kafka_partition, kafka_offset, {', '.join(SIDE_COLUMNS)} "
+        f"SELECT job_id, kafka_partition, kafka_offset, {', '.join((*SIDE_COLUMNS, *nested))} "
         f"FROM r WHERE {among}",
         {"r": LATEST_TABLE},
     )
-    message = {row["rescale_uuid"]: (row["kafka_partition"], row["kafka_offset"]) for row in latest}
+    old = {
+        row["rescale_uuid"]: (row["kafka_partition"], row["kafka_offset"])
+        for row in latest
+        if row.get("vertices") is None
+    }
 
     def children(table: str, columns: str) -> dict[str, list[Row]]:
-        if not lake.committed(table):
+        if not old or not lake.committed(table):
             return {}
         found: dict[str, list[Row]] = {}
         sql = f"SELECT rescale_uuid, kafka_partition, kafka_offset, {columns} FROM c WHERE {among}"
         for row in lake.rows(sql, {"c": table}):
-            if message.get(row["rescale_uuid"]) == (row["kafka_partition"], row["kafka_offset"]):
+            if old.get(row["rescale_uuid"]) == (row["kafka_partition"], row["kafka_offset"]):
                 found.setdefault(row["rescale_uuid"], []).append(row)
         return found
 
-    vertices = children(
-        "rescale_vertices", "job_vertex_id, pre_rescale_parallelism, post_rescale_parallelism"
-    )
-    slots = children(
-        "rescale_slots", "slot_sharing_group_id, slot_sharing_group_name, post_rescale_slots"
-    )
-    states = children("rescale_states", "span_index, state, duration_ms")
+    legacy = {
+        "vertices": children(
+            "rescale_vertices", "job_vertex_id, pre_rescale_parallelism, post_rescale_parallelism"
+        ),
+        "slots": children(
+            "rescale_slots", "slot_sharing_group_id, slot_sharing_group_name, post_rescale_slots"
+        ),
+        "scheduler_states": {
+            uuid: sorted(spans, key=lambda s: s["span_index"])
+            for uuid, spans in children("rescale_states", "span_index, state, duration_ms").items()
+        },
+    }
 
-    def spans(row: Row) -> list[Row]:
-        return sorted(states.get(row["rescale_uuid"], []), key=lambda s: s["span_index"])
+    def of(row: Row, column: str) -> list[Row]:
+        own = row.get(column)
+        return legacy[column].get(row["rescale_uuid"], []) if own is None else own
 
     return [
         {
             "job_key": row["job_id"],
-            **{c: row[c] for c in SIDE_COLUMNS},
-            "pre_parallelism": _entries(
-                (v["job_vertex_id"], v["pre_rescale_parallelism"])
-                for v in vertices.get(row["rescale_uuid"], [])
-            ),
-            "post_parallelism": _entries(
-                (v["job_vertex_id"], v["post_rescale_parallelism"])
-                for v in vertices.get(row["rescale_uuid"], [])
-            ),
-            "slots": _entries(
-                (_group(s), s["post_rescale_slots"]) for s in slots.get(row["rescale_uuid"], [])
-            ),
-            "scheduler_states": [s["state"] for s in spans(row)],
-            "state_durations": [s["duration_ms"] for s in spans(row)],
+            **_compared(row, of(row, "vertices"), of(row, "slots"), of(row, "scheduler_states")),
         }
         for row in latest
     ]

@@ -21,7 +21,13 @@ from services.contracts import Codec, DecodeError
 from services.contracts import records as r
 from services.contracts import rescalefields as fields
 from services.history.signal_tables import VERTEX as VERTEX_SIGNAL
-from services.history.tables import COOLDOWN_KEY, EXECUTING, PARTITION_COLUMN
+from services.history.tables import (
+    COOLDOWN_KEY,
+    EXECUTING,
+    PARTITION_COLUMN,
+    PHASE_FIELDS,
+    SPAN_FIELDS,
+)
 
 Record = Mapping[str, Any]
 Row = dict[str, Any]
@@ -141,6 +147,7 @@ def rescale_row(message: Message) -> Row:
         "scheduler_settings": settings,
         "cooldown_ms": _cooldown(settings),
         "status_message": record.get("statusMessage"),
+        **_nested(record),
         "updated_at": _time(record.get("updatedAtMillis")),
         "writer_version": message.writer_version,
         "kafka_timestamp": _time(message.timestamp_ms),
@@ -152,12 +159,31 @@ def _renamed(items: Sequence[Record] | None, names: Mapping[str, str]) -> list[R
     return [{column: item.get(name) for name, column in names.items()} for item in items or []]
 
 
-def _slot(group: Record) -> Row:
+def _slot(group: Record, names: Mapping[str, str] = fields.PROFILE) -> Row:
+    """A slot-sharing group's row; `names`: its profiles' fields (Flink's or the `rescale`
+    record's, `fields.scalefold_profile`)."""
     row = {column: group.get(name) for name, column in fields.SLOTS.items()}
     for nested, prefix in fields.PROFILES.items():
         profile = group.get(nested) or {}
-        row |= {f"{prefix}_{column}": profile.get(name) for name, column in fields.PROFILE.items()}
+        row |= {f"{prefix}_{column}": profile.get(name) for name, column in names.items()}
     return row
+
+
+def _nested(record: Record) -> Row:
+    """tables.NESTED: the record's arrays of flat structs (None where the record has none,
+    as Spark's `transform` of a null array)."""
+    profile = fields.scalefold_profile()
+    slots = record.get("slots")
+    return {
+        "vertices": _renamed_or_none(record.get("vertices"), fields.VERTEX),
+        "slots": None if slots is None else [_slot(group, profile) for group in slots],
+        "scheduler_states": _renamed_or_none(record.get("schedulerStates"), SPAN_FIELDS),
+        "transition_phases": _renamed_or_none(record.get("transitionPhases"), PHASE_FIELDS),
+    }
+
+
+def _renamed_or_none(items: Sequence[Record] | None, names: Mapping[str, str]) -> list[Row] | None:
+    return None if items is None else _renamed(items, names)
 
 
 def flink_rescale_row(message: Message) -> Row:

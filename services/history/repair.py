@@ -6,9 +6,9 @@ table, the latest table's MERGE and the compaction. `Mender.mend` finds such fil
 log (each `add` action also says how many rows the file held), drops them from the table
 (delta-rs `repair`, Delta's FSCK: a commit of `remove` actions) and reads their rows
 again from the topic, which is the source of truth (in Spark: a whole topic is read):
-- an appended table (raw or child) gets the rows of the topic, up to what the table
+- an appended (raw) table gets the rows of the topic, up to what the table
   holds by its query's checkpoint (`resume.held`), that it lacks, found by their Kafka
-  partition and offset (and position in the record, a child's `*_index`);
+  partition and offset;
 - the latest table has every record of the topic MERGEd again (upsert.merge_latest), up
   to where its query committed, which only inserts what is missing (a MERGE replaces a
   row only by a later revision); its query redoes anything after.
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 ROW_KEY = ("kafka_partition", "kafka_offset")
-"""What names a raw row: its Kafka message; a child row adds its position (`*_index`)."""
+"""What names a raw row: its Kafka message."""
 
 
 @dataclass(frozen=True)
@@ -128,12 +128,10 @@ class Mender:
         ends = held(checkpoint, lambda batch: wrote_batch(path, batch, app_id))
         if not ends:
             return
-        transform = source.children.get(table, source.transform)
         decoded = decode(messages.where(_before(ends)), source.schemas(self.registry))
-        rows = transform(valid(decoded))
-        keys = [*ROW_KEY, *(c for c in rows.columns if c.endswith("_index"))]
-        have = read_table(self.spark, path, self.found[table]).select(*keys)
-        append(rows.join(have, keys, "left_anti"), path)
+        rows = source.transform(valid(decoded))
+        have = read_table(self.spark, path, self.found[table]).select(*ROW_KEY)
+        append(rows.join(have, list(ROW_KEY), "left_anti"), path)
 
     def _merge_again(self, source: Source, messages: DataFrame) -> None:
         """MERGE the topic's records again into the latest table, up to where its query

@@ -2,7 +2,7 @@
 
 A `Source` is one Kafka topic of one Avro record and everything the history makes of
 it: how a record is decoded and keyed (decode.py), the raw table of every received
-revision and the child tables written beside it, what identifies one rescale (`keys`)
+revision (a record's arrays stay arrays in its row), what identifies one rescale (`keys`)
 and the table of each rescale's latest revision MERGEd by them, the views over its
 tables, the checkpoints of its two queries, and the columns the planner reads of it.
 One writer (writers.py) and one query starter (queries.py) serve every source; the
@@ -14,10 +14,9 @@ the bulk of the writes:
 - **latest**: decode, MERGE the batch's latest revisions into the latest table (what
   `history summary`, the REST API, the SQL views and the planner's restart read);
   one Delta commit a batch, on a short trigger;
-- **tables**: decode once, append the raw table and the child tables, produce the
-  dead letters: four to six commits a batch, on a longer trigger, so they come
-  fewer and larger (checkpoints keep their names of before: an existing history
-  carries on where it was).
+- **tables**: decode once, append the raw table, produce the dead letters: two
+  commits a batch, on a longer trigger, so they come fewer and larger (checkpoints
+  keep their names of before: an existing history carries on where it was).
 """
 
 from __future__ import annotations
@@ -55,8 +54,9 @@ class Source:
     raw_table: str
     transform: Transform
     """Decoded, valid records -> rows of the raw table (one per received revision)."""
-    children: Mapping[str, Transform]
-    """Child tables appended beside the raw one, each from the decoded records."""
+    legacy: tuple[str, ...]
+    """Tables an earlier scalefold appended beside the raw one and this one no longer
+    writes: the views read them for the rows of then (tables.LEGACY_TABLES)."""
     latest_table: str
     keys: tuple[str, ...]
     """What identifies one rescale: the latest table's MERGE keys."""
@@ -77,8 +77,8 @@ class Source:
 
     @property
     def appended(self) -> tuple[str, ...]:
-        """The tables only ever appended to: the raw one and its children."""
-        return (self.raw_table, *self.children)
+        """The tables its tables query appends to: the raw one (one write a batch)."""
+        return (self.raw_table,)
 
     @property
     def all_tables(self) -> tuple[str, ...]:
@@ -98,7 +98,7 @@ RESCALES = Source(
     topic=lambda topics: topics.rescales,
     raw_table="rescales",
     transform=tables.rescales,
-    children=tables.CHILDREN,
+    legacy=tables.LEGACY_TABLES,
     latest_table=tables.LATEST_TABLE,
     keys=("rescale_uuid",),
     views=views.scalefold_views,
@@ -116,7 +116,7 @@ FLINK_RESCALES = Source(
     topic=lambda topics: topics.flink_rescales,
     raw_table=flink_tables.RAW_TABLE,
     transform=flink_tables.flink_rescales,
-    children={},
+    legacy=(),
     latest_table=flink_tables.LATEST_TABLE,
     keys=flink_tables.KEYS,
     views=flink_views.flink_views,
@@ -126,8 +126,8 @@ FLINK_RESCALES = Source(
     tables_checkpoint="flink_tables",
     latest_checkpoint="flink_latest",
 )
-"""The rescales real Flink clusters recorded, as the bridge forwards them (its children
-are arrays in each row: flink_views.py explodes them)."""
+"""The rescales real Flink clusters recorded, as the bridge forwards them (their children
+are arrays in each row, as scalefold's are: flink_views.py explodes them)."""
 
 FLINK_SIGNALS = Source(
     name="flink_signals",
@@ -135,7 +135,7 @@ FLINK_SIGNALS = Source(
     topic=lambda topics: topics.flink_signals,
     raw_table=signal_tables.RAW_TABLE,
     transform=signal_tables.flink_signals,
-    children={},
+    legacy=(),
     latest_table=signal_tables.LATEST_TABLE,
     keys=signal_tables.KEYS,
     views=signal_tables.signal_views,

@@ -1,8 +1,11 @@
-"""Decoded rescale records into the flat tables (Delta Lake, Parquet data files): pure DataFrame transforms.
+"""Decoded rescale records into the history's table (Delta Lake, Parquet data files): pure DataFrame transforms.
 
-Every table has one row per *received revision* (or per element of one), plus
-the Kafka partition and offset it came from: the sinks keep everything, the
-views of `views.py` choose the latest revision. Column names are Flink's field
+The table has one row per *received revision*, plus the Kafka partition and offset
+it came from: the sinks keep everything, the views of `views.py` choose the latest
+revision. A record's arrays (vertices, slot-sharing groups, state spans, transition
+phases) stay arrays of flat structs in its row, and the child views explode them
+(`children`): one file a batch, where a table per child wrote five, most of them
+a few KB (issue 49). Column names are Flink's field
 names in snake_case, with `_ms` for epoch milliseconds (Flink's `...InMillis`)
 and a derived SQL timestamp next to each (`start_time`, `enter_time`, ...).
 
@@ -13,7 +16,7 @@ queries prune by date.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from services.contracts import rescalefields as fields
@@ -21,6 +24,7 @@ from services.history.decode import RECORD, WRITER_VERSION
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
+    from pyspark.sql.types import DataType
 
 PARTITION_COLUMN = "start_date"
 EXECUTING = "Executing"
@@ -102,136 +106,182 @@ def rescales(valid: DataFrame) -> DataFrame:
 
     last_span = F.try_element_at(_r("schedulerStates"), F.lit(-1))
     start, end = _r("startTimestampInMillis"), _r("endTimestampInMillis")
-    return valid.select(
-        *_identity(),
-        _r("resourceRequirementsUuid").alias("resource_requirements_uuid"),
-        _r("rescaleAttemptId").alias("rescale_attempt_id"),
-        _r("triggerCause").alias("trigger_cause"),
-        _r("terminalState").alias("terminal_state"),
-        _r("terminatedReason").alias("terminated_reason"),
-        _r("terminalState").isNull().alias("in_progress"),
-        start.alias("start_timestamp_ms"),
-        end.alias("end_timestamp_ms"),
-        (end - start).alias("duration_ms"),
-        downtime().alias("downtime_ms"),
-        _r("updatedAtMillis").alias("updated_at_ms"),
-        _r("availableSlots").alias("available_slots"),
-        _r("reactiveMode").alias("reactive_mode"),
-        _r("schedulerSettings").alias("scheduler_settings"),
-        F.try_element_at(_r("schedulerSettings"), F.lit(COOLDOWN_KEY))
-        .try_cast("long")
-        .alias("cooldown_ms"),
-        _r("statusMessage").alias("status_message"),
-        F.size(_r("vertices")).alias("vertex_count"),
-        slot_total("desiredSlots").alias("total_desired_slots"),
-        slot_total("minimalRequiredSlots").alias("total_minimal_required_slots"),
-        slot_total("preRescaleSlots").alias("total_pre_rescale_slots"),
-        slot_total("postRescaleSlots").alias("total_post_rescale_slots"),
-        last_span["state"].alias("current_state"),
-        last_span["enterTimestampInMillis"].alias("current_state_enter_ms"),
-        (last_span.isNotNull() & last_span["leaveTimestampInMillis"].isNull()).alias(
-            "current_state_open"
-        ),
-        _millis_to_time(start).alias("start_time"),
-        _millis_to_time(end).alias("end_time"),
-        _millis_to_time(_r("updatedAtMillis")).alias("updated_at"),
-        F.col(WRITER_VERSION).alias("writer_version"),
-        F.col("timestamp").alias("kafka_timestamp"),
-        _start_date(),
+    return nullable_nested(
+        valid.select(
+            *_identity(),
+            _r("resourceRequirementsUuid").alias("resource_requirements_uuid"),
+            _r("rescaleAttemptId").alias("rescale_attempt_id"),
+            _r("triggerCause").alias("trigger_cause"),
+            _r("terminalState").alias("terminal_state"),
+            _r("terminatedReason").alias("terminated_reason"),
+            _r("terminalState").isNull().alias("in_progress"),
+            start.alias("start_timestamp_ms"),
+            end.alias("end_timestamp_ms"),
+            (end - start).alias("duration_ms"),
+            downtime().alias("downtime_ms"),
+            _r("updatedAtMillis").alias("updated_at_ms"),
+            _r("availableSlots").alias("available_slots"),
+            _r("reactiveMode").alias("reactive_mode"),
+            _r("schedulerSettings").alias("scheduler_settings"),
+            F.try_element_at(_r("schedulerSettings"), F.lit(COOLDOWN_KEY))
+            .try_cast("long")
+            .alias("cooldown_ms"),
+            _r("statusMessage").alias("status_message"),
+            F.size(_r("vertices")).alias("vertex_count"),
+            slot_total("desiredSlots").alias("total_desired_slots"),
+            slot_total("minimalRequiredSlots").alias("total_minimal_required_slots"),
+            slot_total("preRescaleSlots").alias("total_pre_rescale_slots"),
+            slot_total("postRescaleSlots").alias("total_post_rescale_slots"),
+            last_span["state"].alias("current_state"),
+            last_span["enterTimestampInMillis"].alias("current_state_enter_ms"),
+            (last_span.isNotNull() & last_span["leaveTimestampInMillis"].isNull()).alias(
+                "current_state_open"
+            ),
+            *_nested(),
+            _millis_to_time(start).alias("start_time"),
+            _millis_to_time(end).alias("end_time"),
+            _millis_to_time(_r("updatedAtMillis")).alias("updated_at"),
+            F.col(WRITER_VERSION).alias("writer_version"),
+            F.col("timestamp").alias("kafka_timestamp"),
+            _start_date(),
+        )
     )
 
 
-def _exploded(valid: DataFrame, array_field: str, index_name: str) -> DataFrame:
-    """One row per element of `array_field`, as `_e`, with its 0-based position."""
+SPAN_FIELDS = fields.SPAN
+"""A scheduler-state span's fields (`schedulerStates`)."""
+PHASE_FIELDS = {
+    "phase": "phase",
+    **{f: c for f, c in SPAN_FIELDS.items() if c != "stringified_exception"},
+}
+"""A transition phase's fields (`TransitionPhaseSpan`, rescale v2): its phase, then a span's
+but the exception."""
+
+
+Element = Callable[["Column"], "Column"]
+
+
+def element(
+    names: Mapping[str, str],
+    profiles: Mapping[str, str] | None = None,
+    profile: Mapping[str, str] | None = None,
+) -> Element:
+    """An array element's struct: its fields renamed to their columns; `profiles`: nested
+    ResourceProfiles flattened into `<prefix>_<column>`, as the slots' are, their fields
+    named by `profile` (the `rescale` record's by default; `fields.PROFILE`: Flink's)."""
     from pyspark.sql import functions as F
 
-    return valid.select(
-        *_identity(),
-        _start_date(),
-        F.posexplode(_r(array_field)).alias(index_name, "_e"),
-    )
+    def build(e: Column) -> Column:
+        columns = [e[avro].alias(sql) for avro, sql in names.items()]
+        for nested, prefix in (profiles or {}).items():
+            named = (profile or fields.scalefold_profile()).items()
+            columns += [e[nested][avro].alias(f"{prefix}_{sql}") for avro, sql in named]
+        return F.struct(*columns)
+
+    return build
 
 
-def _e(field: str) -> Column:
+NESTED: dict[str, tuple[str, Element]] = {
+    "vertices": ("vertices", element(fields.VERTEX)),
+    "slots": ("slots", element(fields.SLOTS, fields.PROFILES)),
+    "scheduler_states": ("schedulerStates", element(SPAN_FIELDS)),
+    "transition_phases": ("transitionPhases", element(PHASE_FIELDS)),
+}
+"""The record's arrays, kept in each row as arrays of flat structs (column -> its field
+in the record, the element's struct); the child views explode them (`CHILDREN`)."""
+
+
+def _nested() -> list[Column]:
     from pyspark.sql import functions as F
 
-    return F.col(f"_e.{field}")
+    return [F.transform(_r(field), make).alias(column) for column, (field, make) in NESTED.items()]
 
 
-def rescale_vertices(valid: DataFrame) -> DataFrame:
-    """One row per job vertex of each received revision."""
-    return _exploded(valid, "vertices", "vertex_index").select(
-        *IDENTITY,
-        "vertex_index",
-        *[_e(field).alias(column) for field, column in fields.VERTEX.items()],
-        PARTITION_COLUMN,
-    )
+def nullable_nested(rows: DataFrame) -> DataFrame:
+    """`rows` with every field of its arrays' structs nullable, as delta-rs writes them (the
+    latest table's rows: writers.py) and as every Delta reader reads them: a view made
+    when a table had one of them would refuse the other ("cannot up cast")."""
+    from pyspark.sql import functions as F
+
+    def column(name: str) -> Column:
+        if name not in NESTED:
+            return F.col(name)
+        return F.col(name).cast(_nullable(rows.schema[name].dataType)).alias(name)
+
+    return rows.select(*[column(name) for name in rows.columns])
 
 
-def _profile(prefix: str, field: str) -> list[Column]:
-    """A ResourceProfile flattened into `<prefix>_...` columns (all null for UNKNOWN)."""
-    names = fields.scalefold_profile()
-    return [_e(f"{field}.{avro}").alias(f"{prefix}_{sql}") for avro, sql in names.items()]
+def _nullable(kind: DataType) -> DataType:
+    from pyspark.sql.types import ArrayType, StructField, StructType
+
+    if isinstance(kind, ArrayType):
+        return ArrayType(_nullable(kind.elementType), True)
+    if isinstance(kind, StructType):
+        return StructType([StructField(f.name, _nullable(f.dataType), True) for f in kind.fields])
+    return kind
 
 
-def rescale_slots(valid: DataFrame) -> DataFrame:
-    """One row per slot-sharing group of each received revision."""
-    return _exploded(valid, "slots", "slot_index").select(
-        *IDENTITY,
-        "slot_index",
-        *[_e(field).alias(column) for field, column in fields.SLOTS.items()],
-        *[c for field, prefix in fields.PROFILES.items() for c in _profile(prefix, field)],
-        PARTITION_COLUMN,
-    )
-
-
-def _span_columns() -> list[Column]:
-    enter, leave = _e("enterTimestampInMillis"), _e("leaveTimestampInMillis")
+def _span_columns(e: Column) -> list[Column]:
+    enter, leave = e["enter_timestamp_ms"], e["leave_timestamp_ms"]
     return [
         enter.alias("enter_timestamp_ms"),
         leave.alias("leave_timestamp_ms"),
-        _e("durationInMillis").alias("duration_ms"),
+        e["duration_ms"].alias("duration_ms"),
         leave.isNull().alias("is_open"),
         _millis_to_time(enter).alias("enter_time"),
         _millis_to_time(leave).alias("leave_time"),
     ]
 
 
-def rescale_states(valid: DataFrame) -> DataFrame:
-    """One row per scheduler-state span of each received revision, oldest first."""
-    return _exploded(valid, "schedulerStates", "span_index").select(
-        *IDENTITY,
+def _flat(names: Mapping[str, str]) -> Callable[[Column], list[Column]]:
+    return lambda e: [e[column].alias(column) for column in names.values()]
+
+
+def _slot_columns(e: Column) -> list[Column]:
+    profiles = [
+        f"{prefix}_{column}"
+        for prefix in fields.PROFILES.values()
+        for column in fields.scalefold_profile().values()
+    ]
+    return [e[column].alias(column) for column in (*fields.SLOTS.values(), *profiles)]
+
+
+CHILDREN: dict[str, tuple[str, str, Callable[[Column], list[Column]]]] = {
+    "rescale_vertices": ("vertices", "vertex_index", _flat(fields.VERTEX)),
+    "rescale_slots": ("slots", "slot_index", _slot_columns),
+    "rescale_states": (
+        "scheduler_states",
         "span_index",
-        _e("state").alias("state"),
-        *_span_columns(),
-        _e("stringifiedException").alias("stringified_exception"),
-        PARTITION_COLUMN,
-    )
-
-
-def rescale_phases(valid: DataFrame) -> DataFrame:
-    """One row per state-transition-manager phase of each received revision (v2 only)."""
-    return _exploded(valid, "transitionPhases", "phase_index").select(
-        *IDENTITY,
+        lambda e: [
+            e["state"].alias("state"),
+            *_span_columns(e),
+            e["stringified_exception"].alias("stringified_exception"),
+        ],
+    ),
+    "rescale_phases": (
+        "transition_phases",
         "phase_index",
-        _e("phase").alias("phase"),
-        _e("state").alias("state"),
-        *_span_columns(),
-        PARTITION_COLUMN,
-    )
-
-
-TABLES: dict[str, Callable[[DataFrame], DataFrame]] = {
-    "rescales": rescales,
-    "rescale_vertices": rescale_vertices,
-    "rescale_slots": rescale_slots,
-    "rescale_states": rescale_states,
-    "rescale_phases": rescale_phases,
+        lambda e: [e["phase"].alias("phase"), e["state"].alias("state"), *_span_columns(e)],
+    ),
 }
-"""Every raw table of scalefold's rescales, by name: `rescales` and its children."""
+"""The child views, one row per element of an array of each row (`NESTED`): by name, the
+array, its 0-based position's name and the element's columns (derived ones too). They
+were tables of their own until 2026-12-04 (`LEGACY_TABLES`)."""
+LEGACY_TABLES = tuple(CHILDREN)
+"""The child tables an earlier scalefold wrote beside `rescales`, four small files a batch;
+read back (views.py) for the rows written then, whose arrays are null."""
 
-CHILDREN = {name: transform for name, transform in TABLES.items() if name != "rescales"}
-"""The child tables: written beside `rescales`, by the same query (sources.py)."""
-CHILD_TABLES = tuple(CHILDREN)
+
+def children(rows: DataFrame, name: str) -> DataFrame:
+    """The child view `name` of `rows` (`rescales` rows, raw or latest)."""
+    from pyspark.sql import functions as F
+
+    array, index, columns = CHILDREN[name]
+    exploded = rows.select(*IDENTITY, PARTITION_COLUMN, F.posexplode(array).alias(index, "_e"))
+    return exploded.select(*IDENTITY, index, *columns(F.col("_e")), PARTITION_COLUMN)
+
+
+TABLES: dict[str, Callable[[DataFrame], DataFrame]] = {"rescales": rescales}
+"""Every raw table of scalefold's rescales, by name: its children are arrays in each row."""
 LATEST_TABLE = "rescales_latest"
 """The `rescales` rows of each rescale's latest revision, kept by MERGE (upsert.py)."""

@@ -28,7 +28,14 @@ from services.history.paths import Layout
 from services.history.sinklog import is_delta, last_compacted, remove_uncommitted
 from services.history.sources import SOURCES
 from services.history.spark import STATS_COLUMNS
-from services.history.tables import EXECUTING, LATEST_TABLE, PARTITION_COLUMN, TABLES, span_length
+from services.history.tables import (
+    EXECUTING,
+    LATEST_TABLE,
+    LEGACY_TABLES,
+    PARTITION_COLUMN,
+    TABLES,
+    span_length,
+)
 from services.history.upsert import merge_latest, quoted
 
 if TYPE_CHECKING:
@@ -47,12 +54,14 @@ def prepare(
 ) -> None:
     """Before the queries write (module doc); `found`: the tables' schemas (catalog.py)."""
     retention_defaults(spark, retention_hours)
-    every = [layout.table(name) for source in SOURCES for name in source.all_tables]
+    every = [
+        layout.table(name) for source in SOURCES for name in (*source.all_tables, *source.legacy)
+    ]
     for path in every:
         removed = remove_uncommitted(path)
         if removed:
             log.warning("removed %d uncommitted files of %s (a crashed batch)", len(removed), path)
-    converted = [t for t in TABLES if convert_legacy(spark, layout.table(t))]
+    converted = [t for t in (*TABLES, *LEGACY_TABLES) if convert_legacy(spark, layout.table(t))]
     if converted:
         progress(f"converted {len(converted)} Parquet tables to Delta: {', '.join(converted)}")
     if "rescales" in converted:

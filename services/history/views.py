@@ -6,7 +6,8 @@ each rescaleUuid once, in its latest state: the highest `revision`, and among
 equal revisions (duplicates, or v1 records which all carry revision 0) the
 highest Kafka offset. That row is kept up to date by MERGE in the table
 `rescales_latest` (upsert.py), so a query reads one row per rescale instead of
-ranking every revision. Child tables keep the rows of that one message.
+ranking every revision. A row keeps its record's arrays (vertices, slot-sharing
+groups, state spans, transition phases); the child views explode them.
 
 The tables are read as Delta tables (catalog.py): Spark follows the Delta log, so
 files of a version that was not committed stay invisible.
@@ -18,7 +19,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from services.history import aggregates
-from services.history.tables import CHILD_TABLES, LATEST_TABLE, TABLES
+from services.history.tables import CHILDREN, LATEST_TABLE, TABLES, children
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -58,9 +59,9 @@ def latest_children(children: DataFrame, latest: DataFrame) -> DataFrame:
 
 SUMMARIES = ("job_summary", "fleet_summary")
 SCALEFOLD_VIEWS = (
-    *[f"raw_{name}" for name in TABLES],
+    *[f"raw_{name}" for name in (*TABLES, *CHILDREN)],
     "rescales",
-    *CHILD_TABLES,
+    *CHILDREN,
     *SUMMARIES,
 )
 """The views of scalefold's own rescales (`scalefold_views`), known without Spark."""
@@ -69,15 +70,29 @@ SCALEFOLD_VIEWS = (
 def scalefold_views(
     tables: Mapping[str, DataFrame], _before: Mapping[str, DataFrame], schemas: RescaleSchemas
 ) -> dict[str, DataFrame]:
-    """`raw_<table>` (every revision), `rescales` (the latest table), each child table's
-    rows of the latest revision, and the summaries (aggregates.py). `tables`: the source's
-    tables by name (sources.RESCALES), read as the catalog reads them (catalog.py)."""
-    latest = tables[LATEST_TABLE]
+    """`raw_<table>` (every revision), `rescales` (the latest table), the child views (the
+    arrays of each row exploded, `raw_<child>` of every revision's, `<child>` of the latest
+    revision's), and the summaries (aggregates.py). `tables`: the source's tables by name
+    (sources.RESCALES), read as the catalog reads them (catalog.py), with the child tables
+    of an earlier scalefold where it left them (their rows' arrays are null)."""
+    raw, latest = tables["rescales"], tables[LATEST_TABLE]
     views = {f"raw_{name}": tables[name] for name in TABLES}
     views["rescales"] = latest
-    for name in CHILD_TABLES:
-        views[name] = latest_children(tables[name], latest)
+    for name in CHILDREN:
+        views[f"raw_{name}"] = _with_legacy(children(raw, name), tables.get(name))
+        views[name] = _with_legacy(children(latest, name), tables.get(name), latest)
     reasons = schemas.enum_symbols("TerminatedReason")
     views["job_summary"] = aggregates.job_summary(latest, reasons)
     views["fleet_summary"] = aggregates.fleet_summary(latest, reasons)
     return views
+
+
+def _with_legacy(
+    exploded: DataFrame, legacy: DataFrame | None, latest: DataFrame | None = None
+) -> DataFrame:
+    """`exploded` and the rows of an earlier scalefold's child table (`legacy`), of the
+    latest revisions only when `latest` is given."""
+    if legacy is None:
+        return exploded
+    old = legacy if latest is None else latest_children(legacy, latest)
+    return exploded.unionByName(old)

@@ -139,8 +139,7 @@ class TablesWriter:
 
     def _append(self, accepted: DataFrame, table: str, batch_id: int) -> None:
         """Append the batch's rows of `table` once."""
-        transform = self._source.children.get(table, self._source.transform)
-        rows = transform(self._unseen(accepted, table))
+        rows = self._source.transform(self._unseen(accepted, table))
         append(rows, self._layout.table(table), f"history-{table}-{self._query_id}", batch_id)
 
     def _unseen(self, frame: DataFrame, sink: str) -> DataFrame:

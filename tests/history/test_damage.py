@@ -23,7 +23,7 @@ from tests.patience import patient
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 START = 1_700_000_000_000
-DAMAGED = ("rescales", "rescale_vertices", LATEST_TABLE)
+DAMAGED = ("rescales", LATEST_TABLE)
 
 
 def _messages(codec: Codec) -> list[tuple[bytes, bytes]]:

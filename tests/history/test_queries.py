@@ -7,6 +7,7 @@ streaming job, written as plain Parquet (the views read such directories as is).
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,8 +22,10 @@ from services.history import aggregates, planner, rules, synthetic
 from services.history.catalog import build_views
 from services.history.decode import RescaleSchemas, decode, valid
 from services.history.jobview import JobView, PlannerConfig, Rescale
+from services.history.lake import Lake, timeline_spans
 from services.history.paths import Layout
-from services.history.tables import LATEST_TABLE, TABLES
+from services.history.restapi.store import SCALEFOLD_TABLES, Source
+from services.history.tables import LATEST_TABLE, LEGACY_TABLES, NESTED, TABLES
 from services.history.upkeep import backfill_downtime
 from services.history.upsert import write_tables
 from services.history.views import KAFKA_SOURCE_SCHEMA
@@ -160,14 +163,43 @@ def test_a_latest_table_of_an_earlier_version_gets_the_same_downtimes_once(
 ) -> None:
     """A `rescales_latest` written before the ingest derived the downtime: filled in once
     from the raw spans, to the values the ingest gives."""
-    old = Layout(tmp_path)
-    for table in ("rescale_states", LATEST_TABLE):
-        frame = spark.read.format("delta").load(str(layout.table(table)))
-        frame.drop("downtime_ms").write.format("delta").save(str(old.table(table)))
+    old = Layout(tmp_path)  # with the table of spans of then (now the rows' arrays)
+    found["raw_rescale_states"].write.format("delta").save(str(old.table("rescale_states")))
+    latest = spark.read.format("delta").load(str(layout.table(LATEST_TABLE)))
+    latest.drop("downtime_ms").write.format("delta").save(str(old.table(LATEST_TABLE)))
     assert backfill_downtime(spark, old.table(LATEST_TABLE), old.table("rescale_states"))
     backfilled = spark.read.format("delta").load(str(old.table(LATEST_TABLE)))
     assert _downtimes(backfilled) == _downtimes(found["rescales"])
     assert not backfill_downtime(spark, old.table(LATEST_TABLE), old.table("rescale_states"))
+
+
+def test_a_history_written_before_the_arrays_shows_the_same_children(
+    spark: Any, layout: Layout, found: dict[str, Any], codec: Codec, tmp_path: Path
+) -> None:
+    """Until 2026-12-04 a row's children were tables of their own: a history written then
+    (rows without the arrays, the child tables beside them) shows the same children in
+    the views, the timeline and the REST API's details."""
+    old = Layout(tmp_path)
+    for name in (*TABLES, LATEST_TABLE):
+        frame = spark.read.format("delta").load(str(layout.table(name)))
+        frame.drop(*NESTED).write.format("delta").save(str(old.table(name)))
+    for name in LEGACY_TABLES:
+        found[f"raw_{name}"].write.format("delta").save(str(old.table(name)))
+    then = build_views(spark, old, RescaleSchemas.of(codec.registry))
+    for name in (*LEGACY_TABLES, *(f"raw_{name}" for name in LEGACY_TABLES)):
+        assert Counter(map(tuple, then[name].collect())) == Counter(
+            map(tuple, found[name].collect())
+        ), name
+    now, before = Lake(layout.data_dir), Lake(old.data_dir)
+    assert timeline_spans(before, "a", 10) == timeline_spans(now, "a", 10)
+    stores = [Source(lake.data_dir / "tables", SCALEFOLD_TABLES) for lake in (now, before)]
+    details = [store.details(store.jobs().rows("a") or []) for store in stores]
+    assert details[0].keys() == details[1].keys()
+    for uuid, kinds in details[0].items():
+        for kind, rows in kinds.items():
+            index = {"vertices": "vertex_index", "slots": "slot_index"}.get(kind, "span_index")
+            theirs = sorted(details[1][uuid][kind], key=lambda row: row[index])
+            assert [{k: row[k] for k in rows[0]} for row in theirs] == rows if rows else not theirs
 
 
 def test_a_late_stale_revision_does_not_replace_the_latest(found: dict[str, Any]) -> None:

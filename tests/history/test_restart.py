@@ -107,7 +107,7 @@ def _started_with_a_committed_batch(kafka: Settings, layout: Layout, log: Path) 
     job = HistoryProcess(kafka, layout.data_dir, log, "--trigger-seconds", "1", "--no-commands")
     try:
         wait_for(
-            lambda: job.running() and bool(committed_files(layout.table("rescale_states"))),
+            lambda: job.running() and bool(committed_files(layout.table("rescales"))),
             120,
             "the first committed batch",
         )

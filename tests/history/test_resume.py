@@ -97,22 +97,12 @@ def test_resume_points_are_read_from_the_old_checkpoints_once_and_kept(tmp_path:
     # rescales: batch 3 ran to its Delta commit (the writer's own txn id) but not its marker.
     _old_checkpoint(layout.checkpoint("rescales"), {2: {0: 5}, 3: {0: 8}}, [2], "q-raw")
     _delta_table_with_transaction(layout.table("rescales"), "history-rescales-q-raw", 3)
-    # rescale_states: Delta's streaming sink records the query id; batch 3 is not in it.
+    # rescale_states: a child table's old query, not read (a row holds its children now)
     _old_checkpoint(layout.checkpoint("rescale_states"), {2: {0: 5}, 3: {0: 8}}, [2], "q-st")
-    _delta_table_with_transaction(layout.table("rescale_states"), "q-st", 2)
-    # rescale_slots: an earlier scalefold's Parquet file sink logged batch 3.
-    _old_checkpoint(layout.checkpoint("rescale_slots"), {2: {0: 5}, 3: {0: 8}}, [2], "q-sl")
-    (layout.table("rescale_slots") / "_spark_metadata").mkdir(parents=True)
-    (layout.table("rescale_slots") / "_spark_metadata" / "3").write_text("v1")
     # dead letters are at-least-once: an unfinished batch is sent again.
     _old_checkpoint(layout.checkpoint("dead_letters"), {6: {0: 7}, 7: {0: 8}}, [6], "q-dl")
 
-    expected = {
-        "rescales": {0: 8},
-        "rescale_states": {0: 5},
-        "rescale_slots": {0: 8},
-        "dead_letters": {0: 7},
-    }
+    expected = {"rescales": {0: 8}, "dead_letters": {0: 7}}
     assert resume_points(layout) == expected
     kept = layout.checkpoint(f"{CHECKPOINT}.resume.json")
     assert kept.exists()
@@ -122,6 +112,28 @@ def test_resume_points_are_read_from_the_old_checkpoints_once_and_kept(tmp_path:
     for name in expected:
         (layout.checkpoint(name) / "offsets" / "3").unlink(missing_ok=True)
     assert resume_points(layout) == expected
+
+
+@pytest.mark.parametrize(
+    ("record", "expected"), [("writer", {0: 8}), ("query", {0: 5}), ("file sink", {0: 8})]
+)
+def test_an_old_querys_unfinished_batch_is_held_where_its_table_recorded_it(
+    tmp_path: Path, record: str, expected: dict[int, int]
+) -> None:
+    """Batch 3 was planned, batch 2 committed: batch 3 is held if the table says so, by
+    the rescales writer's own transaction id, Delta's streaming sink's (the query id;
+    only batch 2 here), or an earlier scalefold's Parquet file sink log."""
+    layout = Layout(tmp_path)
+    _old_checkpoint(layout.checkpoint("rescales"), {2: {0: 5}, 3: {0: 8}}, [2], "q")
+    table = layout.table("rescales")
+    if record == "writer":
+        _delta_table_with_transaction(table, "history-rescales-q", 3)
+    elif record == "query":
+        _delta_table_with_transaction(table, "q", 2)
+    else:
+        (table / "_spark_metadata").mkdir(parents=True)
+        (table / "_spark_metadata" / "3").write_text("v1")
+    assert resume_points(layout) == {"rescales": expected}
 
 
 def test_a_new_query_starts_where_another_committed_and_elsewhere_at_the_earliest(
@@ -150,9 +162,9 @@ def test_a_new_directory_has_nothing_to_resume(tmp_path: Path) -> None:
 def test_the_one_query_carries_on_where_each_old_query_stopped(
     broker_settings: Settings, spark: Any, codec: Codec, tmp_path: Path
 ) -> None:
-    """An upgraded history: `rescales` had half of every partition, `rescale_vertices`
-    never ran, the dead letters were all sent. After one drain each table holds every
-    valid message exactly once, and no dead letter is sent again."""
+    """An upgraded history: `rescales` had half of every partition, the dead letters were
+    all sent. After one drain the table holds every valid message exactly once, and no
+    dead letter is sent again."""
     settings = unique_settings(broker_settings)
     records = _rescales(3, 2, seed=3, post=3)
     produce(settings, settings.topics.rescales, [*encoded(codec, records), (b"job-0", b"\x01")])
@@ -171,7 +183,6 @@ def test_the_one_query_carries_on_where_each_old_query_stopped(
         pairs = rows.select("kafka_partition", "kafka_offset").distinct().collect()
         return sorted((row[0], row[1]) for row in pairs)
 
-    assert offsets("rescale_vertices") == sorted(valid)
     assert offsets("rescales") == sorted((p, o) for p, o in valid if o >= half[p])
     raw = spark.read.format("delta").load(str(layout.table("rescales")))
     assert raw.count() == len([1 for p, o in valid if o >= half[p]])  # each once

@@ -37,6 +37,8 @@ MESSAGE = ("rescale_uuid", "kafka_partition", "kafka_offset")
 """The Kafka message a row came from: links a latest revision to its children."""
 KINDS = ("vertices", "slots", "states")
 """A rescale's children: its vertices, slot-sharing groups and scheduler-state spans."""
+NESTED = {"vertices": "vertices", "slots": "slots", "states": "scheduler_states"}
+"""Each kind of child: the array column of a latest row that holds it (both sources')."""
 
 
 class TableReader:
@@ -147,6 +149,8 @@ class TableNames:
 SCALEFOLD_TABLES = TableNames(
     "rescales_latest", "rescale_vertices", "rescale_slots", "rescale_states"
 )
+"""scalefold's: the children are arrays in each row, and before 2026-12-04 were tables of
+their own (the three named), read for the rows of then."""
 
 LATEST_COLUMNS = (
     "job_id",
@@ -273,7 +277,7 @@ class Source:
 
     @staticmethod
     def latest_columns() -> Sequence[str]:
-        return LATEST_COLUMNS
+        return [*LATEST_COLUMNS, *NESTED.values()]
 
     def jobs(self) -> Jobs:
         """The newest committed version's jobs, indexed once per version."""
@@ -286,14 +290,19 @@ class Source:
     def details(
         self, messages: Sequence[Row], kinds: Sequence[str] = KINDS
     ) -> dict[str, dict[str, list[Row]]]:
-        """uuid -> {"vertices": rows, "slots": rows, "states": rows} of each latest revision;
-        only the `kinds` asked for are looked up (each is a scan of its table), the rest empty."""
+        """uuid -> {"vertices": rows, "slots": rows, "states": rows} of each latest revision:
+        the arrays of its row; a row written before rows kept them (null arrays) has its
+        children looked up in the child tables of then, only the `kinds` asked for (each
+        is a scan of its table), the rest empty."""
+        old = [m for m in messages if m.get("vertices") is None]
         found = {
-            kind: children(reader.parts(), messages) if kind in kinds else {}
+            kind: children(reader.parts(), old) if kind in kinds and old else {}
             for kind, reader in self._children.items()
         }
         return {
-            m["rescale_uuid"]: {kind: found[kind].get(m["rescale_uuid"], []) for kind in found}
+            m["rescale_uuid"]: _nested(m)
+            if m.get("vertices") is not None
+            else {kind: found[kind].get(m["rescale_uuid"], []) for kind in found}
             for m in messages
         }
 
@@ -301,7 +310,6 @@ class Source:
 FLINK_TABLES = TableNames("flink_rescales_latest", "", "", "")
 """Flink's own records (the bridge's, services/history/flink_tables.py): one table, the
 children nested in each row."""
-FLINK_NESTED = {"vertices": "vertices", "slots": "slots", "states": "scheduler_states"}
 
 
 class FlinkSource(Source):
@@ -339,7 +347,7 @@ class FlinkSource(Source):
     @staticmethod
     def latest_columns() -> Sequence[str]:
         flink_has = [c for c in LATEST_COLUMNS if c not in FLINK_LACKS]
-        return [*flink_has, "cluster", "job_key", "job_name", *FLINK_NESTED.values()]
+        return [*flink_has, "cluster", "job_key", "job_name", *NESTED.values()]
 
     def details(
         self, messages: Sequence[Row], kinds: Sequence[str] = KINDS
@@ -362,5 +370,5 @@ _INDEX = {"vertices": "vertex_index", "slots": "slot_index", "states": "span_ind
 def _nested(row: Row) -> dict[str, list[Row]]:
     return {
         kind: [{**item, _INDEX[kind]: i} for i, item in enumerate(row.get(column) or [])]
-        for kind, column in FLINK_NESTED.items()
+        for kind, column in NESTED.items()
     }
