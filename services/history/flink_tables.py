@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from services.contracts import rescalefields as fields
 from services.history.decode import RECORD, WRITER_VERSION
-from services.history.tables import PARTITION_COLUMN, downtime, element, slot_total
+from services.history.tables import PARTITION_COLUMN, element, outcome, shape
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -53,7 +53,6 @@ def flink_rescales(valid: DataFrame) -> DataFrame:
     """One row per received revision of a real Flink's rescale."""
     from pyspark.sql import functions as F
 
-    last_span = F.try_element_at(_r("schedulerStates"), F.lit(-1))
     start, end = _r("startTimestampInMillis"), _r("endTimestampInMillis")
     return valid.select(
         _r("cluster").alias("cluster"),
@@ -64,27 +63,9 @@ def flink_rescales(valid: DataFrame) -> DataFrame:
         F.col("partition").alias("kafka_partition"),
         F.col("offset").alias("kafka_offset"),
         _r("jobName").alias("job_name"),
-        _r("resourceRequirementsUuid").alias("resource_requirements_uuid"),
-        _r("rescaleAttemptId").alias("rescale_attempt_id"),
-        _r("triggerCause").alias("trigger_cause"),
-        _r("terminalState").alias("terminal_state"),
-        _r("terminatedReason").alias("terminated_reason"),
-        _r("terminalState").isNull().alias("in_progress"),
-        start.alias("start_timestamp_ms"),
-        end.alias("end_timestamp_ms"),
-        (end - start).alias("duration_ms"),
-        downtime().alias("downtime_ms"),
+        *outcome(),
         _r("observedAtMillis").alias("observed_at_ms"),
-        F.size(_r("vertices")).alias("vertex_count"),
-        slot_total("desiredSlots").alias("total_desired_slots"),
-        slot_total("minimalRequiredSlots").alias("total_minimal_required_slots"),
-        slot_total("preRescaleSlots").alias("total_pre_rescale_slots"),
-        slot_total("postRescaleSlots").alias("total_post_rescale_slots"),
-        last_span["state"].alias("current_state"),
-        last_span["enterTimestampInMillis"].alias("current_state_enter_ms"),
-        (last_span.isNotNull() & last_span["leaveTimestampInMillis"].isNull()).alias(
-            "current_state_open"
-        ),
+        *shape(),
         _renamed("vertices", fields.VERTEX, {}).alias("vertices"),
         _renamed("slots", fields.SLOTS, fields.PROFILES).alias("slots"),
         _renamed("schedulerStates", fields.SPAN, {}).alias("scheduler_states"),

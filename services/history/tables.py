@@ -99,26 +99,54 @@ def downtime() -> Column:
     return F.when(_r("terminalState").isNotNull(), total)
 
 
+def outcome() -> list[Column]:
+    """What a rescale was and how it ended, with its duration and downtime: the columns
+    both sources derive alike (this and flink_tables.flink_rescales; pytables._common)."""
+    start, end = _r("startTimestampInMillis"), _r("endTimestampInMillis")
+    return [
+        _r("resourceRequirementsUuid").alias("resource_requirements_uuid"),
+        _r("rescaleAttemptId").alias("rescale_attempt_id"),
+        _r("triggerCause").alias("trigger_cause"),
+        _r("terminalState").alias("terminal_state"),
+        _r("terminatedReason").alias("terminated_reason"),
+        _r("terminalState").isNull().alias("in_progress"),
+        start.alias("start_timestamp_ms"),
+        end.alias("end_timestamp_ms"),
+        (end - start).alias("duration_ms"),
+        downtime().alias("downtime_ms"),
+    ]
+
+
+def shape() -> list[Column]:
+    """Its vertices counted, its slots summed and its current state (the last span):
+    derived alike by both sources, as `outcome`."""
+    from pyspark.sql import functions as F
+
+    last_span = F.try_element_at(_r("schedulerStates"), F.lit(-1))
+    return [
+        F.size(_r("vertices")).alias("vertex_count"),
+        slot_total("desiredSlots").alias("total_desired_slots"),
+        slot_total("minimalRequiredSlots").alias("total_minimal_required_slots"),
+        slot_total("preRescaleSlots").alias("total_pre_rescale_slots"),
+        slot_total("postRescaleSlots").alias("total_post_rescale_slots"),
+        last_span["state"].alias("current_state"),
+        last_span["enterTimestampInMillis"].alias("current_state_enter_ms"),
+        (last_span.isNotNull() & last_span["leaveTimestampInMillis"].isNull()).alias(
+            "current_state_open"
+        ),
+    ]
+
+
 def rescales(valid: DataFrame) -> DataFrame:
     """One row per received revision, Flink's fields flattened, slot totals and the
     downtime derived."""
     from pyspark.sql import functions as F
 
-    last_span = F.try_element_at(_r("schedulerStates"), F.lit(-1))
     start, end = _r("startTimestampInMillis"), _r("endTimestampInMillis")
     return nullable_nested(
         valid.select(
             *_identity(),
-            _r("resourceRequirementsUuid").alias("resource_requirements_uuid"),
-            _r("rescaleAttemptId").alias("rescale_attempt_id"),
-            _r("triggerCause").alias("trigger_cause"),
-            _r("terminalState").alias("terminal_state"),
-            _r("terminatedReason").alias("terminated_reason"),
-            _r("terminalState").isNull().alias("in_progress"),
-            start.alias("start_timestamp_ms"),
-            end.alias("end_timestamp_ms"),
-            (end - start).alias("duration_ms"),
-            downtime().alias("downtime_ms"),
+            *outcome(),
             _r("updatedAtMillis").alias("updated_at_ms"),
             _r("availableSlots").alias("available_slots"),
             _r("reactiveMode").alias("reactive_mode"),
@@ -127,16 +155,7 @@ def rescales(valid: DataFrame) -> DataFrame:
             .try_cast("long")
             .alias("cooldown_ms"),
             _r("statusMessage").alias("status_message"),
-            F.size(_r("vertices")).alias("vertex_count"),
-            slot_total("desiredSlots").alias("total_desired_slots"),
-            slot_total("minimalRequiredSlots").alias("total_minimal_required_slots"),
-            slot_total("preRescaleSlots").alias("total_pre_rescale_slots"),
-            slot_total("postRescaleSlots").alias("total_post_rescale_slots"),
-            last_span["state"].alias("current_state"),
-            last_span["enterTimestampInMillis"].alias("current_state_enter_ms"),
-            (last_span.isNotNull() & last_span["leaveTimestampInMillis"].isNull()).alias(
-                "current_state_open"
-            ),
+            *shape(),
             *_nested(),
             _millis_to_time(start).alias("start_time"),
             _millis_to_time(end).alias("end_time"),
