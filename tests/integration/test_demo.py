@@ -14,6 +14,7 @@ from tests.integration.scheduler_support import ROOT
 
 HANG_GUARD = 900  # it takes 3-4 minutes: a demo still running by then hangs (no timing)
 PNG = b"\x89PNG\r\n\x1a\n"
+SMALL_FILE = 10 * 1024
 
 
 @pytest.mark.exclusive
@@ -56,3 +57,8 @@ def test_the_demo_closes_the_loop_and_reads_its_history_back() -> None:
     assert "orders" in history and "clicks" in history, history
     for picture in pictures:
         assert picture.read_bytes().startswith(PNG), picture
+    # its history's small files are bounded by design (issue 49: at most 30 under 10 KB):
+    # a batch writes one file a table, a rescale's children being arrays in its row
+    data_files = (RUN_ROOT / "demo" / "history" / "tables").glob("*/start_date=*/*.parquet")
+    small = [path for path in data_files if path.stat().st_size < SMALL_FILE]
+    assert len(small) <= 30, small
