@@ -9,11 +9,10 @@
    directory with the real streaming job (its one query, availableNow) in this
    process's Spark session. Rate = records / (start of the query .. query
    finished), so Spark's start-up is excluded and the first run includes the JIT.
-2. Query: for each `--rows`, synthetic `rescales` and `rescale_states` tables
-   shaped like the job's (two revisions per rescale, four spans per revision,
-   1000 jobs) are written with Spark directly and compacted as the service's upkeep
+2. Query: for each `--rows`, a synthetic `rescales` table shaped like the job's
+   (two revisions per rescale, four spans in each row's array, 1000 jobs) are written with Spark directly and compacted as the service's upkeep
    keeps them (OPTIMIZE); each run collects `job_summary`
-   (dedup, percentiles, downtime join, flapping windows) over them.
+   (dedup, percentiles, downtime, flapping windows) over them.
 
 Beside each, its ceiling in the same run: for the ingest, a bare batch read of the
 same topic with Spark's Kafka source, decoded with the job's own `decode` (from_avro
@@ -184,8 +183,24 @@ SPAN_MS = 5_000
 DOWN_SPANS = sum(state != EXECUTING for state in synthetic.COMPLETED_PATH)
 
 
+def _spans(start: Column) -> Column:
+    """A rescale's spans (`synthetic.COMPLETED_PATH`), `SPAN_MS` each, from `start`."""
+    from pyspark.sql import functions as F
+
+    def span(index: int, state: str) -> Column:
+        return F.struct(
+            F.lit(state).alias("state"),
+            (start + index * SPAN_MS).alias("enter_timestamp_ms"),
+            (start + (index + 1) * SPAN_MS).alias("leave_timestamp_ms"),
+            F.lit(SPAN_MS).cast("long").alias("duration_ms"),
+            F.lit(None).cast("string").alias("stringified_exception"),
+        )
+
+    return F.array(*[span(i, state) for i, state in enumerate(synthetic.COMPLETED_PATH)])
+
+
 def synthetic_tables(spark: SparkSession, rows: int, layout: Layout) -> None:
-    """`rows` raw rescale rows (2 revisions per rescale) and 4 spans of `SPAN_MS` for each;
+    """`rows` raw rescale rows (2 revisions per rescale), each with 4 spans of `SPAN_MS`;
     the final revision's downtime as the ingest derives it (its spans outside Executing)."""
     from pyspark.sql import functions as F
 
@@ -209,21 +224,11 @@ def synthetic_tables(spark: SparkSession, rows: int, layout: Layout) -> None:
         F.when(final, F.lit("SUCCEEDED")).alias("terminated_reason"),
         (~final).alias("in_progress"),
         (F.col("id") % 7 + 1).alias("total_post_rescale_slots"),
+        _spans(start).alias("scheduler_states"),
         F.timestamp_millis(start).alias("updated_at"),
         F.to_date(F.timestamp_millis(start)).alias(PARTITION_COLUMN),
     )
-    states = base.select(
-        *[c for c in base.columns if c not in ("id",)],
-        F.posexplode(F.array(*[F.lit(s) for s in synthetic.COMPLETED_PATH])).alias(
-            "span_index", "state"
-        ),
-    ).withColumn("enter_timestamp_ms", F.col("start_timestamp_ms") + F.col("span_index") * SPAN_MS)
-    states = states.withColumn("leave_timestamp_ms", F.col("enter_timestamp_ms") + SPAN_MS)
-    states = states.withColumn("duration_ms", F.lit(SPAN_MS).cast("long"))
-    frames = {
-        name: _fill(frame, schemas[name])
-        for name, frame in (("rescales", base), ("rescale_states", states))
-    }
+    frames = {"rescales": _fill(base, schemas["rescales"])}
     write_tables(frames, layout.table)
     for name in (*frames, LATEST_TABLE):  # as the service's upkeep keeps them
         optimize(spark, layout.table(name))
