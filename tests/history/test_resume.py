@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from services.contracts import Codec, Settings
 from services.history import synthetic
 from services.history.decode import RescaleSchemas
 from services.history.paths import Layout
+from services.history.restapi.store import SCALEFOLD_TABLES, Source
 from services.history.resume import (
     CHECKPOINT,
     EARLIEST,
@@ -23,7 +25,8 @@ from services.history.resume import (
     resume_points,
     starting_offsets,
 )
-from tests.history.support import drain, encoded, read_topic
+from services.history.tables import LATEST_TABLE, LEGACY_TABLES, NESTED, PARTITION_COLUMN, TABLES
+from tests.history.support import drain, encoded, read_topic, views
 from tests.kafka_support import produce, unique_settings
 
 START = 1_700_000_000_000
@@ -214,3 +217,55 @@ def test_a_new_latest_query_merges_every_rescale_whatever_the_old_queries_held(
     assert sorted(row[0] for row in latest.select("rescale_uuid").collect()) == sorted(uuids)
     raw = spark.read.format("delta").load(str(layout.table("rescales")))
     assert raw.count() == len([1 for m in sent if m.offset >= half[m.partition]])
+
+
+@pytest.mark.integration
+@pytest.mark.spark
+def test_a_history_of_child_tables_carries_on_with_the_rows_arrays(
+    broker_settings: Settings, spark: Any, codec: Codec, tmp_path: Path
+) -> None:
+    """An upgraded history, written before a row kept its children: its tables without the
+    arrays, the child tables beside them. The next drain adds the arrays to both tables,
+    and the views and the REST API's details show every rescale's children as a history
+    written with the arrays from the start does (the old rows' from the child tables)."""
+    from pyspark.sql import functions as F
+
+    settings = unique_settings(broker_settings)
+    schemas = RescaleSchemas.of(codec.registry)
+    messages = encoded(codec, _rescales(4, 3, seed=7, post=2))
+    produce(settings, settings.topics.rescales, messages[: len(messages) // 2])
+    upgraded, control = Layout(tmp_path / "upgraded"), Layout(tmp_path / "control")
+    drain(spark, settings, schemas, upgraded)
+    before = views(spark, upgraded, schemas)
+    for name in LEGACY_TABLES:  # the child tables of then
+        before[f"raw_{name}"].write.format("delta").partitionBy(PARTITION_COLUMN).save(
+            str(upgraded.table(name))
+        )
+    for name in (*TABLES, LATEST_TABLE):  # and the tables, without the arrays
+        path = str(upgraded.table(name))
+        rows = spark.read.format("delta").load(path).drop(*NESTED).localCheckpoint()
+        overwrite = rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+        overwrite.partitionBy(PARTITION_COLUMN).save(path)
+    produce(settings, settings.topics.rescales, messages[len(messages) // 2 :])
+    drain(spark, settings, schemas, upgraded)
+    drain(spark, settings, schemas, control)
+
+    now, then = views(spark, upgraded, schemas), views(spark, control, schemas)
+    old_rows = now["rescales"].where(F.col("vertices").isNull()).count()
+    assert 0 < old_rows < now["rescales"].count()  # both kinds of row, side by side
+    for name in ("rescales", *LEGACY_TABLES, *(f"raw_{name}" for name in LEGACY_TABLES)):
+        columns = [c for c in then[name].columns if c not in (*NESTED, "scheduler_settings")]
+        assert Counter(map(tuple, now[name].select(*columns).collect())) == Counter(
+            map(tuple, then[name].select(*columns).collect())
+        ), name
+    stores = [
+        Source(layout.table(LATEST_TABLE).parent, SCALEFOLD_TABLES)
+        for layout in (upgraded, control)
+    ]
+    for job in ("job-0", "job-3"):
+        found, expected = (store.details(store.jobs().rows(job) or []) for store in stores)
+        assert found.keys() == expected.keys()
+        for uuid, kinds in expected.items():
+            for kind, rows in kinds.items():
+                shown = [{k: row[k] for k in rows[0]} for row in found[uuid][kind]] if rows else []
+                assert shown == rows, (uuid, kind)

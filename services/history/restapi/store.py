@@ -97,7 +97,8 @@ class TableReader:
 
     def _read_file(self, uri: str, columns: list[str]) -> pa.Table:
         path = unquote(urlparse(uri).path) if "://" in uri else uri
-        data = pq.read_table(path, columns=columns)
+        has = set(pq.read_schema(path).names)  # a file written before a column was added
+        data = pq.read_table(path, columns=[c for c in columns if c in has])
         data = data.cast(plain_schema(data.schema))
         for name in self.columns:  # a column added to the table after this file was written
             if name not in data.column_names:
@@ -302,7 +303,7 @@ class Source:
         return {
             m["rescale_uuid"]: _nested(m)
             if m.get("vertices") is not None
-            else {kind: found[kind].get(m["rescale_uuid"], []) for kind in found}
+            else {kind: _ordered(kind, found[kind].get(m["rescale_uuid"], [])) for kind in found}
             for m in messages
         }
 
@@ -365,6 +366,11 @@ FLINK_LACKS = (
 )
 """What Flink's REST API does not show, so its table has no such column."""
 _INDEX = {"vertices": "vertex_index", "slots": "slot_index", "states": "span_index"}
+
+
+def _ordered(kind: str, rows: list[Row]) -> list[Row]:
+    """A child table's rows of one rescale in their record's order, as its arrays have them."""
+    return sorted(rows, key=lambda row: row[_INDEX[kind]])
 
 
 def _nested(row: Row) -> dict[str, list[Row]]:
