@@ -137,7 +137,7 @@ def measure(base: str, jobs: int, per_job: int, requests: int) -> list[dict[str,
     job = "job-0000"
     firsts = {
         "first history (reads rescales_latest)": f"/jobs/{job}/rescales/history",
-        "first details (reads the child tables)": f"/jobs/{job}/rescales/details/"
+        "first details": f"/jobs/{job}/rescales/details/"
         + synthetic.stable_uuid(job, "rescale", 0),
     }
     results: list[dict[str, Any]] = [
