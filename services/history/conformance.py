@@ -56,10 +56,11 @@ ORDER = ("start_timestamp_ms", "rescale_attempt_id", "rescale_uuid")
 """The order in which each side numbers a job's rescales."""
 JOB = ("cluster", "flink_job_id", "job_key")
 CHILD_FIELDS = ("post_parallelism", "slots", "scheduler_states")
-"""The fields of a prediction read from its child tables, one table each; a terminated
-rescale has all three (its vertices, their slot-sharing groups, the state it began in).
-The tables query appends each table in a commit of its own, after the latest revision's,
-so a prediction missing one of them is not settled: its children are on their way."""
+"""The fields of a prediction read from its children; a terminated rescale has all three
+(its vertices, their slot-sharing groups, the state it began in). They are arrays of its
+row now, but a history written before 2026-12-04 had each in a child table of its own,
+appended after the latest revision's commit: a prediction missing one of them is not
+settled, its children are on their way."""
 _ENTRIES = "array<struct<key:string,value:int>>"
 
 

@@ -1,6 +1,6 @@
 """Delta Lake writes of the history: appends, and each rescale's latest revision by MERGE.
 
-The tables queries (writers.TablesWriter) append the raw and child tables; the latest
+The tables queries (writers.TablesWriter) append the raw tables; the latest
 writers upsert each rescale's latest revision (the highest `revision`, then the highest
 Kafka offset: views.LATEST_ORDER) into the source's latest table, with delta-rs
 (`upsert_rows`); `merge_latest` does the same with Spark, for an upgrade and for tests.

@@ -9,8 +9,9 @@ second of CPU behind the topic, not a decoding job, a Spark MERGE and five more 
 A record the tables query dead-letters is not MERGEd either.
 
 `TablesWriter` (the source's tables query): the batch decoded once and materialized
-(`localCheckpoint`), then, side by side (upsert.side_by_side), the raw table and each
-child table appended and the rejected records produced to the dead-letter topic.
+(`localCheckpoint`), then, side by side (upsert.side_by_side), the raw table appended
+(a rescale's children are arrays in its row) and the rejected records produced to the
+dead-letter topic.
 
 Exactly once per table: each append carries Delta's idempotent-write options,
 `txnAppId` = `history-<table>-<query id>` and `txnVersion` = the batch id, so a batch

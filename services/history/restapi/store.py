@@ -5,9 +5,10 @@ few file-existence checks), and then only its data files not read before: Delta 
 files never change once committed (a compaction or MERGE writes new ones and the log
 removes the old), so a new version costs the files it added. Tables with deletion
 vectors (not written by the history service) are read whole by delta-rs instead.
-A child table's files are sorted by rescale uuid as they are read and sliced per
-rescale (sliced.py), so a page's look-up of its rescales' children is a few dictionary
-hits per file, not a scan of the whole table per request.
+A rescale's children are arrays of its latest row; a history written before 2026-12-04
+keeps those of its old rows in child tables, whose files are sorted by rescale uuid as
+they are read and sliced per rescale (sliced.py), so a page's look-up of them is a few
+dictionary hits per file, not a scan of the whole table per request.
 
 `Source` is one kind of history (scalefold's predictions, or Flink's own records once
 the bridge writes them): the latest-revision table, indexed by job, and the child
