@@ -62,8 +62,9 @@ DECISIONS = TopicSpec(
     partitions=6,
     key="jobId",
     values=frozenset({records.SCHEDULER_DECISIONS}),
-    retention_ms=7 * 24 * 3600 * 1000,
-    doc="Each folded input's decisions and runtime requests, per job; kept 7 days.",
+    doc="Each folded input's decisions and runtime requests, per job; kept for ever: the "
+    "actuator rebuilds its cluster from them at every start, and a job's submission, "
+    "checkpoint interval and TaskManagers are decisions of its first days.",
 )
 COMMANDS = TopicSpec(
     "commands",

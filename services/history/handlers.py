@@ -98,7 +98,7 @@ def _run_options(args: argparse.Namespace, context: Context) -> RunOptions:
         plan_lookback_hours=args.plan_lookback,
         plan_commands=not args.no_commands,
         health_file=args.health_file,
-        upkeep=UpkeepConfig(args.optimize_minutes, args.retention_hours),
+        upkeep=UpkeepConfig(args.optimize_minutes, _retention_hours(args)),
         secrets_dir=args.secrets_dir or _path(context.env.get("SCALEFOLD_SPARK_SECRETS_DIR")),
         sql_url=_endpoint(args).url if _serves_sql(args) else None,
         jdbc=_jdbc(args),
@@ -118,6 +118,21 @@ def _run_options(args: argparse.Namespace, context: Context) -> RunOptions:
     )
 
 
+def _retention_hours(args: argparse.Namespace) -> float:
+    """VACUUM runs beside the streaming writes: a file a batch has written but not yet
+    committed must never look old enough to delete, so at least an hour unless asked
+    (--short-retention); SystemExit(2) otherwise."""
+    hours: float = args.retention_hours
+    if (hours < 1 and not args.short_retention) or hours <= 0:
+        least = "more than 0" if args.short_retention else "at least 1 (or --short-retention)"
+        print(
+            f"scalefold history run: --retention-hours must be {least}, not {hours:g}",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
+    return hours
+
+
 def _autoscaler(args: argparse.Namespace) -> AutoscalerOptions:
     """`history run`'s autoscaler options; SystemExit(2) naming a bad setting."""
     from services.history.advice import settings
@@ -133,7 +148,7 @@ def _autoscaler(args: argparse.Namespace) -> AutoscalerOptions:
         policy,
         window,
         args.autoscaler_interval,
-        retention_hours=args.retention_hours,
+        retention_hours=_retention_hours(args),
     )
 
 

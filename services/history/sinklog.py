@@ -116,6 +116,22 @@ def remove_uncommitted(table_dir: Path) -> list[Path]:
     return removed
 
 
+def orphan_checksums(table_dir: Path) -> list[Path]:
+    """The log's checksum files (`<version>.crc`) whose commit (`<version>.json`) is gone.
+    Spark writes a checksum beside each commit it makes (OPTIMIZE, VACUUM, its appends);
+    delta-rs, which MERGEs the latest tables and cleans their expired log, deletes the
+    commits but not Spark's checksums: they stayed for ever (a month benchmark's
+    `rescales_latest` log held 53 of them among 92 commits)."""
+    log = table_dir / DELTA_LOG
+    if not log.is_dir():
+        return []
+    oldest = min((path.stem for path in log.glob("*.json")), default=None)
+    if oldest is None:
+        return []
+    # the names are zero-padded versions: as strings they sort as numbers
+    return sorted(p for p in log.glob("*.crc") if p.stem.isdigit() and p.stem < oldest)
+
+
 def last_compacted(table_dir: Path, within: int = 200) -> int | None:
     """When the table was last compacted, in wall ms, by its own log: the newest OPTIMIZE
     commit among its last `within` commits; without one, when it was created if its whole

@@ -25,7 +25,12 @@ from typing import TYPE_CHECKING
 from services.history.catalog import read_table
 from services.history.diagnosis import diagnosis
 from services.history.paths import Layout
-from services.history.sinklog import is_delta, last_compacted, remove_uncommitted
+from services.history.sinklog import (
+    is_delta,
+    last_compacted,
+    orphan_checksums,
+    remove_uncommitted,
+)
 from services.history.sources import SOURCES
 from services.history.spark import STATS_COLUMNS
 from services.history.tables import (
@@ -217,6 +222,8 @@ class Upkeep:
         keep_for(self.spark, path, self.config.retention_hours)  # set at start already
         optimize(self.spark, path)
         self.spark.sql(f"VACUUM {quoted(path)}")
+        for orphan in orphan_checksums(path):  # what the log's own cleanup left
+            orphan.unlink(missing_ok=True)
 
     def run_due(self, paths: list[Path]) -> None:
         """`run` every table that is due; a failure is logged and retried next time."""

@@ -12,6 +12,7 @@ from services.history.sinklog import (
     committed_files,
     is_delta,
     latest_version,
+    orphan_checksums,
     remove_uncommitted,
     uncommitted_files,
 )
@@ -81,6 +82,20 @@ def test_a_directory_without_a_log_has_no_committed_files(tmp_path: Path) -> Non
     assert uncommitted_files(tmp_path) == [orphan]
     assert committed_files(tmp_path / "missing") == []
     assert uncommitted_files(tmp_path / "missing") == []
+
+
+def test_checksums_of_commits_the_log_let_go_are_orphans(tmp_path: Path) -> None:
+    table = tmp_path / "t"
+    for _ in range(3):
+        _append(table, "2026-12-04", [1])
+    log = table / DELTA_LOG
+    names = [f"{version:020d}" for version in range(5)]
+    for name in names:  # Spark's checksums, beside commits 0-4 (3 and 4 not written yet)
+        (log / f"{name}.crc").write_text("{}")
+    assert orphan_checksums(table) == []
+    (log / f"{names[0]}.json").unlink()  # the expired log cleaned up, its checksums not
+    assert orphan_checksums(table) == [log / f"{names[0]}.crc"]
+    assert orphan_checksums(tmp_path / "none") == []
 
 
 def test_a_data_dir_is_used_by_one_job_at_a_time(tmp_path: Path) -> None:

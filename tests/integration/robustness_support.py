@@ -392,8 +392,8 @@ def command_ledger(codec: Codec, settings: Settings) -> tuple[list[str], dict[st
             commands.append(record.record["commandId"])
     outcomes: dict[str, list[Any]] = {}
     for message in read_topic(settings, settings.topics.command_outcomes):
-        record = codec.decode(message.value).record
-        outcomes.setdefault(record["commandId"], []).append(record)
+        outcome = codec.decode(message.value).record
+        outcomes.setdefault(outcome["commandId"], []).append(outcome)
     return commands, outcomes
 
 

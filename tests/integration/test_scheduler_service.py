@@ -234,6 +234,12 @@ def test_kill_minus_nine_loses_and_invents_nothing(
         for d in (codec.decode(m.value).record for m in letters)
     }
     assert seen == injected  # exactly the injected bad inputs, each with its reason
+    if store == "rocksdb://":  # every table partition with the worker's own sizes
+        options = list(again.data_dir.glob("**/v1/tables/*-[0-9].db/OPTIONS-*"))
+        assert {o.parent.name.split("-")[0] for o in options} == {"jobs", "folded"}
+        for written in options:
+            text = written.read_text()
+            assert "write_buffer_size=4194304" in text and "max_write_buffer_number=2" in text
 
 
 def test_a_worker_with_an_id_of_its_own_restarted_on_another_port_gets_to_work(

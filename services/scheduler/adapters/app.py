@@ -779,6 +779,20 @@ def create_service(settings: ServiceSettings, codec: Codec) -> SchedulerService:
     return service
 
 
+ROCKSDB_OPTIONS = {
+    "write_buffer_size": 4 * 2**20,
+    "max_write_buffer_number": 2,
+    "target_file_size_base": 4 * 2**20,
+    "block_cache_size": 8 * 2**20,
+}
+"""Each table partition's RocksDB sizes. Faust's defaults (a 64 MiB write buffer, up to 3,
+and a 2 GiB block cache, per partition: 12 databases here) let a worker grow with every
+state it writes until its memtables flush: +10 MiB a simulated day at 1,000 jobs in the
+month benchmark (docs/operations.md), flushing only after ~45 days at ~0.8 GiB. A job's
+state is a few KB, and the worker keeps the ones it uses decoded (`--state-cache`), so
+small buffers and a small cache cost it nothing it reads often."""
+
+
 def _awaited_table(app: faust.App, name: str, value_codec: str, help_text: str) -> AwaitedTable:
     table = AwaitedTable(
         app,
@@ -788,6 +802,7 @@ def _awaited_table(app: faust.App, name: str, value_codec: str, help_text: str) 
         beacon=app.tables.beacon,
         help=help_text,
         value_codec=value_codec,
+        options=dict(ROCKSDB_OPTIONS),  # Faust pops keys from it: a copy per table
     )
     return cast(AwaitedTable, app.tables.add(table))
 
