@@ -16,8 +16,9 @@ are). The scheduler is SIGKILLed on day 10 and the history on day 20 (`--kill`);
 supervisors start them again.
 
 **The clock.** A day is `--day-seconds` of wall time; every horizon counted in days is
-divided by the same factor (1,440 at 60 s): the topics' `retention.ms` and `segment.ms`
-(the broker checks every 5 s), `jobstore.expiration-time` (3,600 s -> 3 s). A topic kept
+divided by the same factor (1,440 at 60 s): every topic's `retention.ms` and `segment.ms`,
+the scheduler's compacted changelogs' too (the broker checks every 5 s), and
+`jobstore.expiration-time` (3,600 s -> 3 s). A topic kept
 7 days then holds 7 days of the fleet's records, as it would: the rate and the horizon
 are scaled alike, so the bytes a horizon holds, the jobs a worker keeps and the rows the
 history reads carry over. What does not scale is what the wall clock paces: the history's
@@ -32,7 +33,9 @@ docs/operations.md says how they extend to a real day.
 RSS (with its children: the history's JVM), and the wall time of `history summary` and of
 a `history sql` count. **At the end** every live job is cancelled (so the log comes to rest),
 and the loss check: a replay of the job-events topic through the scheduler's Processor vs
-the rescales topic vs the history's table, per job; the dead letters by reason.
+the rescales topic vs the history's table, per job; the dead letters by reason; and per
+day the jobs the embedded cluster checkpointed (a restarted actuator that forgot a job
+stops checkpointing it).
 """
 
 from __future__ import annotations
