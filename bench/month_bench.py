@@ -56,6 +56,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from bench.proc import children, tree_rss_mib
 from services.contracts import Codec, DecodeError, SchemaRegistry, Settings
 from services.contracts import records as r
 from services.contracts import topics as t
@@ -74,6 +75,7 @@ from services.contracts.events import (
 )
 from services.contracts.jobconfig import JOB_STORE_EXPIRATION, RUNTIME_MODE
 from services.contracts.kafka import ensure_topics, librdkafka_config, producer_config
+from services.history.sinklog import DELTA_LOG
 from services.localstack import ports, stack
 from services.localstack.broker import LocalBroker
 from services.localstack.jars import kafka_jars
@@ -339,42 +341,14 @@ def topic_bytes(data: Path, prefix: str) -> dict[str, int]:
 
 
 def table_shape(path: Path) -> dict[str, int]:
-    parquet = [f.stat().st_size for f in path.rglob("*.parquet") if "_delta_log" not in f.parts]
-    log = path / "_delta_log"
+    parquet = [f.stat().st_size for f in path.rglob("*.parquet") if DELTA_LOG not in f.parts]
+    log = path / DELTA_LOG
     return {
         "bytes": _du(path)[0],
         "parquet": len(parquet),
         "small": sum(1 for size in parquet if size < SMALL),
         "log_files": sum(1 for _ in log.iterdir()) if log.exists() else 0,
     }
-
-
-def _children() -> dict[int, list[int]]:
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    return children
-
-
-def tree_rss_mib(pid: int | None, children: dict[int, list[int]]) -> float | None:
-    """The resident memory of `pid` and its descendants (the history's JVM is a child)."""
-    if pid is None:
-        return None
-    total, todo = 0.0, [pid]
-    while todo:
-        current = todo.pop()
-        todo += children.get(current, [])
-        try:
-            for line in Path(f"/proc/{current}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1]) / 1024
-        except OSError:
-            continue
-    return round(total, 1)
 
 
 def timed(*args: str) -> float | None:
@@ -413,11 +387,11 @@ class Stack:
 def measure(day: int, running: Stack, state: FleetState, sender: Sender) -> dict[str, Any]:
     history = running.root / "history"
     tables = history / "tables"
-    children = _children()
+    tree = children()
     procs = running.procs
-    rss = {name: tree_rss_mib(p.pid(), children) for name, p in procs.items()}
+    rss = {name: tree_rss_mib(p.pid(), tree) for name, p in procs.items()}
     broker = running.broker.status()
-    rss["broker"] = tree_rss_mib(broker.pid if broker else None, children)
+    rss["broker"] = tree_rss_mib(broker.pid if broker else None, tree)
     shapes = {d.name: table_shape(d) for d in sorted(tables.iterdir())} if tables.exists() else {}
     data_dir = ("--data-dir", str(history))
     return {

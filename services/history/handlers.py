@@ -88,6 +88,7 @@ def _run_options(args: argparse.Namespace, context: Context) -> RunOptions:
     from services.history.jobview import PlannerConfig
     from services.history.upkeep import UpkeepConfig
 
+    retention_hours = _retention_hours(args)
     return RunOptions(
         layout=_layout(args),
         trigger_seconds=args.trigger_seconds,
@@ -98,13 +99,13 @@ def _run_options(args: argparse.Namespace, context: Context) -> RunOptions:
         plan_lookback_hours=args.plan_lookback,
         plan_commands=not args.no_commands,
         health_file=args.health_file,
-        upkeep=UpkeepConfig(args.optimize_minutes, _retention_hours(args)),
+        upkeep=UpkeepConfig(args.optimize_minutes, retention_hours),
         secrets_dir=args.secrets_dir or _path(context.env.get("SCALEFOLD_SPARK_SECRETS_DIR")),
         sql_url=_endpoint(args).url if _serves_sql(args) else None,
         jdbc=_jdbc(args),
         finder=context.ambiguities,
         forecaster=context.forecasts,
-        autoscaler=_autoscaler(args),
+        autoscaler=_autoscaler(args, retention_hours),
         planner=PlannerConfig(
             provision_grace_ms=round(args.provision_grace * 1000),
             release_grace_ms=round(args.release_grace * 1000),
@@ -133,7 +134,7 @@ def _retention_hours(args: argparse.Namespace) -> float:
     return hours
 
 
-def _autoscaler(args: argparse.Namespace) -> AutoscalerOptions:
+def _autoscaler(args: argparse.Namespace, retention_hours: float) -> AutoscalerOptions:
     """`history run`'s autoscaler options; SystemExit(2) naming a bad setting."""
     from services.history.advice import settings
     from services.history.autoscaler import AutoscalerOptions, Mode
@@ -148,7 +149,7 @@ def _autoscaler(args: argparse.Namespace) -> AutoscalerOptions:
         policy,
         window,
         args.autoscaler_interval,
-        retention_hours=_retention_hours(args),
+        retention_hours=retention_hours,
     )
 
 

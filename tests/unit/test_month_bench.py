@@ -30,7 +30,6 @@ def test_a_day_keeps_the_fleet_whole_and_each_job_within_its_life() -> None:
         "JobSubmitted": 100,
         "TaskManagerRegistered": 200,
     }
-    submitted_at = {e.job_id: at for at, e in first if isinstance(e, JobSubmitted)}
     for _ in range(5):
         day = plan_day(state, rng, SHAPE)
         assert len(state.live) == 100
