@@ -139,7 +139,6 @@ class FleetState:
     live: list[Job] = field(default_factory=list)
     made: int = 0
     tm_made: int = 0
-    ended: int = 0
 
     def new_tm(self) -> str:
         self.tm_made += 1
@@ -170,7 +169,6 @@ def plan_day(state: FleetState, rng: random.Random, shape: Shape) -> list[tuple[
             (rng.uniform(0, shape.day_s * 0.9), JobLifecycle(job.job_id, 0, JobEventKind.CANCEL))
         )
         state.live.remove(job)
-        state.ended += 1
     for job in state.live:
         tm = state.new_tm()
         planned.append(
