@@ -152,6 +152,7 @@ class JobRuntime:
     finished: bool = False
     needed_slots: int | None = None  # its requirements' desired slots (DECLARE_RESOURCES)
     named: set[str] = field(default_factory=set)  # every TaskManager the decisions named
+    decided_through: int = -1  # the source offset of the last decisions record folded
 
     def idle_task_managers(self) -> list[str]:
         used = {slot.split("#", 1)[0] for slot in self.graph_slots}
@@ -181,6 +182,10 @@ class EmbeddedCluster:
     cooldowns: dict[str, int] = field(default_factory=dict)  # job -> the cooldown it last set
     spare_slots: int = 0
     """Slots a job may hold beyond its requirements' need (`--spare-slots`)."""
+    released: dict[str, int] = field(default_factory=dict)
+    """Jobs the scheduler released (JOB_RELEASED) -> that record's source offset. Their
+    runtime is forgotten, so the cluster holds what live jobs need (one entry here per
+    ended job); what the log holds of them up to that offset is theirs no longer."""
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -194,6 +199,36 @@ class EmbeddedCluster:
         return job
 
     # -- what the scheduler accepted (the decisions topic) ---------------------
+
+    def fresh(self, job_id: str, source_offset: int) -> bool:
+        """Whether a SchedulerDecisions record is new, and if so note it as seen. A job's
+        records come in the order of its inputs' offsets (one job-events partition,
+        folded in order), and a restarted scheduler re-sends what it folds again in the
+        same order, so a record at or below the last one seen of its job is a re-send; a
+        released job's are old, unless past its release (a new job under that id)."""
+        if source_offset <= self.released.get(job_id, -1):
+            return False
+        self.released.pop(job_id, None)
+        job = self.job(job_id)
+        if source_offset <= job.decided_through:
+            return False
+        job.decided_through = source_offset
+        return True
+
+    def forget(self, job_id: str, source_offset: int) -> None:
+        """The scheduler released the job (JOB_RELEASED at `source_offset`): drop all the
+        cluster holds of it but that fact."""
+        self.jobs.pop(job_id, None)
+        for held in (
+            self.answered,
+            self.own_checkpoints,
+            self.manual,
+            self.paced_until,
+            self.provisioned,
+            self.cooldowns,
+        ):
+            held.pop(job_id, None)
+        self.released[job_id] = source_offset
 
     def observe_decision(self, job_id: str, item: dict[str, Any]) -> None:
         """Fold one item of a SchedulerDecisions record. The scheduler decides only for
@@ -221,8 +256,11 @@ class EmbeddedCluster:
 
     # -- the cluster's own actions, read back from job-events -------------------
 
-    def observe_own(self, event: Event) -> None:
-        """Recognise what the cluster itself did before a restart in one job event."""
+    def observe_own(self, event: Event, offset: int) -> None:
+        """Recognise what the cluster itself did before a restart in one job event, at
+        `offset` on its job-events partition (a released job's are not looked at)."""
+        if offset <= self.released.get(event.job_id, -1):
+            return
         if isinstance(event, TaskManagerRegistered):
             if command_id := provisioning_command(event.job_id, event.task_manager_id):
                 self._applied(command_id, event.task_manager_id)
@@ -438,6 +476,8 @@ class EmbeddedCluster:
             )
 
         job = self.jobs.get(job_id)
+        if job is None and job_id in self.released:  # answered as a finished job is
+            job = JobRuntime(job_id, finished=True)
         if command_id in self.applied:
             return self._applied_before(job, command, now, outcome)
         refusal = (

@@ -158,7 +158,6 @@ class Actuator:
         self.sequence = itertools.count()
         self.ledger = CommandLedger()
         self.control: queue.Queue[Callable[[int], list[Action]]] = queue.Queue()
-        self.seen_decisions: set[tuple[str, int]] = set()
         # Per decisions partition: offsets below it were checked (bad ones dead-lettered)
         # by an earlier run, committed in the observer's group.
         self.checked: dict[int, int] = {}
@@ -328,7 +327,7 @@ class Actuator:
             return
         event = self._own_event(message)
         if event is not None:
-            self.cluster.observe_own(event)
+            self.cluster.observe_own(event, offset)
 
     def _own_event(self, message: Message) -> Any:
         """A job event the scheduler may have folded, or None: the scheduler dead-letters
@@ -369,12 +368,13 @@ class Actuator:
         self._decisions(record, live=self.ready)
 
     def _decisions(self, record: dict[str, Any], live: bool) -> None:
-        identity = (record["jobId"], record["sourceOffset"])
-        if identity in self.seen_decisions:
-            return  # re-sent by a restarted scheduler
-        self.seen_decisions.add(identity)
-        job_id = record["jobId"]
+        job_id, source_offset = record["jobId"], record["sourceOffset"]
+        if not self.cluster.fresh(job_id, source_offset):
+            return  # re-sent by a restarted scheduler, or of a job released since
         for item in record["items"]:
+            if item["kind"] == "JOB_RELEASED":
+                self.cluster.forget(job_id, source_offset)
+                continue
             self.cluster.observe_decision(job_id, item)
             if live and item["category"] == "RUNTIME_REQUEST":
                 actions = self.cluster.answer(

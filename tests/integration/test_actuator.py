@@ -304,6 +304,61 @@ def test_the_cluster_follows_only_what_the_scheduler_accepted(
     assert len(checkpoints) <= (until - refused_at) / 1_000 + 2
 
 
+def test_a_released_job_is_forgotten_also_by_a_restarted_actuator(
+    kafka: Settings, codec: Codec, tmp_path: Path
+) -> None:
+    """The cluster holds what live jobs need: a job the scheduler released
+    (`jobstore.expiration-time` after its cancel) leaves it, and the rebuild of a
+    restarted actuator, which reads the whole log again, does not bring it back."""
+    vertices = (VertexSpec("v", "V", "g", "g", 1, None),)
+    quick = (
+        (c.SUBMISSION_STABILIZATION, "0 s"),
+        (c.RUNTIME_MODE, "external"),
+        (c.JOB_STORE_EXPIRATION, "1"),
+    )
+    now = int(time.time() * 1000)
+    jobs = ("ends", "stays")
+    started = [
+        event
+        for job in jobs
+        for event in (
+            JobSubmitted(job, now, job, vertices, 1_000, quick),
+            TaskManagerRegistered(job, now, "tm-1", 1, None),
+        )
+    ]
+    scheduler = SchedulerProcess(kafka, tmp_path / "s").start()
+    actuator = ActuatorProcess(kafka, tmp_path / "a", "--creation-delay", "0.1").start()
+    try:
+        scheduler.wait_ready()
+        actuator.wait_ready()
+        produce(kafka, kafka.topics.job_events, [_event(codec, e) for e in started])
+
+        def running() -> set[str]:
+            return {j for j, s in _state(actuator).items() if s["status"] == "running"}
+
+        _wait(lambda: running() == set(jobs), 60, "both jobs running")
+        cancel = JobLifecycle("ends", int(time.time() * 1000), JobEventKind.CANCEL)
+        produce(kafka, kafka.topics.job_events, [_event(codec, cancel)])
+        _wait(lambda: set(_state(actuator)) == {"stays"}, 60, "the ended job forgotten")
+        actuator.stop()
+        actuator = ActuatorProcess(kafka, tmp_path / "a", "--creation-delay", "0.1").start()
+        actuator.wait_ready()
+        state = _state(actuator)
+        checkpoints = state["stays"]["checkpoints"]
+        _wait(
+            lambda: _state(actuator)["stays"]["checkpoints"] > checkpoints,
+            30,
+            "the live job checkpointing after the restart",
+        )
+    finally:
+        actuator.stop()
+        scheduler.stop()
+    assert set(state) == {"stays"} and state["stays"]["status"] == "running"
+    decisions = [codec.decode(m.value).record for m in read_topic(kafka, kafka.topics.decisions)]
+    released = [d for d in decisions for item in d["items"] if item["kind"] == "JOB_RELEASED"]
+    assert [d["jobId"] for d in released] == ["ends"]
+
+
 def test_no_input_stops_the_actuator(kafka: Settings, codec: Codec, tmp_path: Path) -> None:
     """Tombstones, empty and huge values, null and foreign keys, odd headers, a future
     schema, records of other topics, on both topics the actuator consumes: each becomes a

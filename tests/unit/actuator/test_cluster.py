@@ -106,7 +106,7 @@ def test_raw_input_the_scheduler_may_have_refused_leaves_no_trace() -> None:
         TaskManagerRegistered("ghost", 5, "tm", 4, None),
         JobLifecycle(JOB, 6, JobEventKind.FINISHED),
     ):
-        world.observe_own(event)
+        world.observe_own(event, 0)
     assert set(world.jobs) == {JOB}
     job = world.jobs[JOB]
     assert (job.checkpoint_interval, job.task_managers, job.finished) == (10_000, {}, False)
@@ -140,7 +140,7 @@ def test_a_command_seen_applied_in_the_log_is_not_applied_again() -> None:
     events = emitted(first.apply(command("PROVISION_TASK_MANAGERS", 4), now=0))
     restarted = cluster()  # a new process rebuilding from the log
     for event in events:
-        restarted.observe_own(event)
+        restarted.observe_own(event, 0)
     again = restarted.apply(command("PROVISION_TASK_MANAGERS", 4), now=9000)
     assert emitted(again) == []
     assert outcome(again).message == "already applied before a restart"
@@ -150,7 +150,7 @@ def test_a_command_seen_applied_in_the_log_is_not_applied_again() -> None:
 def test_a_provision_a_crash_cut_short_starts_the_rest_after_the_restart() -> None:
     first = emitted(cluster().apply(command("PROVISION_TASK_MANAGERS", 6), now=0))
     restarted = cluster()
-    restarted.observe_own(first[0])  # the crash came after the first of three went out
+    restarted.observe_own(first[0], 0)  # the crash came after the first of three went out
     again = restarted.apply(command("PROVISION_TASK_MANAGERS", 6), now=9000)
     assert [e.task_manager_id for e in emitted(again)] == ["j-cmd-cmd-1-1", "j-cmd-cmd-1-2"]
     result = outcome(again)
@@ -181,7 +181,7 @@ def test_release_takes_only_idle_taskmanagers_and_is_recognised_after_a_restart(
     )
     restarted = cluster()
     for event in released:
-        restarted.observe_own(event)
+        restarted.observe_own(event, 0)
     assert restarted.applied["rel-1"] == ("b", "c")
     again = restarted.apply(command("RELEASE_TASK_MANAGERS", 4, "rel-1"), now=9000)
     assert emitted(again) == [] and dict(outcome(again).details) == {"taskManagers": "b,c"}
@@ -194,7 +194,7 @@ def test_a_release_a_crash_cut_short_stops_the_rest_of_its_choice_if_still_idle(
     first = emitted(world().apply(command("RELEASE_TASK_MANAGERS", 6, "rel-1"), now=5))
     assert [e.task_manager_id for e in first] == ["a", "b", "c"]
     restarted = world()
-    restarted.observe_own(first[0])  # the crash came after the first loss went out
+    restarted.observe_own(first[0], 0)  # the crash came after the first loss went out
     restarted.observe_request(  # meanwhile c took tasks: it is not idle any more
         JOB, "CREATE_EXECUTION_GRAPH", "eg-2", {"runtime": "external", "slots": "c#0 d#0"}
     )
@@ -252,7 +252,7 @@ def test_the_runtime_answers_only_external_jobs_and_only_once() -> None:
     )
     (created,) = emitted(world.answer(JOB, "CREATE_EXECUTION_GRAPH", "eg-1", now=100))
     assert created.kind is JobEventKind.EXECUTION_GRAPH_CREATED and created.timestamp == 400
-    world.observe_own(created)
+    world.observe_own(created, 0)
     assert world.answer(JOB, "CREATE_EXECUTION_GRAPH", "eg-1", now=500) == []
 
 
@@ -273,12 +273,12 @@ def test_checkpoint_ids_never_collide_with_a_producers() -> None:
     world = running(cluster())
     for producer_id in (1, 2, 7, 10**15):  # a user's own CHECKPOINT_COMPLETED events
         world.observe_own(
-            JobLifecycle(JOB, 1, JobEventKind.CHECKPOINT_COMPLETED, checkpoint_id=producer_id)
+            JobLifecycle(JOB, 1, JobEventKind.CHECKPOINT_COMPLETED, checkpoint_id=producer_id), 0
         )
     ids = [e.checkpoint_id for e in emitted(world.checkpoints(now=10_000))]
     assert ids == [EMBEDDED_CHECKPOINT_IDS + 1]
     restarted = running(cluster())  # reads its own ids back and continues after them
-    restarted.observe_own(emitted(world.checkpoints(now=20_000))[0])
+    restarted.observe_own(emitted(world.checkpoints(now=20_000))[0], 0)
     (next_one,) = emitted(restarted.checkpoints(now=10_000))
     assert next_one.checkpoint_id == EMBEDDED_CHECKPOINT_IDS + 3
 
@@ -423,7 +423,7 @@ def test_a_restarted_cluster_knows_the_taskmanagers_on_their_way_from_its_own_ev
     restarted = wanting(4)
     restarted.observe_decision(JOB, registered(events[0].task_manager_id, 1))  # read first
     for event in events:
-        restarted.observe_own(event)
+        restarted.observe_own(event, 0)
     facts = restarted.facts(restarted.jobs[JOB], now=3_000)
     assert (facts.held_slots, facts.starting_slots) == (1, 1)
 
@@ -445,7 +445,7 @@ def test_a_capped_provision_cut_short_by_a_crash_starts_no_more_than_fits_after_
     first = emitted(world.apply(command_, now=0))
     assert len(first) == 3  # capped to the 3 needed
     restarted = wanting(3)
-    restarted.observe_own(first[0])  # the crash came after the first went out
+    restarted.observe_own(first[0], 0)  # the crash came after the first went out
     again = restarted.apply(command_, now=1_000)
     assert [e.task_manager_id for e in emitted(again)] == ["j-cmd-p-1-1", "j-cmd-p-1-2"]
 
@@ -473,7 +473,7 @@ def test_a_second_cooldown_raise_decided_before_the_first_is_superseded() -> Non
     result = outcome(world.apply(again, now=1))
     assert result.status == "SUPERSEDED" and "is 60000 ms now" in result.message
     restarted = wanting(2)  # knows its cooldown from its own update in the log
-    restarted.observe_own(ConfigurationUpdated(JOB, 0, ((COOLDOWN_KEY, "60000 ms"),), "cool-1"))
+    restarted.observe_own(ConfigurationUpdated(JOB, 0, ((COOLDOWN_KEY, "60000 ms"),), "cool-1"), 0)
     assert restarted.facts(restarted.jobs[JOB], now=1).cooldown_millis == 60_000
 
 
@@ -484,3 +484,55 @@ def test_a_finished_job_supersedes_a_planners_command_and_rejects_an_operators()
     assert planners.status == "SUPERSEDED" and "no longer runs" in planners.message
     operators = outcome(world.apply(command("PROVISION_TASK_MANAGERS", 1), 0))
     assert operators.status == "REJECTED"
+
+
+def test_a_decisions_record_is_folded_once_in_its_jobs_order() -> None:
+    """A restarted scheduler re-sends what it folds again, in the same order: a record at
+    or below the last one seen of its job is a re-send; other jobs keep their own count."""
+    world = EmbeddedCluster(TIMING)
+    assert [world.fresh(JOB, offset) for offset in (3, 7, 3, 7, 5, 8)] == [
+        True,
+        True,
+        False,
+        False,
+        False,
+        True,
+    ]
+    assert world.fresh("other", 4) and not world.fresh("other", 4)
+
+
+def test_a_released_job_is_forgotten_and_stays_so_until_a_new_job_takes_its_id() -> None:
+    world = running(with_taskmanagers(cluster(), 2, "tm-1"))
+    assert world.fresh(JOB, 10)
+    world.observe_own(
+        JobLifecycle(
+            JOB, 1, JobEventKind.CHECKPOINT_COMPLETED, checkpoint_id=EMBEDDED_CHECKPOINT_IDS + 4
+        ),
+        9,
+    )
+    world.forget(JOB, 20)  # JOB_RELEASED, folded from offset 20
+    assert JOB not in world.jobs and JOB not in world.own_checkpoints
+    assert world.snapshot() == {}
+    # What the log holds of it up to its release changes nothing: re-sent decisions, the
+    # cluster's own events read back at a restart.
+    assert not world.fresh(JOB, 15) and not world.fresh(JOB, 20)
+    world.observe_own(
+        JobLifecycle(
+            JOB, 1, JobEventKind.CHECKPOINT_COMPLETED, checkpoint_id=EMBEDDED_CHECKPOINT_IDS + 5
+        ),
+        18,
+    )
+    assert JOB not in world.jobs and JOB not in world.own_checkpoints
+    # A command for it is answered as for a finished job.
+    assert (
+        outcome(world.apply(command("PROVISION_TASK_MANAGERS", 1), now=0)).status.value
+        == "REJECTED"
+    )
+    assert (
+        outcome(world.apply(planned("PROVISION_TASK_MANAGERS", 1, "cmd-2"), now=0)).status.value
+        == "SUPERSEDED"
+    )
+    # A job submitted again under its id, after its release, is a new one.
+    assert world.fresh(JOB, 21)
+    world.observe_decision(JOB, submitted())
+    assert world.jobs[JOB].task_managers == {} and JOB not in world.released
