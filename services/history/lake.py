@@ -36,6 +36,7 @@ from services.history.sinklog import is_delta
 from services.history.tables import LATEST_TABLE
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from deltalake import QueryBuilder
 
 Row = dict[str, Any]
@@ -79,21 +80,23 @@ class Lake:
     def rows(self, sql: str, tables: Mapping[str, str]) -> list[Row]:
         """The rows of `sql` over the committed `tables` (alias -> table name); every
         table must have a committed version."""
+        (rows,) = self.rows_of((sql,), tables)
+        return rows
+
+    def rows_of(self, sqls: Sequence[str], tables: Mapping[str, str]) -> list[list[Row]]:
+        """The rows of each of `sqls` over one version of the committed `tables`, each
+        table's log read once for all of them."""
         from deltalake.exceptions import DeltaError
 
         try:
-            reader = self._builder(tables).execute(sql)
-            table = reader.read_all()
+            builder = self._builder(tables)
+            results = [builder.execute(sql).read_all() for sql in sqls]
         except (DeltaError, OSError) as error:
             names = ", ".join(sorted(tables.values()))
             raise HistoryUnreadableError(
                 f"could not read {names} in {self.data_dir}: {error}"
             ) from None
-        columns = [table.column(i).to_pylist() for i in range(table.num_columns)]
-        return [
-            dict(zip(table.column_names, values, strict=True))
-            for values in zip(*columns, strict=True)
-        ]
+        return [_as_rows(table) for table in results]
 
     def columns(self, name: str) -> list[str]:
         """The columns of the committed table `name`."""
@@ -108,6 +111,13 @@ class Lake:
         for alias, name in tables.items():
             builder = builder.register(alias, DeltaTable(str(self.table_dir(name))))
         return builder
+
+
+def _as_rows(table: pa.Table) -> list[Row]:
+    columns = [table.column(i).to_pylist() for i in range(table.num_columns)]
+    return [
+        dict(zip(table.column_names, values, strict=True)) for values in zip(*columns, strict=True)
+    ]
 
 
 @dataclass(frozen=True)
@@ -194,13 +204,16 @@ def summary(lake: Lake, job: str | None, source: Source = SCALEFOLD) -> Summary:
     if not lake.committed(source.table):
         return Summary(dict(EMPTY_COUNTS), [], [])
     tables, column = {"rescales": source.table}, source.job_column
-    (counts,) = lake.rows(counts_sql(job, column), tables)
-    latest = [with_times(row) for row in lake.rows(latest_sql(job, column), tables)]
-    stats = [
-        {**row, **{label(p): percentile(row["durations"] or [], p) for p in STAT_PERCENTILES}}
-        for row in lake.rows(stats_sql(job, column), tables)
-    ]
-    return Summary(counts, latest, stats)
+    sqls = (counts_sql(job, column), latest_sql(job, column), stats_sql(job, column))
+    (counts,), latest, stats = lake.rows_of(sqls, tables)
+    return Summary(
+        counts,
+        [with_times(row) for row in latest],
+        [
+            {**row, **{label(p): percentile(row["durations"] or [], p) for p in STAT_PERCENTILES}}
+            for row in stats
+        ],
+    )
 
 
 def flink_keys(lake: Lake, job: str) -> list[str]:

@@ -187,10 +187,13 @@ def element(
 ) -> Element:
     """An array element's struct: its fields renamed to their columns; `profiles`: nested
     ResourceProfiles flattened into `<prefix>_<column>`, as the slots' are, their fields
-    named by `profile` (the `rescale` record's by default; `fields.PROFILE`: Flink's)."""
-    from pyspark.sql import functions as F
+    named by `profile` (the `rescale` record's by default; `fields.PROFILE`: Flink's).
+    Spark is imported when the struct is built, not here: the tables are declared at
+    import, and the commands that read them without Spark should not pay for it."""
 
     def build(e: Column) -> Column:
+        from pyspark.sql import functions as F
+
         columns = [e[avro].alias(sql) for avro, sql in names.items()]
         for nested, prefix in (profiles or {}).items():
             named = (profile or fields.scalefold_profile()).items()
