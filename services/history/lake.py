@@ -160,17 +160,24 @@ def latest_sql(job: str | None, column: str = "job_id") -> str:
 
 
 def stats_sql(job: str | None, column: str = "job_id") -> str:
-    """Duration statistics per terminal state and over all terminated rescales (`ALL`),
-    with each group's durations sorted, for `percentiles`. (DataFusion's percentile_cont
-    is an estimate: over 1587, 2251 and 13007 ms its p95 was 11931.389 where the
-    exact linear interpolation is 11931.4.)"""
+    """Duration statistics per terminal state and over all terminated rescales (`ALL`);
+    for each of STAT_PERCENTILES the two durations Spark's exact `percentile` interpolates
+    between (`lo<k>`, `hi<k>`: ranks floor and ceil of (n - 1) * p among the `n` known
+    durations, ascending), so only those leave the query (`interpolated` finishes it).
+    (DataFusion's percentile_cont is an estimate: over 1587, 2251 and 13007 ms its p95 was
+    11931.389 where the exact linear interpolation is 11931.4.)"""
     ended = f"FROM rescales WHERE terminal_state IS NOT NULL {_where_job(job, 'AND', column)}"
-    return f"""SELECT terminal_state, count(*) AS count, min(duration_ms) AS min,
-        avg(duration_ms) AS avg, max(duration_ms) AS max,
-        array_agg(duration_ms ORDER BY duration_ms) FILTER (WHERE duration_ms IS NOT NULL)
-          AS durations FROM (
-          SELECT terminal_state, duration_ms {ended}
-          UNION ALL SELECT 'ALL' AS terminal_state, duration_ms {ended})
+    picks = "".join(
+        f", max(CASE WHEN i = floor((n - 1) * {p}) THEN d END) AS lo{k}"
+        f", max(CASE WHEN i = ceil((n - 1) * {p}) THEN d END) AS hi{k}"
+        for k, p in enumerate(STAT_PERCENTILES)
+    )
+    return f"""SELECT terminal_state, count(*) AS count, min(d) AS min, avg(d) AS avg,
+        max(d) AS max, max(n) AS n{picks} FROM (
+          SELECT terminal_state, d, count(d) OVER (PARTITION BY terminal_state) AS n,
+            row_number() OVER (PARTITION BY terminal_state ORDER BY d ASC NULLS LAST) - 1 AS i
+          FROM (SELECT terminal_state, duration_ms AS d {ended}
+            UNION ALL SELECT 'ALL' AS terminal_state, duration_ms AS d {ended}))
         GROUP BY terminal_state ORDER BY terminal_state = 'ALL', terminal_state"""
 
 
@@ -180,9 +187,28 @@ def percentile(ordered: Sequence[float], p: float) -> float | None:
     if not ordered:
         return None
     position = (len(ordered) - 1) * p
+    return interpolated(position, ordered[math.floor(position)], ordered[math.ceil(position)])
+
+
+def interpolated(position: float, low: float, high: float) -> float:
+    """The value at `position` between the ranks floor and ceil of it, holding `low` and
+    `high`."""
     lower, higher = math.floor(position), math.ceil(position)
-    low, high = float(ordered[lower]), float(ordered[higher])
+    low, high = float(low), float(high)
     return low if lower == higher else (higher - position) * low + (position - lower) * high
+
+
+def stats_row(row: Row) -> Row:
+    """A row of `stats_sql` as overview.py prints it: each percentile under its label."""
+    known = row.pop("n") or 0
+    picked = {k: (row.pop(f"lo{k}"), row.pop(f"hi{k}")) for k in range(len(STAT_PERCENTILES))}
+    return {
+        **row,
+        **{
+            label(p): interpolated((known - 1) * p, *picked[k]) if known else None
+            for k, p in enumerate(STAT_PERCENTILES)
+        },
+    }
 
 
 @dataclass(frozen=True)
@@ -209,10 +235,7 @@ def summary(lake: Lake, job: str | None, source: Source = SCALEFOLD) -> Summary:
     return Summary(
         counts,
         [with_times(row) for row in latest],
-        [
-            {**row, **{label(p): percentile(row["durations"] or [], p) for p in STAT_PERCENTILES}}
-            for row in stats
-        ],
+        [stats_row(row) for row in stats],
     )
 
 

@@ -1,20 +1,25 @@
 """The summaries' exact percentiles (sorted arrays) equal Spark's own `percentile`, and so
-do the ones the reading commands compute without Spark (lake.py over delta-rs): one
-definition, two read paths, proven to agree. (The REST API's are Flink's own, commons-math's
+do the ones the reading commands compute without Spark (lake.py over delta-rs: the two
+ranked durations its query picks, interpolated): one definition, two read paths, proven
+to agree. (The REST API's are Flink's own, commons-math's
 LEGACY estimation: test_rest_api.py.)"""
 
 from __future__ import annotations
 
 import random
+from pathlib import Path
 from typing import Any
 
+from services.history import lake
 from services.history.aggregates import percentile_of_sorted, sorted_values
-from services.history.lake import percentile
+from services.history.overview import STAT_PERCENTILES, label
+from services.history.paths import Layout
+from services.history.tables import LATEST_TABLE
 
 QUANTILES = (0.0, 0.01, 0.5, 0.9, 0.95, 0.99, 0.999, 1.0)
 
 
-def test_percentiles_of_sorted_values_equal_sparks_percentile(spark: Any) -> None:
+def test_percentiles_of_sorted_values_equal_sparks_percentile(spark: Any, tmp_path: Path) -> None:
     from pyspark.sql import functions as F
 
     rng = random.Random(7)
@@ -49,7 +54,32 @@ def test_percentiles_of_sorted_values_equal_sparks_percentile(spark: Any) -> Non
         if value is not None:
             by_group[group].append(value)
     without_spark = {
-        group: tuple(percentile(sorted(values), q) for q in QUANTILES)
+        group: tuple(lake.percentile(sorted(values), q) for q in QUANTILES)
         for group, values in by_group.items()
     }
     assert without_spark == want
+
+    # The summary's query: each group as a terminal state of rescales_latest.
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    table = pa.table(
+        {
+            "job_id": ["j"] * len(rows),
+            "terminal_state": [group for group, _ in rows],
+            "duration_ms": pa.array([value for _, value in rows], pa.int64()),
+        }
+    )
+    write_deltalake(str(Layout(tmp_path).table(LATEST_TABLE)), table)
+    (stats,) = lake.Lake(tmp_path).rows_of((lake.stats_sql(None),), {"rescales": LATEST_TABLE})
+    summarised = {row["terminal_state"]: lake.stats_row(row) for row in stats}
+    picked_quantiles = [QUANTILES.index(p) for p in STAT_PERCENTILES]
+    for group in by_group:
+        assert [summarised[group][label(p)] for p in STAT_PERCENTILES] == [
+            want[group][i] for i in picked_quantiles
+        ], group
+        assert summarised[group]["count"] == sum(1 for g, _ in rows if g == group)
+    everything = sorted(v for _, v in rows if v is not None)
+    assert [summarised["ALL"][label(p)] for p in STAT_PERCENTILES] == [
+        lake.percentile(everything, p) for p in STAT_PERCENTILES
+    ]
