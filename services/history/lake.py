@@ -36,7 +36,7 @@ from services.history.sinklog import is_delta
 from services.history.tables import LATEST_TABLE
 
 if TYPE_CHECKING:
-    import pyarrow as pa
+    from arro3.core import Table
     from deltalake import QueryBuilder
 
 Row = dict[str, Any]
@@ -113,7 +113,7 @@ class Lake:
         return builder
 
 
-def _as_rows(table: pa.Table) -> list[Row]:
+def _as_rows(table: Table) -> list[Row]:
     columns = [table.column(i).to_pylist() for i in range(table.num_columns)]
     return [
         dict(zip(table.column_names, values, strict=True)) for values in zip(*columns, strict=True)
