@@ -26,6 +26,7 @@ def test_history_summary_imports_no_heavy_library(tmp_path: Path) -> None:
     (tmp_path / "tables").mkdir()  # a history with no table committed yet: all zero
     done = subprocess.run(
         [sys.executable, "-c", PROBE, str(tmp_path), *HEAVY],
+        check=False,
         capture_output=True,
         text=True,
         timeout=120,
