@@ -125,7 +125,11 @@ def test_a_load_step_is_decided_foreseen_sent_and_rescaled_by_flink(
         assert work["current"] == 1 and work["target"] >= 2, decision  # 3 once the rate is known
         assert work["reached"] == work["target"], decision  # four slots: the fold's foresight
         assert decision["forecast"].startswith("UPDATE_REQUIREMENT rescale"), decision
-        assert decision["backlog"] is not None and decision["input_rate"] > 300, decision
+        # The rate the decision knows: at least what the job took (~250/s). More only once
+        # the backlog reaches Kafka: until Flink's buffers fill, the back-pressured source's
+        # pendingRecords says 0 (docs/autoscaling.md, known gaps); CI saw a decision made
+        # on 248.8 rec/s, 500 arriving.
+        assert decision["backlog"] is not None and decision["input_rate"] > 200, decision
 
         def rescaled() -> dict[str, Any] | None:
             return next(
