@@ -372,9 +372,9 @@ class Actuator:
         if not self.cluster.fresh(job_id, source_offset):
             return  # re-sent by a restarted scheduler, or of a job released since
         for item in record["items"]:
-            if item["kind"] == "JOB_RELEASED":
+            if item["kind"] == "JOB_RELEASED":  # nothing after it is the job's
                 self.cluster.forget(job_id, source_offset)
-                continue
+                break
             self.cluster.observe_decision(job_id, item)
             if live and item["category"] == "RUNTIME_REQUEST":
                 actions = self.cluster.answer(

@@ -200,12 +200,13 @@ def interpolated(position: float, low: float, high: float) -> float:
 
 def stats_row(row: Row) -> Row:
     """A row of `stats_sql` as overview.py prints it: each percentile under its label."""
-    known = row.pop("n") or 0
-    picked = {k: (row.pop(f"lo{k}"), row.pop(f"hi{k}")) for k in range(len(STAT_PERCENTILES))}
+    ranks = len(STAT_PERCENTILES)
+    picks = {"n", *(f"{side}{k}" for k in range(ranks) for side in ("lo", "hi"))}
+    known = row["n"] or 0
     return {
-        **row,
+        **{name: value for name, value in row.items() if name not in picks},
         **{
-            label(p): interpolated((known - 1) * p, *picked[k]) if known else None
+            label(p): interpolated((known - 1) * p, row[f"lo{k}"], row[f"hi{k}"]) if known else None
             for k, p in enumerate(STAT_PERCENTILES)
         },
     }
