@@ -305,7 +305,7 @@ def test_the_cluster_follows_only_what_the_scheduler_accepted(
 
 
 def test_a_released_job_is_forgotten_also_by_a_restarted_actuator(
-    kafka: Settings, codec: Codec, tmp_path: Path
+    kafka: Settings, codec: Codec, tmp_path: Path, scheduler: SchedulerProcess
 ) -> None:
     """The cluster holds what live jobs need: a job the scheduler released
     (`jobstore.expiration-time` after its cancel) leaves it, and the rebuild of a
@@ -326,10 +326,8 @@ def test_a_released_job_is_forgotten_also_by_a_restarted_actuator(
             TaskManagerRegistered(job, now, "tm-1", 1, None),
         )
     ]
-    scheduler = SchedulerProcess(kafka, tmp_path / "s").start()
     actuator = ActuatorProcess(kafka, tmp_path / "a", "--creation-delay", "0.1").start()
     try:
-        scheduler.wait_ready()
         actuator.wait_ready()
         produce(kafka, kafka.topics.job_events, [_event(codec, e) for e in started])
 
@@ -352,7 +350,6 @@ def test_a_released_job_is_forgotten_also_by_a_restarted_actuator(
         )
     finally:
         actuator.stop()
-        scheduler.stop()
     assert set(state) == {"stays"} and state["stays"]["status"] == "running"
     decisions = [codec.decode(m.value).record for m in read_topic(kafka, kafka.topics.decisions)]
     released = [d for d in decisions for item in d["items"] if item["kind"] == "JOB_RELEASED"]
