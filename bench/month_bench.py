@@ -17,8 +17,9 @@ supervisors start them again.
 
 **The clock.** A day is `--day-seconds` of wall time; every horizon counted in days is
 divided by the same factor (1,440 at 60 s): every topic's `retention.ms` and `segment.ms`,
-the scheduler's compacted changelogs' too (the broker checks every 5 s), and
-`jobstore.expiration-time` (3,600 s -> 3 s). A topic kept
+the scheduler's compacted changelogs' too (the broker checks every 5 s),
+`jobstore.expiration-time` (3,600 s -> 3 s) and the actuator's `--snapshot-minutes` (60 ->
+2.5 s). A topic kept
 7 days then holds 7 days of the fleet's records, as it would: the rate and the horizon
 are scaled alike, so the bytes a horizon holds, the jobs a worker keeps and the rows the
 history reads carry over. What does not scale is what the wall clock paces: the history's
@@ -33,7 +34,9 @@ docs/operations.md says how they extend to a real day.
 RSS (with its children: the history's JVM), and the wall time of `history summary` and of
 a `history sql` count. **At the end** every live job is cancelled (so the log comes to rest),
 and the loss check: a replay of the job-events topic through the scheduler's Processor vs
-the rescales topic vs the history's table, per job; the dead letters by reason; and per
+the history's table, per job, and every rescale the rescales topic still holds (its
+retention, 7 days, trims the rest) in the table at its latest revision; the dead letters by
+reason; and per
 day the jobs the embedded cluster checkpointed (a restarted actuator that forgot a job
 stops checkpointing it).
 """
@@ -83,10 +86,10 @@ from services.localstack.layout import cache_dir
 from services.localstack.processes import ServiceProcess
 from tests.history.support import read_topic
 from tests.integration.robustness_support import (
+    history_revisions,
     latest_rescales,
     quiescent_snapshot,
     replay_log,
-    wait_history_holds,
 )
 from tests.kafka_support import Received
 
@@ -304,7 +307,7 @@ def scale_topics(settings: Settings, clock: Clock) -> dict[str, dict[str, str]]:
 
 
 def services(
-    root: Path, optimize_minutes: float, vacuum_minutes: float
+    root: Path, optimize_minutes: float, vacuum_minutes: float, clock: Clock
 ) -> dict[str, ServiceProcess]:
     scheduler_port, actuator_port = ports.free_ports(2)
     history = (
@@ -313,7 +316,9 @@ def services(
     )
     return {
         "scheduler": stack.scheduler_process(root, scheduler_port),
-        "actuator": stack.actuator_process(root, actuator_port),
+        "actuator": stack.actuator_process(
+            root, actuator_port, "--snapshot-minutes", f"{clock.scaled_ms(3_600_000) / 60_000:.4f}"
+        ),
         "history": stack.history_process(root, *history),
     }
 
@@ -438,16 +443,15 @@ def loss_check(
     """`days`: the first day's start and a day's length (wall ms)."""
     snapshot = quiescent_snapshot(settings, timeout=900, alive=alive)
     replayed = replay_log(codec, settings.topics.job_events, snapshot.log, EXTERNAL)
-    on_topic = latest_rescales(codec, snapshot.rescales)
-    held, wanted = wait_history_holds(settings, codec, history, timeout=900, alive=alive)
+    held, on_topic = history_covers(settings, codec, history, replayed.rescales, alive)
 
     def per_job(rescales: dict[str, dict[str, Any]]) -> Counter[str]:
         return Counter(record["jobId"] for record in rescales.values())
 
-    replay_jobs, topic_jobs = per_job(replayed.rescales), per_job(on_topic)
-    job_of = {uuid: record["jobId"] for uuid, record in on_topic.items()}
+    replay_jobs = per_job(replayed.rescales)
+    job_of = {uuid: record["jobId"] for uuid, record in replayed.rescales.items()}
     history_jobs = Counter(job_of.get(uuid, "?") for uuid in held)
-    jobs = set(replay_jobs) | set(topic_jobs) | set(history_jobs)
+    jobs = set(replay_jobs) | set(history_jobs)
     letters = read_topic(settings, settings.topics.dead_letters, timeout=60)
     reasons: Counter[str] = Counter()
     for message in letters:
@@ -458,15 +462,47 @@ def loss_check(
     return {
         "job_events": len(snapshot.log),
         "rescales_replay": sum(replay_jobs.values()),
-        "rescales_topic": sum(topic_jobs.values()),
+        "rescales_topic": len(on_topic),
         "rescales_history": len(held),
-        "revisions_equal": held == wanted
-        and all(wanted.get(u, -1) >= r["revision"] for u, r in replayed.rescales.items()),
+        "revisions_equal": set(held) == set(replayed.rescales)
+        and all(held[u] == revision for u, revision in on_topic.items())
+        and all(held[u] >= record["revision"] for u, record in replayed.rescales.items()),
         "jobs": len(jobs),
-        "jobs_equal": sum(1 for j in jobs if replay_jobs[j] == topic_jobs[j] == history_jobs[j]),
+        "jobs_equal": sum(1 for j in jobs if replay_jobs[j] == history_jobs[j]),
         "dead_letters": dict(reasons),
         "jobs_checkpointed_per_day": checkpointed_per_day(codec, snapshot.log, *days),
     }
+
+
+def history_covers(
+    settings: Settings,
+    codec: Codec,
+    history: Path,
+    replayed: dict[str, dict[str, Any]],
+    alive: Any,
+    *,
+    timeout: float = 900,
+) -> tuple[dict[str, int], dict[str, int]]:
+    """Poll until the history's table holds every rescale of the replay and, at its
+    latest revision, every one the rescales topic still holds (or the deadline); return
+    (what the table holds, what the topic holds). The topic is read at every look: the
+    loop goes on after the log came to rest (the history's planner still asks)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        alive()
+        on_topic = {
+            uuid: record["revision"]
+            for uuid, record in latest_rescales(
+                codec, read_topic(settings, settings.topics.rescales)
+            ).items()
+        }
+        held = history_revisions(history)
+        covered = all(held.get(u, -1) >= r["revision"] for u, r in replayed.items())
+        if covered and all(held.get(u) == n for u, n in on_topic.items()):
+            return held, on_topic
+        if time.monotonic() > deadline:
+            return held, on_topic
+        time.sleep(1)
 
 
 # -- the run ----------------------------------------------------------------------------
@@ -484,7 +520,7 @@ def start(args: argparse.Namespace, clock: Clock, emit: Any) -> Stack:
     up = Stack(root, broker, Settings(bootstrap_servers=running.bootstrap))
     try:
         ensure_topics(up.settings, up.settings.topics.all())
-        up.procs = services(root, args.optimize_minutes, args.vacuum_minutes)
+        up.procs = services(root, args.optimize_minutes, args.vacuum_minutes, clock)
         for process in up.procs.values():
             stack.start(process, up.settings)
         for process in up.procs.values():

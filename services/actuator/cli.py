@@ -51,6 +51,15 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         metavar="SECONDS",
         help="wait between consuming a command and applying it (to test crash safety)",
     )
+    actuator.add_argument(
+        "--snapshot-minutes",
+        type=float,
+        default=60.0,
+        metavar="MINUTES",
+        help="how often to write the embedded cluster's snapshot, from which a restart reads "
+        "the log on (default 60; 0: only at each start). The decisions topic's retention "
+        "must outlast it (7 days by default)",
+    )
     flinkargs.add_arguments(actuator)
     actuator.set_defaults(handler=_actuator)
 
@@ -80,6 +89,7 @@ def _actuator(args: argparse.Namespace, context: Context) -> int:
         Codec(SchemaRegistry.load(settings.schemas_dir)),
         EmbeddedCluster(timing, args.seed, spare_slots=args.spare_slots),
         apply_delay_ms=int(args.apply_delay * 1000),
+        snapshot_interval_s=args.snapshot_minutes * 60,
     )
     flink = flinkargs.router(args, context.cache_dir, actuator.control.put)
     if flink is not None:

@@ -190,6 +190,10 @@ class EmbeddedCluster:
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
 
+    def empty(self) -> EmbeddedCluster:
+        """A cluster configured as this one, holding nothing yet."""
+        return EmbeddedCluster(self.timing, self.seed, spare_slots=self.spare_slots)
+
     def job(self, job_id: str) -> JobRuntime:
         job = self.jobs.get(job_id)
         if job is None:
@@ -214,6 +218,23 @@ class EmbeddedCluster:
             return False
         job.decided_through = source_offset
         return True
+
+    def fold_decisions(
+        self, job_id: str, source_offset: int, items: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """Fold one SchedulerDecisions record; return its runtime requests, which a live
+        cluster answers (a rebuild folds them only: their answers are in the log)."""
+        if not self.fresh(job_id, source_offset):
+            return []  # re-sent by a restarted scheduler, or of a job released since
+        requests = []
+        for item in items:
+            if item["kind"] == "JOB_RELEASED":  # nothing after it is the job's
+                self.forget(job_id, source_offset)
+                return []
+            self.observe_decision(job_id, item)
+            if item["category"] == "RUNTIME_REQUEST":
+                requests.append(item)
+        return requests
 
     def forget(self, job_id: str, source_offset: int) -> None:
         """The scheduler released the job (JOB_RELEASED at `source_offset`): drop all the

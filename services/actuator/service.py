@@ -2,9 +2,11 @@
 
 One loop, one thread (plus the control server's):
 
-1. On start it reads `job-events` and `decisions` from the beginning to rebuild
-   the cluster, and `command-outcomes` to learn which commands are done; then
-   it answers the runtime requests left unanswered when it last stopped.
+1. On start it restores the cluster from its latest snapshot and reads
+   `job-events` and `decisions` from the snapshot's positions on (from their
+   beginning without one) to rebuild the rest, writes a snapshot of the result
+   (replay.py), and reads `command-outcomes` to learn which commands are done;
+   then it answers the runtime requests left unanswered when it last stopped.
 2. It then follows those topics live, answering new runtime requests and
    running checkpoints, and consumes `commands` in its consumer group.
 3. Each command is applied once (the cluster recognises its own past actions in
@@ -41,21 +43,21 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from services.actuator import replay
 from services.actuator.cluster import REQUEST_HEADER, Action, EmbeddedCluster, Emit, Outcome
+from services.actuator.replay import NO_VALUE, where
+from services.actuator.snapshots import capture
 from services.contracts import Codec, DecodeError, Settings
 from services.contracts import records as r
 from services.contracts.commands import CommandOutcome, OutcomeStatus, ScalingCommand
 from services.contracts.deadletters import dead_letter, encode_dead_letter, letter_key, shown
-from services.contracts.events import from_record, to_record
+from services.contracts.events import to_record
 from services.contracts.kafka import (
     librdkafka_config,
-    partition_for,
     producer_config,
     retry_transient,
 )
-from services.contracts.topics import JOB_EVENTS
 
-NO_VALUE = "no value (a tombstone) where a record was expected"
 WATERMARK_COMMIT_MS = 5_000
 
 log = logging.getLogger("scalefold.actuator")
@@ -67,23 +69,6 @@ def now_ms() -> int:
 
 class ActuatorError(RuntimeError):
     """The actuator cannot go on safely (Kafka refuses its output): exit, restart, redo."""
-
-
-def high_watermark(consumer: Consumer, topic: str, partition: int) -> int:
-    """The partition's end offset, retried while its leader is (re)elected."""
-    return int(
-        retry_transient(
-            lambda: consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1],
-            f"end offset of {topic}[{partition}]",
-        )
-    )
-
-
-def where(message: Message) -> tuple[str, int, int]:
-    """A consumed message's topic, partition and offset (never None once consumed)."""
-    topic, partition, offset = message.topic(), message.partition(), message.offset()
-    assert topic is not None and partition is not None and offset is not None
-    return topic, partition, offset
 
 
 @dataclass
@@ -141,11 +126,15 @@ class Actuator:
         settings: Settings,
         codec: Codec,
         cluster: EmbeddedCluster,
+        *,
         apply_delay_ms: int = 0,
         clock: Callable[[], int] = now_ms,
+        snapshot_interval_s: float = 3600.0,
     ) -> None:
         self.settings, self.codec, self.cluster, self.clock = settings, codec, cluster, clock
         self.apply_delay_ms = apply_delay_ms
+        self.snapshot_interval_s = snapshot_interval_s
+        self.snapshotter: replay.Snapshotter | None = None
         self.metrics = Metrics()
         # No local timeout: while the broker is away, outputs wait for it (see _flush).
         self.producer = Producer(
@@ -201,23 +190,38 @@ class Actuator:
                 self.outcomes.add(record["commandId"])
         partitions = self._all_partitions([topics.job_events, topics.decisions])
         self.checked = self._checked_offsets([p for t, p in partitions if t == topics.decisions])
-        self.observer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, p in partitions])
-        ends = {(t, p): high_watermark(self.observer, t, p) for t, p in partitions}
-        positions = dict.fromkeys(ends, 0)
-        while any(positions[tp] < end for tp, end in ends.items()):
-            message = self.observer.poll(0.5)
-            if message is None or message.error():
-                continue
+        snapshot = replay.restored(replay.latest_snapshot(self.settings, self.codec), self.cluster)
+        starts = replay.starting_offsets(self.observer, partitions, snapshot)
+        positions, folded = dict(starts), 0
+        for message in replay.read_through(self.observer, starts):
             topic, partition, offset = where(message)
             positions[(topic, partition)] = offset + 1
             self._observe(message, live=False)
+            folded += 1
         self._flush()
+        # What was folded is what a rebuild computes: the next start reads on from here.
+        publisher = replay.Publisher(self.settings, self.codec)
+        taken = capture(self.cluster, positions, self.clock())
+        if not publisher.publish(taken) and snapshot is not None:
+            taken = snapshot
+        self.snapshotter = replay.Snapshotter(
+            self.settings,
+            self.codec,
+            self.cluster.empty,
+            last=taken,
+            interval_s=self.snapshot_interval_s,
+            clock=self.clock,
+        )
         self._reconcile()
         self.commands.subscribe([topics.commands], on_revoke=self._revoked, on_lost=self._revoked)
         self.ready = True
+        self.snapshotter.start()
         log.info(
-            "actuator ready: %d jobs on the embedded cluster, %d commands already done",
+            "actuator ready: %d jobs on the embedded cluster (%s, then %d records of the "
+            "log), %d commands already done",
             len(self.cluster.jobs),
+            f"a snapshot of {snapshot.jobs} jobs" if snapshot else "no snapshot",
+            folded,
             len(self.outcomes),
         )
 
@@ -262,7 +266,7 @@ class Actuator:
         )
         partitions = self._all_partitions([topic], consumer)
         consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, p in partitions])
-        ends = {p: high_watermark(consumer, topic, p) for _, p in partitions}
+        ends = {p: replay.watermarks(consumer, topic, p)[1] for _, p in partitions}
         positions = dict.fromkeys(ends, 0)
         records = []
         while any(positions[p] < end for p, end in ends.items()):
@@ -325,63 +329,29 @@ class Actuator:
             self.observed[partition] = offset + 1
             self._observe_decisions(message, fresh=offset >= self.checked.get(partition, 0))
             return
-        event = self._own_event(message)
+        event = replay.own_event(self.codec, message)
         if event is not None:
             self.cluster.observe_own(event, offset)
-
-    def _own_event(self, message: Message) -> Any:
-        """A job event the scheduler may have folded, or None: the scheduler dead-letters
-        the others, and the cluster only looks here for its own past actions."""
-        try:
-            decoded = self.codec.decode(message.value() or b"", expected=r.INPUT_EVENTS)
-            event = from_record(decoded.schema, decoded.record)
-        except Exception:  # not ours to judge
-            return None
-        key = message.key()
-        if key != event.job_id.encode():
-            return None
-        if message.partition() != partition_for(key, JOB_EVENTS.partitions):
-            return None
-        return event
 
     def _observe_decisions(self, message: Message, fresh: bool) -> None:
         """One record of the scheduler's decisions; an unusable one is dead-lettered once
         per run that sees it first (`fresh`: not checked by an earlier run)."""
-        value = message.value()
-        if value is None:
+        record, error_class, reason = replay.decisions_record(self.codec, message)
+        if record is None:
             if fresh:
-                self._dead_letter(message, "DecodeError", NO_VALUE)
-            return
-        try:
-            record = self.codec.decode(value, expected=frozenset({r.SCHEDULER_DECISIONS})).record
-        except DecodeError as error:
-            if fresh:
-                self._dead_letter(message, "DecodeError", str(error))
-            return
-        if message.key() != record["jobId"].encode():
-            if fresh:
-                reason = (
-                    f"the key must be the job id {record['jobId']!r}, got {shown(message.key())}"
-                )
-                self._dead_letter(message, "KeyMismatch", reason)
+                self._dead_letter(message, error_class, reason)
             return
         self._decisions(record, live=self.ready)
 
     def _decisions(self, record: dict[str, Any], live: bool) -> None:
-        job_id, source_offset = record["jobId"], record["sourceOffset"]
-        if not self.cluster.fresh(job_id, source_offset):
-            return  # re-sent by a restarted scheduler, or of a job released since
-        for item in record["items"]:
-            if item["kind"] == "JOB_RELEASED":  # nothing after it is the job's
-                self.cluster.forget(job_id, source_offset)
-                break
-            self.cluster.observe_decision(job_id, item)
-            if live and item["category"] == "RUNTIME_REQUEST":
-                actions = self.cluster.answer(
-                    job_id, item["kind"], item["executionGraphId"], self.clock()
-                )
-                self.metrics.requests_answered += bool(actions)
-                self._plan(actions)
+        job_id = record["jobId"]
+        requests = self.cluster.fold_decisions(job_id, record["sourceOffset"], record["items"])
+        for item in requests if live else ():
+            actions = self.cluster.answer(
+                job_id, item["kind"], item["executionGraphId"], self.clock()
+            )
+            self.metrics.requests_answered += bool(actions)
+            self._plan(actions)
 
     # -- commands -----------------------------------------------------------------------
 
@@ -601,6 +571,8 @@ class Actuator:
             log.debug("committing the checked decisions failed, retrying: %s", error)
 
     def close(self) -> None:
+        if self.snapshotter is not None:
+            self.snapshotter.stop()
         self._flush()
         self._commit_checked(self.clock(), force=True)
         self.observer.close()

@@ -38,9 +38,14 @@ class TopicSpec:
     retention_ms: int = INFINITE
     doc: str = ""
 
+    max_message_bytes: int | None = None
+
     def config(self) -> dict[str, str]:
         """Topic-level configuration for the admin client."""
-        return {"cleanup.policy": str(self.cleanup), "retention.ms": str(self.retention_ms)}
+        config = {"cleanup.policy": str(self.cleanup), "retention.ms": str(self.retention_ms)}
+        if self.max_message_bytes is not None:
+            config["max.message.bytes"] = str(self.max_message_bytes)
+        return config
 
 
 JOB_EVENTS = TopicSpec(
@@ -48,23 +53,31 @@ JOB_EVENTS = TopicSpec(
     partitions=6,
     key="jobId",
     values=records.INPUT_EVENTS,
-    doc="Every input of every job's scheduler, in the order the scheduler folds it.",
+    doc="Every input of every job's scheduler, in the order the scheduler folds it; kept for "
+    "ever, the source of truth: `scalefold whatif` and a replay fold a job from its first "
+    "input (its submission), which no snapshot stands for yet (docs/operations.md).",
 )
+WEEK_MS = 7 * 24 * 3600 * 1000
+
 RESCALES = TopicSpec(
     "rescales",
     partitions=6,
     key="jobId",
     values=frozenset({records.RESCALE}),
-    doc="FLIP-495 rescale records: each update of an in-progress rescale and the final one.",
+    retention_ms=WEEK_MS,
+    doc="FLIP-495 rescale records: each update of an in-progress rescale and the final one. "
+    "The history's tables keep every rescale for good, so the topic is their feed: kept 7 "
+    "days, a week for a stopped history service to come back and read what it missed.",
 )
 DECISIONS = TopicSpec(
     "decisions",
     partitions=6,
     key="jobId",
     values=frozenset({records.SCHEDULER_DECISIONS}),
-    doc="Each folded input's decisions and runtime requests, per job; kept for ever: the "
-    "actuator rebuilds its cluster from them at every start, and a job's submission, "
-    "checkpoint interval and TaskManagers are decisions of its first days.",
+    retention_ms=WEEK_MS,
+    doc="Each folded input's decisions and runtime requests, per job. The actuator rebuilds "
+    "its cluster from its latest snapshot (actuator-snapshots, every hour by default) and "
+    "what came after it, so a week's retention leaves it six days and more of slack.",
 )
 COMMANDS = TopicSpec(
     "commands",
@@ -87,6 +100,18 @@ DEAD_LETTERS = TopicSpec(
     values=frozenset({records.DEAD_LETTER}),
     retention_ms=30 * 24 * 3600 * 1000,
     doc="Inputs a service could not use, with the reason; kept 30 days.",
+)
+
+ACTUATOR_SNAPSHOTS = TopicSpec(
+    "actuator-snapshots",
+    partitions=1,
+    key="the cluster's name (embedded)",
+    values=frozenset({records.ACTUATOR_SNAPSHOT}),
+    cleanup=Cleanup.COMPACT,
+    max_message_bytes=64 * 1024 * 1024,
+    doc="The actuator's embedded cluster as a rebuild from job-events and decisions up to "
+    "the offsets it names computes it; compacted: the latest is where the next start reads "
+    "on from. A model of 20,000 jobs is a few MiB, hence the larger records.",
 )
 
 FLINK_RESCALES = TopicSpec(
@@ -134,6 +159,7 @@ ALL: tuple[TopicSpec, ...] = (
     COMMANDS,
     COMMAND_OUTCOMES,
     DEAD_LETTERS,
+    ACTUATOR_SNAPSHOTS,
     FLINK_RESCALES,
     FLINK_BRIDGE_OFFSETS,
     FLINK_SIGNALS,
@@ -161,10 +187,11 @@ ACCESS: dict[str, Access] = {
     "history": Access(
         reads=(RESCALES, COMMANDS, FLINK_RESCALES, FLINK_SIGNALS), writes=(COMMANDS, DEAD_LETTERS)
     ),
-    # The actuator rebuilds its cluster from job-events and decisions, and reports on it.
+    # The actuator rebuilds its cluster from its snapshot, job-events and decisions, and
+    # reports on it.
     "actuator": Access(
-        reads=(JOB_EVENTS, DECISIONS, COMMANDS, COMMAND_OUTCOMES),
-        writes=(JOB_EVENTS, COMMAND_OUTCOMES, DEAD_LETTERS),
+        reads=(JOB_EVENTS, DECISIONS, COMMANDS, COMMAND_OUTCOMES, ACTUATOR_SNAPSHOTS),
+        writes=(JOB_EVENTS, COMMAND_OUTCOMES, DEAD_LETTERS, ACTUATOR_SNAPSHOTS),
     ),
     # The Flink bridge: real Flink clusters' rescales and inputs; it resumes from its offsets.
     "bridge": Access(
@@ -211,6 +238,10 @@ class Topics:
     @property
     def dead_letters(self) -> str:
         return self.name(DEAD_LETTERS)
+
+    @property
+    def actuator_snapshots(self) -> str:
+        return self.name(ACTUATOR_SNAPSHOTS)
 
     @property
     def flink_rescales(self) -> str:

@@ -11,8 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from services.actuator.cluster import EMBEDDED_CHECKPOINT_IDS
+from services.actuator.replay import latest_snapshot, watermarks
+from services.actuator.snapshots import Snapshot
 from services.contracts import Codec, Settings
 from services.contracts import jobconfig as c
 from services.contracts import records as r
@@ -27,6 +31,8 @@ from services.contracts.events import (
     VertexSpec,
     to_record,
 )
+from services.contracts.kafka import librdkafka_config
+from services.contracts.topics import JOB_EVENTS
 from tests.history.support import read_topic
 from tests.integration.scheduler_support import ActuatorProcess, SchedulerProcess
 from tests.kafka_support import consume, produce, produce_located, set_topic_config
@@ -464,3 +470,83 @@ def _decisions_record(codec: Codec, job: str) -> bytes:
     return codec.encode(
         r.SCHEDULER_DECISIONS, {"jobId": job, "timestamp": 1, "sourceOffset": 10**9, "items": []}
     )
+
+
+def test_a_restarted_actuator_reads_on_from_its_snapshot_where_retention_deleted_the_log(
+    kafka: Settings, codec: Codec, tmp_path: Path, scheduler: SchedulerProcess
+) -> None:
+    """Every start writes a snapshot of what it rebuilt, and a thread writes one every
+    `--snapshot-minutes`; a restart restores the latest and folds only what came after
+    it, so `decisions` and `job-events` may lose what came before (their retention):
+    the jobs, their TaskManagers and checkpoint ids come back as they were."""
+    vertices = (VertexSpec("v", "V", "g", "g", 1, None),)
+    quick = ((c.SUBMISSION_STABILIZATION, "0 s"), (c.RUNTIME_MODE, "external"))
+    now = int(time.time() * 1000)
+    jobs = ("first", "second")
+    started = [
+        event
+        for job in jobs
+        for event in (
+            JobSubmitted(job, now, job, vertices, 1_000, quick),
+            TaskManagerRegistered(job, now, "tm-1", 1, None),
+        )
+    ]
+    args = ("--creation-delay", "0.1", "--snapshot-minutes", "0.05")
+    actuator = ActuatorProcess(kafka, tmp_path / "a", *args).start()
+    logs = [tmp_path / "a"]
+    try:
+        actuator.wait_ready()
+        produce(kafka, kafka.topics.job_events, [_event(codec, e) for e in started])
+
+        def running() -> set[str]:
+            return {j for j, s in _state(actuator).items() if s["status"] == "running"}
+
+        _wait(lambda: running() == set(jobs), 60, "both jobs running")
+        admin = AdminClient(librdkafka_config(kafka))
+        topics = (kafka.topics.decisions, kafka.topics.job_events)
+        reader = Consumer(librdkafka_config(kafka, **{"group.id": f"{kafka.topics.prefix}ends"}))
+        ends = {
+            (t, p): watermarks(reader, t, p)[1]
+            for t in topics
+            for p in range(JOB_EVENTS.partitions)
+        }
+        reader.close()
+
+        def covering() -> Snapshot | None:
+            snapshot = latest_snapshot(kafka, codec)
+            if snapshot is None or snapshot.jobs < 2:
+                return None
+            decided = all(
+                snapshot.positions[tp] >= end for tp, end in ends.items() if tp[0] == topics[0]
+            )
+            return snapshot if decided else None
+
+        _wait(lambda: covering() is not None, 60, "a snapshot of both jobs running")
+        before = _state(actuator)
+        actuator.stop()
+        snapshot = covering()
+        assert snapshot is not None
+        deleted = admin.delete_records(
+            [TopicPartition(t, p, o) for (t, p), o in snapshot.positions.items() if o > 0]
+        )
+        for future in deleted.values():
+            future.result(30)
+        actuator = ActuatorProcess(kafka, tmp_path / "b", *args).start()
+        logs.append(tmp_path / "b")
+        actuator.wait_ready()
+        after = _state(actuator)
+        _wait(
+            lambda: all(_state(actuator)[j]["checkpoints"] > after[j]["checkpoints"] for j in jobs),
+            30,
+            "both jobs checkpointing after the restart",
+        )
+    finally:
+        actuator.stop()
+
+    def kept(state: dict[str, Any]) -> dict[str, Any]:
+        return {j: {k: v for k, v in s.items() if k != "checkpoints"} for j, s in state.items()}
+
+    assert kept(after) == kept(before)
+    assert all(after[j]["checkpoints"] >= before[j]["checkpoints"] > 0 for j in jobs)
+    text = "\n".join(p.read_text() for d in logs for p in d.glob("*.log"))
+    assert "a snapshot of 2 jobs" in text and "were deleted before a snapshot" not in text
