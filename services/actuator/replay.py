@@ -217,10 +217,9 @@ class Publisher:
                 "a snapshot (%d bytes) was not written: %s", len(value), failed or "timed out"
             )
             return False
-        log.info(
-            "snapshot of %d jobs written (%d bytes) at %s",
-            snapshot.jobs,
-            len(value),
+        log.info("snapshot of %d jobs written (%d bytes)", snapshot.jobs, len(value))
+        log.debug(
+            "the snapshot reads on at %s",
             ", ".join(f"{t}[{p}]@{o}" for (t, p), o in sorted(snapshot.positions.items())),
         )
         return True
@@ -237,15 +236,21 @@ class Snapshotter:
         codec: Codec,
         empty: Callable[[], EmbeddedCluster],
         *,
-        last: Snapshot,
         interval_s: float,
         clock: Callable[[], int],
     ) -> None:
-        self.settings, self.codec, self.empty, self.last = settings, codec, empty, last
+        self.settings, self.codec, self.empty = settings, codec, empty
         self.interval_s, self.clock = interval_s, clock
+        self.last: Snapshot | None = None
         self.publisher = Publisher(settings, codec)
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._run, name="snapshots", daemon=True)
+
+    def offer(self, snapshot: Snapshot) -> None:
+        """Write the start's snapshot, the base of the next (written or not: it is what a
+        rebuild computes, and the next round writes what follows from it)."""
+        self.publisher.publish(snapshot)
+        self.last = snapshot
 
     def start(self) -> None:
         if self.interval_s > 0:
@@ -261,7 +266,9 @@ class Snapshotter:
             except Exception:  # the next round tries again; the live actuator is unaffected
                 log.exception("taking a snapshot failed")
 
-    def take(self) -> Snapshot:
+    def take(self) -> Snapshot | None:
+        if self.last is None:
+            return None
         cluster = self.empty()
         restore(self.last, cluster)
         consumer = Consumer(
@@ -284,6 +291,6 @@ class Snapshotter:
         finally:
             consumer.close()
         snapshot = capture(cluster, positions, self.clock())
-        if self.publisher.publish(snapshot):
-            self.last = snapshot
+        self.publisher.publish(snapshot)
+        self.last = snapshot
         return snapshot

@@ -199,19 +199,15 @@ class Actuator:
             self._observe(message, live=False)
             folded += 1
         self._flush()
-        # What was folded is what a rebuild computes: the next start reads on from here.
-        publisher = replay.Publisher(self.settings, self.codec)
-        taken = capture(self.cluster, positions, self.clock())
-        if not publisher.publish(taken) and snapshot is not None:
-            taken = snapshot
         self.snapshotter = replay.Snapshotter(
             self.settings,
             self.codec,
             self.cluster.empty,
-            last=taken,
             interval_s=self.snapshot_interval_s,
             clock=self.clock,
         )
+        # What was folded is what a rebuild computes: the next start reads on from here.
+        self.snapshotter.offer(capture(self.cluster, positions, self.clock()))
         self._reconcile()
         self.commands.subscribe([topics.commands], on_revoke=self._revoked, on_lost=self._revoked)
         self.ready = True
