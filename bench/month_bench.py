@@ -292,7 +292,8 @@ def scale_topics(settings: Settings, clock: Clock) -> dict[str, dict[str, str]]:
         if not name.startswith(prefix):
             continue
         spec = specs.get(name.removeprefix(prefix))
-        values = {"segment.ms": str(clock.scaled_ms(week_ms))}
+        segment_ms = spec.segment_ms if spec is not None and spec.segment_ms else week_ms
+        values = {"segment.ms": str(clock.scaled_ms(segment_ms))}
         if spec is not None and spec.retention_ms != t.INFINITE:
             values["retention.ms"] = str(clock.scaled_ms(spec.retention_ms))
         chosen[name.removeprefix(prefix)] = values

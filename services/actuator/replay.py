@@ -238,9 +238,10 @@ class Snapshotter:
         *,
         interval_s: float,
         clock: Callable[[], int],
+        written: Callable[[bool], None] = lambda ok: None,
     ) -> None:
         self.settings, self.codec, self.empty = settings, codec, empty
-        self.interval_s, self.clock = interval_s, clock
+        self.interval_s, self.clock, self.written = interval_s, clock, written
         self.last: Snapshot | None = None
         self.publisher = Publisher(settings, codec)
         self.stopped = threading.Event()
@@ -249,7 +250,7 @@ class Snapshotter:
     def offer(self, snapshot: Snapshot) -> None:
         """Write the start's snapshot, the base of the next (written or not: it is what a
         rebuild computes, and the next round writes what follows from it)."""
-        self.publisher.publish(snapshot)
+        self.written(self.publisher.publish(snapshot))
         self.last = snapshot
 
     def start(self) -> None:
@@ -291,6 +292,6 @@ class Snapshotter:
         finally:
             consumer.close()
         snapshot = capture(cluster, positions, self.clock())
-        self.publisher.publish(snapshot)
+        self.written(self.publisher.publish(snapshot))
         self.last = snapshot
         return snapshot

@@ -81,6 +81,14 @@ class Metrics:
     events_produced: int = 0
     dead_letters: int = 0
     dead_letters_failed: int = 0
+    snapshots: int = 0  # of the embedded cluster written (replay.py)
+    snapshots_failed: int = 0
+
+    def snapshot_written(self, ok: bool) -> None:
+        if ok:
+            self.snapshots += 1
+        else:
+            self.snapshots_failed += 1
 
 
 @dataclass
@@ -205,6 +213,7 @@ class Actuator:
             self.cluster.empty,
             interval_s=self.snapshot_interval_s,
             clock=self.clock,
+            written=self.metrics.snapshot_written,
         )
         # What was folded is what a rebuild computes: the next start reads on from here.
         self.snapshotter.offer(capture(self.cluster, positions, self.clock()))

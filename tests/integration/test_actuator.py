@@ -540,6 +540,9 @@ def test_a_restarted_actuator_reads_on_from_its_snapshot_where_retention_deleted
             30,
             "both jobs checkpointing after the restart",
         )
+        url = f"http://127.0.0.1:{actuator.port}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as response:
+            metrics = dict(line.split() for line in response.read().decode().splitlines())
     finally:
         actuator.stop()
 
@@ -550,3 +553,5 @@ def test_a_restarted_actuator_reads_on_from_its_snapshot_where_retention_deleted
     assert all(after[j]["checkpoints"] >= before[j]["checkpoints"] > 0 for j in jobs)
     text = "\n".join(p.read_text() for d in logs for p in d.glob("*.log"))
     assert "a snapshot of 2 jobs" in text and "were deleted before a snapshot" not in text
+    assert int(metrics["scalefold_actuator_snapshots_total"]) >= 1
+    assert metrics["scalefold_actuator_snapshots_failed_total"] == "0"
