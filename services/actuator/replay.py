@@ -4,9 +4,10 @@ The cluster's model is a fold of two topics: the scheduler's `decisions` and the
 cluster's own past events on `job-events` (cluster.py). A start folds them from the
 latest snapshot's positions (snapshots.py) to their ends, and then writes a snapshot
 of what it folded, before it answers anything. While it runs, a `Snapshotter` thread
-folds the log from that snapshot on into a cluster of its own, every
-`--snapshot-minutes`, and writes the result: the live cluster also holds effects of
-commands and answers that are not in the log yet, which a rebuild would not have.
+keeps a shadow cluster that trails the log from that snapshot on, folds what the log
+gained every `--snapshot-minutes`, and writes the result: the live cluster also holds
+effects of commands and answers that are not in the log yet, which a rebuild would not
+have.
 """
 
 from __future__ import annotations
@@ -105,15 +106,15 @@ def fold(cluster: EmbeddedCluster, codec: Codec, decisions: str, message: Messag
 
 
 def starting_offsets(
-    consumer: Consumer, partitions: list[Position], snapshot: Snapshot | None
+    consumer: Consumer, partitions: list[Position], positions: dict[Position, int]
 ) -> dict[Position, int]:
-    """Where a fold from `snapshot` (None: from nothing) reads each partition. Where
-    retention deleted records the fold needed, it starts at the oldest one left and
-    says so: what the deleted ones held is missing from the model."""
+    """Where a fold that has read up to `positions` (a snapshot's; none: from nothing)
+    reads each partition. Where retention deleted records the fold needed, it starts at
+    the oldest one left and says so: what the deleted ones held is missing from the model."""
     starts = {}
     for topic, partition in partitions:
         low, _ = watermarks(consumer, topic, partition)
-        wanted = snapshot.positions.get((topic, partition), 0) if snapshot else 0
+        wanted = positions.get((topic, partition), 0)
         if wanted < low:
             log.warning(
                 "%s[%d]: records %d to %d were deleted before a snapshot held them; the "
@@ -226,9 +227,10 @@ class Publisher:
 
 
 class Snapshotter:
-    """Every `interval_s`, the fold of the log from the last snapshot to its ends now,
-    in a cluster of its own (`empty` makes one as the actuator's was configured),
-    written as the next snapshot."""
+    """A shadow of the cluster's model that trails the log: every `interval_s` it folds
+    what the log gained since the last snapshot and writes the result. The shadow (a
+    cluster `empty` makes, as the actuator's was configured) and one consumer live
+    between rounds, so a round costs what the log gained, not a model's decoding."""
 
     def __init__(
         self,
@@ -242,7 +244,10 @@ class Snapshotter:
     ) -> None:
         self.settings, self.codec, self.empty = settings, codec, empty
         self.interval_s, self.clock, self.written = interval_s, clock, written
-        self.last: Snapshot | None = None
+        self.base: Snapshot | None = None  # the start's, restored into the shadow at first
+        self.shadow: EmbeddedCluster | None = None
+        self.positions: dict[Position, int] = {}  # of the shadow: the next offsets to fold
+        self.consumer: Consumer | None = None
         self.publisher = Publisher(settings, codec)
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._run, name="snapshots", daemon=True)
@@ -251,7 +256,7 @@ class Snapshotter:
         """Write the start's snapshot, the base of the next (written or not: it is what a
         rebuild computes, and the next round writes what follows from it)."""
         self.written(self.publisher.publish(snapshot))
-        self.last = snapshot
+        self.base = snapshot
 
     def start(self) -> None:
         if self.interval_s > 0:
@@ -261,37 +266,43 @@ class Snapshotter:
         self.stopped.set()
 
     def _run(self) -> None:
-        while not self.stopped.wait(self.interval_s):
-            try:
-                self.take()
-            except Exception:  # the next round tries again; the live actuator is unaffected
-                log.exception("taking a snapshot failed")
+        try:
+            while not self.stopped.wait(self.interval_s):
+                try:
+                    self.take()
+                except Exception:  # the next round goes on; the live actuator is unaffected
+                    log.exception("taking a snapshot failed")
+        finally:
+            if self.consumer is not None:
+                self.consumer.close()
 
     def take(self) -> Snapshot | None:
-        if self.last is None:
-            return None
-        cluster = self.empty()
-        restore(self.last, cluster)
-        consumer = Consumer(
-            librdkafka_config(
-                self.settings,
-                **{
-                    "group.id": f"{self.settings.topics.prefix}actuator-snapshots",
-                    "enable.auto.commit": False,
-                },
+        if self.shadow is None:
+            if self.base is None:
+                return None
+            self.shadow = self.empty()
+            restore(self.base, self.shadow)
+            self.positions, self.base = dict(self.base.positions), None
+        if self.consumer is None:
+            self.consumer = Consumer(
+                librdkafka_config(
+                    self.settings,
+                    **{
+                        "group.id": f"{self.settings.topics.prefix}actuator-snapshots",
+                        "enable.auto.commit": False,
+                    },
+                )
             )
-        )
         decisions = self.settings.topics.decisions
+        starts = starting_offsets(self.consumer, list(self.positions), self.positions)
+        self.positions.update(starts)
         try:
-            starts = starting_offsets(consumer, list(self.last.positions), self.last)
-            positions = dict(starts)
-            for message in read_through(consumer, starts):
+            for message in read_through(self.consumer, starts):
                 topic, partition, offset = where(message)
-                positions[(topic, partition)] = offset + 1
-                fold(cluster, self.codec, decisions, message)
+                fold(self.shadow, self.codec, decisions, message)
+                self.positions[(topic, partition)] = offset + 1
         finally:
-            consumer.close()
-        snapshot = capture(cluster, positions, self.clock())
+            self.consumer.unassign()
+        snapshot = capture(self.shadow, self.positions, self.clock())
         self.written(self.publisher.publish(snapshot))
-        self.last = snapshot
         return snapshot

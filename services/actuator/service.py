@@ -199,7 +199,9 @@ class Actuator:
         partitions = self._all_partitions([topics.job_events, topics.decisions])
         self.checked = self._checked_offsets([p for t, p in partitions if t == topics.decisions])
         snapshot = replay.restored(replay.latest_snapshot(self.settings, self.codec), self.cluster)
-        starts = replay.starting_offsets(self.observer, partitions, snapshot)
+        starts = replay.starting_offsets(
+            self.observer, partitions, snapshot.positions if snapshot else {}
+        )
         positions, folded = dict(starts), 0
         for message in replay.read_through(self.observer, starts):
             topic, partition, offset = where(message)
