@@ -34,7 +34,6 @@ from typing import Any
 
 import msgspec
 from confluent_kafka import (
-    OFFSET_BEGINNING,
     Consumer,
     KafkaError,
     KafkaException,
@@ -272,15 +271,8 @@ class Actuator:
             )
         )
         partitions = self._all_partitions([topic], consumer)
-        consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, p in partitions])
-        ends = {p: replay.watermarks(consumer, topic, p)[1] for _, p in partitions}
-        positions = dict.fromkeys(ends, 0)
         records = []
-        while any(positions[p] < end for p, end in ends.items()):
-            message = consumer.poll(0.5)
-            if message is None or message.error():
-                continue
-            positions[where(message)[1]] = where(message)[2] + 1
+        for message in replay.read_through(consumer, dict.fromkeys(partitions, 0)):
             try:
                 records.append(self.codec.decode(message.value() or b"").record)
             except DecodeError:

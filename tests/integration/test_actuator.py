@@ -310,21 +310,13 @@ def test_the_cluster_follows_only_what_the_scheduler_accepted(
     assert len(checkpoints) <= (until - refused_at) / 1_000 + 2
 
 
-def test_a_released_job_is_forgotten_also_by_a_restarted_actuator(
-    kafka: Settings, codec: Codec, tmp_path: Path, scheduler: SchedulerProcess
-) -> None:
-    """The cluster holds what live jobs need: a job the scheduler released
-    (`jobstore.expiration-time` after its cancel) leaves it, and the rebuild of a
-    restarted actuator, which reads the whole log again, does not bring it back."""
+def _external_jobs(jobs: tuple[str, ...], *config: tuple[str, str]) -> list[Any]:
+    """Each job submitted with the external runtime (the embedded cluster runs it) and no
+    stabilization wait, checkpointing every second, and one TaskManager of one slot."""
     vertices = (VertexSpec("v", "V", "g", "g", 1, None),)
-    quick = (
-        (c.SUBMISSION_STABILIZATION, "0 s"),
-        (c.RUNTIME_MODE, "external"),
-        (c.JOB_STORE_EXPIRATION, "1"),
-    )
+    quick = ((c.SUBMISSION_STABILIZATION, "0 s"), (c.RUNTIME_MODE, "external"), *config)
     now = int(time.time() * 1000)
-    jobs = ("ends", "stays")
-    started = [
+    return [
         event
         for job in jobs
         for event in (
@@ -332,6 +324,16 @@ def test_a_released_job_is_forgotten_also_by_a_restarted_actuator(
             TaskManagerRegistered(job, now, "tm-1", 1, None),
         )
     ]
+
+
+def test_a_released_job_is_forgotten_also_by_a_restarted_actuator(
+    kafka: Settings, codec: Codec, tmp_path: Path, scheduler: SchedulerProcess
+) -> None:
+    """The cluster holds what live jobs need: a job the scheduler released
+    (`jobstore.expiration-time` after its cancel) leaves it, and the rebuild of a
+    restarted actuator, which reads the whole log again, does not bring it back."""
+    jobs = ("ends", "stays")
+    started = _external_jobs(jobs, (c.JOB_STORE_EXPIRATION, "1"))
     actuator = ActuatorProcess(kafka, tmp_path / "a", "--creation-delay", "0.1").start()
     try:
         actuator.wait_ready()
@@ -479,18 +481,8 @@ def test_a_restarted_actuator_reads_on_from_its_snapshot_where_retention_deleted
     `--snapshot-minutes`; a restart restores the latest and folds only what came after
     it, so `decisions` and `job-events` may lose what came before (their retention):
     the jobs, their TaskManagers and checkpoint ids come back as they were."""
-    vertices = (VertexSpec("v", "V", "g", "g", 1, None),)
-    quick = ((c.SUBMISSION_STABILIZATION, "0 s"), (c.RUNTIME_MODE, "external"))
-    now = int(time.time() * 1000)
     jobs = ("first", "second")
-    started = [
-        event
-        for job in jobs
-        for event in (
-            JobSubmitted(job, now, job, vertices, 1_000, quick),
-            TaskManagerRegistered(job, now, "tm-1", 1, None),
-        )
-    ]
+    started = _external_jobs(jobs)
     args = ("--creation-delay", "0.1", "--snapshot-minutes", "0.05")
     actuator = ActuatorProcess(kafka, tmp_path / "a", *args).start()
     logs = [tmp_path / "a"]
