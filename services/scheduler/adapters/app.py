@@ -57,6 +57,7 @@ from services.contracts.kafka import (
 )
 from services.contracts.topics import JOB_EVENTS
 from services.scheduler.adapters import fastpath
+from services.scheduler.adapters.assignor import DeclaredPartitionAssignor
 from services.scheduler.adapters.metrics import Metrics
 from services.scheduler.adapters.processor import (
     Incoming,
@@ -709,7 +710,8 @@ def create_app(
     """The Faust app with the service's settings (also used by the bench's bare agent).
 
     It is `fastpath.App`: Faust with a cheaper per-message hand-over from its
-    consumer to its streams (see fastpath.py); `stock` gives plain `faust.App`."""
+    consumer to its streams (see fastpath.py), whose partition assignment never drops
+    a topic it declared (assignor.py); `stock` gives plain `faust.App`."""
     kafka = settings.kafka
     datadir = table_dir(settings, app_id)
     datadir.mkdir(parents=True, exist_ok=True)
@@ -718,6 +720,8 @@ def create_app(
         watch = fastpath.RecoveryWatch(settings.recovery_stall_timeout_s)
         extra["recovery_watch"] = watch
         extra["on_recovery_stalled"] = functools.partial(_recovery_stalled, kafka, watch)
+    if not stock:
+        extra["PartitionAssignor"] = DeclaredPartitionAssignor
     app_class = faust.App if stock else fastpath.App
     return app_class(
         app_id or settings.app_id,

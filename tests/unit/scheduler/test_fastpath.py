@@ -61,3 +61,46 @@ def test_a_restarted_watch_counts_from_its_next_observation() -> None:
     assert watch.stalled_for(125.0, started_at=0.0, remaining=7) is None
     assert watch.stalled_for(244.0, started_at=0.0, remaining=7) is None
     assert watch.stalled_for(245.0, started_at=0.0, remaining=7) == 120.0
+
+
+class _Metadata:
+    """The group leader's cluster metadata right after a broker restart: some topics
+    not listed yet (aiokafka's `ClusterMetadata.partitions_for_topic` gives None)."""
+
+    def __init__(self, partitions: dict[str, int]) -> None:
+        self.partitions = partitions
+
+    def partitions_for_topic(self, topic: str) -> set[int] | None:
+        count = self.partitions.get(topic)
+        return None if count is None else set(range(count))
+
+
+def _assigned(app: Any, metadata: _Metadata, topics: list[str]) -> dict[str, list[int]]:
+    member = app.assignor.metadata(set(topics))
+    assignment = app.assignor.assign(metadata, {"worker-1": member})["worker-1"]
+    return {topic: sorted(partitions) for topic, partitions in assignment.assignment}
+
+
+def test_a_topic_missing_from_the_leaders_metadata_is_assigned_by_its_declared_count(
+    tmp_path: Path,
+) -> None:
+    """Faust's assignor leaves a topic its metadata lacks out of the assignment: a static
+    member that rejoins then keeps that empty assignment for ever (assignor.py). The
+    scheduler's assigns the partitions the worker declared the topic with."""
+    settings = ServiceSettings(Settings(), data_dir=tmp_path)
+    topics = ["job-events", "scalefold-scheduler-jobs-changelog", "leader"]
+    counts = {"job-events": 6, "scalefold-scheduler-jobs-changelog": 6, "leader": 1}
+    just_restarted = _Metadata({"leader": 1})
+    for make in (create_app, lambda s: create_app(s, stock=True)):
+        app = make(settings)
+        for topic in topics:
+            app.topics.add(app.topic(topic, partitions=counts[topic]))
+        assigned = _assigned(app, just_restarted, topics)
+        if make is create_app:
+            assert assigned == {t: list(range(counts[t])) for t in topics}
+        else:  # the stock assignor: the bug this mends
+            assert assigned == {"leader": [0]}
+    # a topic the metadata lists is sized by it, as Faust does
+    app = create_app(settings)
+    app.topics.add(app.topic("job-events", partitions=6))
+    assert _assigned(app, _Metadata({"job-events": 3}), ["job-events"]) == {"job-events": [0, 1, 2]}
