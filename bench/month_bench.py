@@ -49,11 +49,13 @@ import heapq
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -388,6 +390,21 @@ class Stack:
         self.broker.stop(progress=lambda _: None)
 
 
+def rocksdb_memory_mib(port: int) -> dict[str, float]:
+    """The scheduler's RocksDB memory per kind (its /metrics, over both tables), in MiB;
+    empty while it is not answering (a restart)."""
+    pattern = re.compile(r'rocksdb_memory_bytes\{table="\w+",kind="(\w+)"\} (\d+)')
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+            text = answer.read().decode()
+    except OSError:
+        return {}
+    totals: dict[str, float] = {}
+    for kind, value in pattern.findall(text):
+        totals[kind] = totals.get(kind, 0.0) + int(value) / MIB
+    return totals
+
+
 def measure(day: int, running: Stack, state: FleetState, sender: Sender) -> dict[str, Any]:
     history = running.root / "history"
     tables = history / "tables"
@@ -410,6 +427,7 @@ def measure(day: int, running: Stack, state: FleetState, sender: Sender) -> dict
         "checkpoints_bytes": _du(history / "checkpoints")[0],
         "scheduler_state_bytes": _du(running.root / "scheduler")[0],
         "rss_mib": rss,
+        "scheduler_rocksdb_mib": rocksdb_memory_mib(stack.web_port(procs["scheduler"])),
         "restarts": {name: p.restarts().count for name, p in procs.items()},
         "summary_s": timed("history", "summary", *data_dir),
         "sql_s": timed("history", "sql", *data_dir, "SELECT count(*) AS n FROM rescales"),
@@ -600,7 +618,8 @@ def report(rows: list[dict[str, Any]]) -> list[str]:
     """The days as a Markdown table (docs/operations.md), then the loss check."""
     lines = [
         "| day | load | job-events | rescales | decisions | changelogs | tables | Parquet "
-        "(< 10 KB) | Delta log | scheduler | actuator | history | broker | summary | sql |",
+        "(< 10 KB) | Delta log | scheduler (RocksDB) | actuator | history | broker | summary "
+        "| sql |",
         "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for row in rows:
@@ -616,10 +635,8 @@ def report(rows: list[dict[str, Any]]) -> list[str]:
             _mib(sum(t["bytes"] for t in tables)),
             f"{sum(t['parquet'] for t in tables)} ({sum(t['small'] for t in tables)})",
             str(sum(t["log_files"] for t in tables)),
-            *(
-                f"{rss.get(name) or 0:.0f}"
-                for name in ("scheduler", "actuator", "history", "broker")
-            ),
+            f"{rss.get('scheduler') or 0:.0f} ({sum(row.get('scheduler_rocksdb_mib', {}).values()):.0f})",
+            *(f"{rss.get(name) or 0:.0f}" for name in ("actuator", "history", "broker")),
             *(f"{row[key]:.1f}" if row[key] is not None else "-" for key in ("summary_s", "sql_s")),
         ]
         lines.append("| " + " | ".join(cells) + " |")

@@ -74,12 +74,15 @@ class ServiceProcess:
             time.sleep(0.2)
         raise AssertionError(f"{self.service} not ready in {timeout} s:\n{self.tail()}")
 
-    def metrics(self) -> dict[str, float]:
+    def metrics_text(self) -> str:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=2) as response:
-            text = response.read().decode()
+            return str(response.read().decode())
+
+    def metrics(self) -> dict[str, float]:
+        """The unlabelled series."""
         return {
             line.split()[0]: float(line.split()[1])
-            for line in text.splitlines()
+            for line in self.metrics_text().splitlines()
             if line and not line.startswith("#") and "{" not in line
         }
 

@@ -27,6 +27,8 @@ from services.contracts.events import (
 )
 from services.contracts.jobconfig import JOB_STORE_EXPIRATION
 from services.contracts.kafka import producer_config
+from services.contracts.topics import JOB_EVENTS
+from services.scheduler.adapters.app import ROCKSDB_MEMORY
 from tests.disk_support import fill, small_disk
 from tests.integration.scheduler_support import (
     SchedulerProcess,
@@ -240,6 +242,14 @@ def test_kill_minus_nine_loses_and_invents_nothing(
         for written in options:
             text = written.read_text()
             assert "write_buffer_size=4194304" in text and "max_write_buffer_number=2" in text
+        # and /metrics says what RocksDB holds in memory, within those sizes
+        held = re.findall(
+            r'rocksdb_memory_bytes\{table="(\w+)",kind="(\w+)"\} (\d+)', again.metrics_text()
+        )
+        kinds = {(table, kind) for table, kind, _ in held}
+        assert kinds == {(t, k) for t in ("jobs", "folded") for k in ROCKSDB_MEMORY}
+        memtables = {table: int(b) for table, kind, b in held if kind == "memtables"}
+        assert 0 < memtables["jobs"] <= JOB_EVENTS.partitions * 2 * 4 * 2**20
 
 
 def test_a_worker_with_an_id_of_its_own_restarted_on_another_port_gets_to_work(

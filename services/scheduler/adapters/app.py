@@ -302,6 +302,14 @@ def _rocks_store_class() -> type:
             self._refuse_read_in_batch()
             return bool(super()._contains(key))
 
+        def memory(self) -> dict[str, int]:
+            """RocksDB's own memory in bytes, summed over the table's open partitions."""
+            totals = dict.fromkeys(ROCKSDB_MEMORY, 0)
+            for db in self._dbs.values():
+                for kind, name in ROCKSDB_MEMORY.items():
+                    totals[kind] += db.property_int_value(name) or 0
+            return totals
+
         def _refuse_read_in_batch(self) -> None:
             if self._pending is not None:  # RocksDB would answer without the pending puts
                 raise RuntimeError("the store is read while its puts wait in a batch")
@@ -797,6 +805,16 @@ state is a few KB, and the worker keeps the ones it uses decoded (`--state-cache
 small buffers and a small cache cost it nothing it reads often."""
 
 
+ROCKSDB_MEMORY = {
+    "block_cache": "rocksdb.block-cache-usage",
+    "memtables": "rocksdb.cur-size-all-mem-tables",
+    "table_readers": "rocksdb.estimate-table-readers-mem",
+}
+"""What `/metrics` reports of each table's RocksDB memory (per kind: RocksDB's property).
+Each is bounded by ROCKSDB_OPTIONS per partition, except the table readers (index and
+filter blocks), which grow with the data stored."""
+
+
 def _awaited_table(app: faust.App, name: str, value_codec: str, help_text: str) -> AwaitedTable:
     table = AwaitedTable(
         app,
@@ -858,7 +876,13 @@ def _wire(service: SchedulerService, topic: faust.TopicT) -> None:
     @app.page("/metrics")
     async def metrics(web: Any, request: Any) -> Any:
         service.metrics.dead_letters_failed = service.output.dead_letters_failed
-        return web.text(service.metrics.prometheus(len(service.states)), content_type="text/plain")
+        stores = {}
+        for table in (service.table, service.folded):
+            memory = getattr(table.data, "memory", None)  # a RocksDB store's (not memory://)
+            if memory is not None:
+                stores[table.name] = memory()
+        text = service.metrics.prometheus(len(service.states), stores)
+        return web.text(text, content_type="text/plain")
 
     @app.on_partitions_revoked.connect  # type: ignore[arg-type]
     async def revoked(app_: Any, revoked: Any, **_: Any) -> None:

@@ -51,7 +51,7 @@ class KnownPartitions:
         if known or topic not in self.declared:
             return known  # type: ignore[no-any-return]
         count = self.declared[topic]
-        log.warning(
+        log.info(  # also a topic just created, at a fresh start: not a fault
             "topic %s is missing from the cluster metadata of this assignment: "
             "assigning the %d partitions it was created with",
             topic,

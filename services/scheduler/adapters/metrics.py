@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 # Fold latency buckets in seconds: 50 us to 1 s.
@@ -42,7 +43,8 @@ class Metrics:
                 return edge
         return 0.0
 
-    def prometheus(self, jobs: int) -> str:
+    def prometheus(self, jobs: int, stores: Mapping[str, Mapping[str, int]] = {}) -> str:
+        """The text exposition; `stores`: per table, RocksDB's memory per kind (bytes)."""
         counters = {
             "scalefold_scheduler_events_in_total": ("input messages consumed", self.events_in),
             "scalefold_scheduler_events_skipped_total": (
@@ -86,6 +88,16 @@ class Metrics:
             "# TYPE scalefold_scheduler_jobs gauge",
             f"scalefold_scheduler_jobs {jobs}",
         ]
+        if stores:
+            name = "scalefold_scheduler_rocksdb_memory_bytes"
+            lines += [
+                f"# HELP {name} memory RocksDB holds for a table (block cache, memtables, "
+                "index and filter blocks), over its partitions",
+                f"# TYPE {name} gauge",
+            ]
+            for table, kinds in sorted(stores.items()):
+                for kind, value in sorted(kinds.items()):
+                    lines.append(f'{name}{{table="{table}",kind="{kind}"}} {value}')
         name = "scalefold_scheduler_fold_seconds"
         lines += [f"# HELP {name} time to fold one input message", f"# TYPE {name} histogram"]
         cumulative = 0
