@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import sys
 from typing import Any
 
@@ -11,6 +12,7 @@ from services.contracts import Codec, SchemaRegistry, Settings
 from services.contracts.disk import wait_for_room
 from services.contracts.kafka import connect, librdkafka_config, redacted, retry_transient
 from services.contracts.preflight import prepare
+from services.scheduler.adapters import heap
 from services.scheduler.adapters.app import ServiceSettings, create_service, table_dir
 from services.scheduler.adapters.datadir import (
     EXIT_DATA_DIR,
@@ -92,6 +94,7 @@ def run_service(settings: ServiceSettings, log_level: str = "info") -> int:
         CORE_MODE,
         ", ".join(f"{k}={v}" for k, v in settings.defaults) or "Flink's",
     )
+    heap.start_from(os.environ)  # a diagnosis, when asked for (heap.py)
     worker = faust.Worker(service.app, loglevel=log_level, quiet=True, override_logging=False)
     if not worker.stdout.isatty():  # its spinner writes cursor escapes even into a log file
         worker.spinner = None
