@@ -103,6 +103,15 @@ def uncommitted_files(table_dir: Path) -> list[Path]:
     return sorted(p for p in found if str(p.relative_to(table_dir)) not in named)
 
 
+def unreferenced_files(table_dir: Path) -> list[Path]:
+    """Parquet files in the table that its newest version does not hold: replaced by a
+    compaction and not vacuumed yet, or left by a crash. What VACUUM may delete, once
+    the retention lets it; none, and VACUUM has nothing to do."""
+    held = {path.resolve() for path in committed_files(table_dir)}
+    found = (p for p in table_dir.rglob("*.parquet") if DELTA_LOG not in p.parts)
+    return sorted(p for p in found if p.resolve() not in held)
+
+
 def remove_uncommitted(table_dir: Path) -> list[Path]:
     """Delete `uncommitted_files`; only safe while no query writes the table. A table of
     Spark's Parquet file sink (an earlier scalefold's, not yet converted) is left alone."""

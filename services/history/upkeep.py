@@ -30,6 +30,7 @@ from services.history.sinklog import (
     last_compacted,
     orphan_checksums,
     remove_uncommitted,
+    unreferenced_files,
 )
 from services.history.sources import SOURCES
 from services.history.spark import STATS_COLUMNS
@@ -217,11 +218,16 @@ class Upkeep:
 
     def run(self, path: Path) -> None:
         """Compact `path`'s small files, then vacuum what the retention lets go (the table's
-        own retention property, which `keep_for` sets: see there why not RETAIN)."""
+        own retention property, which `keep_for` sets: see there why not RETAIN).
+
+        A table holding no file its newest version does not is not vacuumed: VACUUM would
+        delete nothing and still commit twice (its START and END), which was all the
+        log of the Flink tables of a history without Flink (251 commits in a month)."""
         self._last[path] = self.clock()
         keep_for(self.spark, path, self.config.retention_hours)  # set at start already
         optimize(self.spark, path)
-        self.spark.sql(f"VACUUM {quoted(path)}")
+        if unreferenced_files(path):
+            self.spark.sql(f"VACUUM {quoted(path)}")
         for orphan in orphan_checksums(path):  # what the log's own cleanup left
             orphan.unlink(missing_ok=True)
 

@@ -15,7 +15,13 @@ from services.contracts import Codec, Settings
 from services.history import synthetic
 from services.history.decode import RescaleSchemas, decode, valid
 from services.history.paths import Layout
-from services.history.sinklog import committed_files, last_compacted, uncommitted_files
+from services.history.sinklog import (
+    committed_files,
+    last_compacted,
+    latest_version,
+    uncommitted_files,
+    unreferenced_files,
+)
 from services.history.tables import LATEST_TABLE, TABLES
 from services.history.upkeep import Upkeep, UpkeepConfig, convert_legacy, keep_for
 from services.history.upsert import append, merge_latest
@@ -223,8 +229,14 @@ def test_upkeep_compacts_small_files_and_vacuums_the_replaced_ones(
     assert len(after) == len(partitions)  # one file per date partition
     on_disk = [p for p in path.rglob("*.parquet") if "_delta_log" not in p.parts]
     assert sorted(on_disk) == after  # the replaced files are vacuumed
-    assert uncommitted_files(path) == []
+    assert uncommitted_files(path) == [] == unreferenced_files(path)
     assert DeltaTable(str(path)).to_pyarrow_table().num_rows == len(records)
+    # Idle since: nothing to compact, nothing to vacuum, so no commit (VACUUM commits its
+    # START and END even when it deletes nothing)
+    version = latest_version(path)
+    now[0] = 122.0
+    upkeep.run_due([path])
+    assert latest_version(path) == version
     assert DeltaTable(str(path)).metadata().configuration["delta.dataSkippingNumIndexedCols"] == "1"
     # A restarted history keeps the table's schedule, by its Delta history (issue 49):
     compacted = last_compacted(path)

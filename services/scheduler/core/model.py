@@ -289,10 +289,12 @@ class TaskManager(msgspec.Struct, frozen=True, array_like=True, gc=False):
         return _slots_of(self.id, self.slots, self.profile)
 
 
-@lru_cache(maxsize=1 << 16)
+@lru_cache(maxsize=1 << 13)
 def _slots_of(task_manager_id: str, count: int, profile: Profile | None) -> tuple[Slot, ...]:
     """A TaskManager's slots, built once: a job's every step lists all of them, and a
-    large job has hundreds (the slots are immutable, so one tuple serves every job)."""
+    large job has hundreds (the slots are immutable, so one tuple serves every job).
+    8,192 TaskManagers (~4 MiB of 2-slot ones): 65,536 held 32 MiB, which TaskManagers
+    that come and go fill in weeks, a worker's memory growing until they did."""
     return tuple(Slot(f"{task_manager_id}#{i}", task_manager_id, i, profile) for i in range(count))
 
 
