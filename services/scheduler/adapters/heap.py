@@ -4,9 +4,10 @@
 (`SCALEFOLD_HEAP_FRAMES` frames a trace, 8 unless set) and writes a snapshot to DIR every
 `SCALEFOLD_HEAP_SNAPSHOT_SECONDS` (300): `heap-<pid>-<n>.tracemalloc`.
 `python -m bench.heapdiff DIR` prints what grew between the first and the last. Tracing
-costs the worker about twice its CPU: a diagnosis, never a default. It sees Python's
-allocations only, not RocksDB's or librdkafka's (the worker's /metrics reports RocksDB's).
-"""
+slows the worker and grows its memory (not measured apart): a diagnosis, never a
+default. It sees Python's allocations only, not RocksDB's or
+librdkafka's (the worker's /metrics reports RocksDB's), and the compiled core's are
+counted at the line that called into it."""
 
 from __future__ import annotations
 
