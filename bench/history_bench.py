@@ -53,7 +53,7 @@ from services.history.catalog import build_views, table_schemas
 from services.history.decode import RescaleSchemas
 from services.history.job import RunOptions, run, start_queries
 from services.history.paths import Layout
-from services.history.sinklog import DELTA_LOG, committed_files
+from services.history.sinklog import DELTA_LOG, committed_files, data_files
 from services.history.spark import history_session
 from services.history.tables import EXECUTING, LATEST_TABLE, PARTITION_COLUMN, TABLES
 from services.history.upkeep import UpkeepConfig, optimize
@@ -299,7 +299,7 @@ def _file_counts(layout: Layout, elapsed: float) -> dict[str, object]:
     counts: dict[str, object] = {"stage": "history", "mode": "files", "elapsed_s": round(elapsed)}
     for name in (*TABLES, LATEST_TABLE):
         path = layout.table(name)
-        on_disk = [p for p in path.rglob("*.parquet") if DELTA_LOG not in p.parts]
+        on_disk = data_files(path)
         log_files = list((path / DELTA_LOG).glob("*")) if (path / DELTA_LOG).is_dir() else []
         counts[name] = {
             "active": len(committed_files(path)),

@@ -80,7 +80,7 @@ from services.contracts.events import (
 )
 from services.contracts.jobconfig import JOB_STORE_EXPIRATION, RUNTIME_MODE
 from services.contracts.kafka import ensure_topics, librdkafka_config, producer_config
-from services.history.sinklog import DELTA_LOG
+from services.history.sinklog import DELTA_LOG, data_files
 from services.localstack import ports, stack
 from services.localstack.broker import LocalBroker
 from services.localstack.jars import kafka_jars
@@ -347,7 +347,7 @@ def topic_bytes(data: Path, prefix: str) -> dict[str, int]:
 
 
 def table_shape(path: Path) -> dict[str, int]:
-    parquet = [f.stat().st_size for f in path.rglob("*.parquet") if DELTA_LOG not in f.parts]
+    parquet = [f.stat().st_size for f in data_files(path)]
     log = path / DELTA_LOG
     return {
         "bytes": _du(path)[0],

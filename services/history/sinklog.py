@@ -94,13 +94,17 @@ def _named_in_log(table_dir: Path) -> set[str]:
     return names
 
 
+def data_files(table_dir: Path) -> list[Path]:
+    """The Parquet files on disk under the table, committed or not (its log left out), sorted."""
+    return sorted(p for p in table_dir.rglob("*.parquet") if DELTA_LOG not in p.parts)
+
+
 def uncommitted_files(table_dir: Path) -> list[Path]:
     """Parquet files in the table that no committed version names (left by a crash)."""
     if not table_dir.is_dir():
         return []
     named = _named_in_log(table_dir) if (table_dir / DELTA_LOG).is_dir() else set()
-    found = (p for p in table_dir.rglob("*.parquet") if DELTA_LOG not in p.parts)
-    return sorted(p for p in found if str(p.relative_to(table_dir)) not in named)
+    return [p for p in data_files(table_dir) if str(p.relative_to(table_dir)) not in named]
 
 
 def unreferenced_files(table_dir: Path) -> list[Path]:
@@ -108,8 +112,7 @@ def unreferenced_files(table_dir: Path) -> list[Path]:
     compaction and not vacuumed yet, or left by a crash. What VACUUM may delete, once
     the retention lets it; none, and VACUUM has nothing to do."""
     held = {path.resolve() for path in committed_files(table_dir)}
-    found = (p for p in table_dir.rglob("*.parquet") if DELTA_LOG not in p.parts)
-    return sorted(p for p in found if p.resolve() not in held)
+    return [p for p in data_files(table_dir) if p.resolve() not in held]
 
 
 def remove_uncommitted(table_dir: Path) -> list[Path]:

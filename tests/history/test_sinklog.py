@@ -10,6 +10,7 @@ import pytest
 from services.history.sinklog import (
     DELTA_LOG,
     committed_files,
+    data_files,
     is_delta,
     latest_version,
     orphan_checksums,
@@ -26,10 +27,6 @@ def _append(table: Path, day: str, values: list[int]) -> None:
     write_deltalake(str(table), data, mode="append", partition_by=["start_date"])
 
 
-def _data_files(table: Path) -> list[Path]:
-    return sorted(p for p in table.rglob("*.parquet") if DELTA_LOG not in p.parts)
-
-
 def test_committed_files_follow_the_versions(tmp_path: Path) -> None:
     assert (latest_version(tmp_path), is_delta(tmp_path)) == (-1, False)
     _append(tmp_path, "2024-01-01", [1, 2])
@@ -38,7 +35,7 @@ def test_committed_files_follow_the_versions(tmp_path: Path) -> None:
     assert latest_version(tmp_path, known=0) == 1
     assert latest_version(tmp_path, known=7) == 1  # unknown to the log: listed again
     files = committed_files(tmp_path)
-    assert files == _data_files(tmp_path)
+    assert files == data_files(tmp_path)
     assert {p.parent.name for p in files} == {"start_date=2024-01-01", "start_date=2024-01-02"}
     assert uncommitted_files(tmp_path) == []
 
@@ -69,7 +66,7 @@ def test_files_replaced_by_a_compaction_are_not_uncommitted(tmp_path: Path) -> N
             entry.unlink()
     after = committed_files(tmp_path)
     assert len(after) == 1
-    assert set(before) <= set(_data_files(tmp_path))  # still on disk until VACUUM
+    assert set(before) <= set(data_files(tmp_path))  # still on disk until VACUUM
     assert uncommitted_files(tmp_path) == []
     assert DeltaTable(str(tmp_path)).to_pyarrow_table().num_rows == 12
 
