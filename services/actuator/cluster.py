@@ -151,7 +151,12 @@ class JobRuntime:
     failing_checkpoints: int = 0
     finished: bool = False
     needed_slots: int | None = None  # its requirements' desired slots (DECLARE_RESOURCES)
-    named: set[str] = field(default_factory=set)  # every TaskManager the decisions named
+    events_read: int = -1  # the offset of its last record read back from job-events
+    lost_unread: dict[str, int] = field(default_factory=dict)
+    """TaskManagers it provisioned that the decisions named lost before their registration
+    may have been read back from job-events -> the lost decision's source offset. Read
+    back later, such a registration is not one on its way; once job-events is read past
+    that offset it has been, and the entry goes (`EmbeddedCluster.observe_own`)."""
     decided_through: int = -1  # the source offset of the last decisions record folded
 
     def idle_task_managers(self) -> list[str]:
@@ -231,7 +236,7 @@ class EmbeddedCluster:
             if item["kind"] == "JOB_RELEASED":  # nothing after it is the job's
                 self.forget(job_id, source_offset)
                 return []
-            self.observe_decision(job_id, item)
+            self.observe_decision(job_id, item, source_offset)
             if item["category"] == "RUNTIME_REQUEST":
                 requests.append(item)
         return requests
@@ -251,9 +256,10 @@ class EmbeddedCluster:
             held.pop(job_id, None)
         self.released[job_id] = source_offset
 
-    def observe_decision(self, job_id: str, item: dict[str, Any]) -> None:
-        """Fold one item of a SchedulerDecisions record. The scheduler decides only for
-        jobs it accepted, so any decision makes the job known here."""
+    def observe_decision(self, job_id: str, item: dict[str, Any], source_offset: int) -> None:
+        """Fold one item of a SchedulerDecisions record (of the job-events record at
+        `source_offset`). The scheduler decides only for jobs it accepted, so any decision
+        makes the job known here."""
         job = self.job(job_id)
         details = item.get("details") or {}
         kind = item["kind"]
@@ -268,10 +274,11 @@ class EmbeddedCluster:
             job.finished = True
         elif kind == "RESOURCES_CHANGED" and "taskManager" in details:
             tm = details["taskManager"]
-            job.named.add(tm)
             self.provisioned.get(job_id, {}).pop(tm, None)
             if details.get("change") == "lost":
                 job.task_managers.pop(tm, None)
+                if job.events_read < source_offset and provisioning_command(job_id, tm):
+                    job.lost_unread[tm] = source_offset
             else:
                 job.task_managers[tm] = _int(details.get("taskManagerSlots")) or 1
 
@@ -282,10 +289,15 @@ class EmbeddedCluster:
         `offset` on its job-events partition (a released job's are not looked at)."""
         if offset <= self.released.get(event.job_id, -1):
             return
+        job = self.jobs.get(event.job_id)
+        if job is not None:
+            job.events_read = offset
         if isinstance(event, TaskManagerRegistered):
-            if command_id := provisioning_command(event.job_id, event.task_manager_id):
-                self._applied(command_id, event.task_manager_id)
-                self._on_its_way(event.job_id, event.task_manager_id, event.timestamp, event.slots)
+            tm = event.task_manager_id
+            if command_id := provisioning_command(event.job_id, tm):
+                self._applied(command_id, tm)
+                if job is None or tm not in job.lost_unread:
+                    self._on_its_way(event.job_id, tm, event.timestamp, event.slots)
         elif isinstance(event, TaskManagerLost):
             if match := RELEASED.search(event.reason):
                 self._applied(match.group(1), event.task_manager_id)
@@ -297,10 +309,13 @@ class EmbeddedCluster:
                 self.cooldowns[event.job_id] = int(match.group(1))
         elif isinstance(event, JobLifecycle):
             self._observe_report(event)
+        if job is not None and job.lost_unread:  # read past: each registration was read
+            job.lost_unread = {tm: at for tm, at in job.lost_unread.items() if at > offset}
 
     def _on_its_way(self, job_id: str, tm: str, due: int, slots: int) -> None:
+        """Count a TaskManager it provisioned as starting until the decisions name it."""
         job = self.jobs.get(job_id)
-        if job is None or tm not in job.named:  # its registration not decided on yet
+        if job is None or tm not in job.task_managers:  # its registration not decided on yet
             self.provisioned.setdefault(job_id, {})[tm] = (due, slots)
 
     def facts(self, job: JobRuntime, now: int) -> JobFacts:

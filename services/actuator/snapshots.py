@@ -16,11 +16,14 @@ from typing import Any
 
 import msgspec
 
-from services.actuator.cluster import EmbeddedCluster, JobRuntime
+from services.actuator.cluster import EmbeddedCluster, JobRuntime, provisioning_command
 
-MODEL_FORMAT = "msgpack/1"
+MODEL_FORMAT = "msgpack/2"
 """The encoding of `Model`; a snapshot in another one is not restored (the start folds
-the log from its oldest record instead)."""
+the log from its oldest record instead), but for `LEGACY_FORMAT`'s."""
+LEGACY_FORMAT = "msgpack/1"
+"""Before lost_unread: each job kept `named`, every TaskManager the decisions named."""
+_UNTIL_RELEASED = 2**63 - 1
 
 Position = tuple[str, int]
 """(topic, partition)"""
@@ -67,16 +70,38 @@ def capture(cluster: EmbeddedCluster, positions: dict[Position, int], taken_at: 
 
 def restore(snapshot: Snapshot, cluster: EmbeddedCluster) -> None:
     """Set the folded part of `cluster` to the snapshot's (ValueError: not readable)."""
-    if snapshot.model_format != MODEL_FORMAT:
-        raise ValueError(
-            f"model format {snapshot.model_format!r}, this actuator reads {MODEL_FORMAT!r}"
-        )
     try:
-        model = _decoder.decode(snapshot.model)
-    except msgspec.DecodeError as error:
+        if snapshot.model_format == MODEL_FORMAT:
+            model = _decoder.decode(snapshot.model)
+        elif snapshot.model_format == LEGACY_FORMAT:
+            model = _from_legacy(snapshot.model)
+        else:
+            raise ValueError(
+                f"model format {snapshot.model_format!r}, this actuator reads {MODEL_FORMAT!r}"
+            )
+    except (msgspec.DecodeError, msgspec.ValidationError) as error:
         raise ValueError(str(error)) from None
     for name in MODEL_FIELDS:
         setattr(cluster, name, getattr(model, name))
+
+
+def _from_legacy(data: bytes) -> Model:
+    """A LEGACY_FORMAT model: of the TaskManagers a job's decisions named, those it
+    provisioned and that are lost may have a registration still to read back; when is
+    not known, so they are kept as such until the job is released."""
+    raw = msgspec.msgpack.decode(data)
+    if not isinstance(raw, dict) or not isinstance(raw.get("jobs"), dict):
+        raise msgspec.DecodeError("not a model")
+    for job_id, job in raw["jobs"].items():
+        if not isinstance(job, dict):
+            raise msgspec.DecodeError(f"job {job_id!r} is not a record")
+        held = job.get("task_managers") or {}
+        job["lost_unread"] = {
+            tm: _UNTIL_RELEASED
+            for tm in job.pop("named", None) or ()
+            if tm not in held and provisioning_command(job_id, tm)
+        }
+    return msgspec.convert(raw, Model)
 
 
 def to_record(snapshot: Snapshot) -> dict[str, Any]:

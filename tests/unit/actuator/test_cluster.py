@@ -58,13 +58,13 @@ def lost(tm: str, slots: int) -> dict[str, object]:
 
 def cluster(seed: int | None = None, timing: Timing = TIMING) -> EmbeddedCluster:
     world = EmbeddedCluster(timing, seed)
-    world.observe_decision(JOB, submitted())
+    world.observe_decision(JOB, submitted(), 0)
     return world
 
 
 def with_taskmanagers(world: EmbeddedCluster, slots: int, *tms: str) -> EmbeddedCluster:
     for tm in tms:
-        world.observe_decision(JOB, registered(tm, slots))
+        world.observe_decision(JOB, registered(tm, slots), 0)
     return world
 
 
@@ -114,10 +114,12 @@ def test_raw_input_the_scheduler_may_have_refused_leaves_no_trace() -> None:
 
 def test_the_model_follows_the_schedulers_decisions() -> None:
     world = with_taskmanagers(cluster(), 2, "a", "b")
-    world.observe_decision(JOB, lost("a", 2))
-    world.observe_decision(JOB, registered("c", 4))
+    world.observe_decision(JOB, lost("a", 2), 0)
+    world.observe_decision(JOB, registered("c", 4), 0)
     assert world.jobs[JOB].task_managers == {"b": 2, "c": 4}
-    world.observe_decision(JOB, decision("STATE_TRANSITION", source="Executing", target="Finished"))
+    world.observe_decision(
+        JOB, decision("STATE_TRANSITION", source="Executing", target="Finished"), 0
+    )
     assert world.jobs[JOB].finished
 
 
@@ -223,7 +225,7 @@ def test_raising_the_cooldown_updates_the_jobs_configuration() -> None:
 
 def test_commands_for_unknown_or_finished_jobs_are_rejected() -> None:
     world = cluster()
-    world.observe_decision(JOB, decision("STATE_TRANSITION", target="Finished"))
+    world.observe_decision(JOB, decision("STATE_TRANSITION", target="Finished"), 0)
     assert outcome(world.apply(command("PROVISION_TASK_MANAGERS", 1), now=2)).status == "REJECTED"
     other = command("PROVISION_TASK_MANAGERS", 1, "x", job="ghost")
     assert outcome(cluster().apply(other, now=2)).status == "REJECTED"
@@ -285,7 +287,7 @@ def test_checkpoint_ids_never_collide_with_a_producers() -> None:
 
 def test_a_tiny_checkpoint_interval_cannot_flood_and_missed_checkpoints_are_not_caught_up() -> None:
     world = EmbeddedCluster(TIMING)
-    world.observe_decision(JOB, submitted(interval=1))  # accepted by the scheduler: 1 ms
+    world.observe_decision(JOB, submitted(interval=1), 0)  # accepted by the scheduler: 1 ms
     running(world)
     emitted_at = [
         e.timestamp for now in range(0, 10_000, 10) for e in emitted(world.checkpoints(now))
@@ -373,7 +375,7 @@ def planned(action: str, amount: int, command_id: str = "cmd-1", **seen: object)
 def wanting(slots: int, spare: int = 0) -> EmbeddedCluster:
     world = cluster(timing=ONE_SLOT)
     world.spare_slots = spare
-    world.observe_decision(JOB, declared(slots))
+    world.observe_decision(JOB, declared(slots), 0)
     return world
 
 
@@ -402,7 +404,7 @@ def test_a_second_provision_on_the_same_view_sees_the_first_ones_taskmanagers_st
     assert outcome(second).status == "SUPERSEDED" and emitted(second) == []
     assert dict(outcome(second).details)["startingSlots"] == "3"
     for event in emitted(first):  # the scheduler accepts them: held now, no longer starting
-        world.observe_decision(JOB, registered(event.task_manager_id, 1))
+        world.observe_decision(JOB, registered(event.task_manager_id, 1), 0)
     assert world.facts(world.jobs[JOB], now=4_000).held_slots == 4
     assert world.facts(world.jobs[JOB], now=4_000).starting_slots == 0
 
@@ -421,11 +423,53 @@ def test_a_restarted_cluster_knows_the_taskmanagers_on_their_way_from_its_own_ev
         first.apply(planned("PROVISION_TASK_MANAGERS", 2, "p-1", available_slots=0), now=0)
     )
     restarted = wanting(4)
-    restarted.observe_decision(JOB, registered(events[0].task_manager_id, 1))  # read first
+    restarted.observe_decision(JOB, registered(events[0].task_manager_id, 1), 0)  # read first
     for event in events:
         restarted.observe_own(event, 0)
     facts = restarted.facts(restarted.jobs[JOB], now=3_000)
     assert (facts.held_slots, facts.starting_slots) == (1, 1)
+
+
+def test_a_taskmanager_lost_before_its_registration_is_read_back_is_not_on_its_way() -> None:
+    """A rebuild may fold a TaskManager's registration and loss from decisions before it
+    reads its registration from job-events; read then, it is no TaskManager starting,
+    and once job-events is read past its loss the job keeps nothing of it."""
+    world = wanting(4)
+    tm = provisioned_id(JOB, "p-1", 0)
+    world.observe_decision(JOB, registered(tm, 1), 5)
+    world.observe_decision(JOB, lost(tm, 1), 7)
+    job = world.jobs[JOB]
+    assert job.lost_unread == {tm: 7}
+    world.observe_own(TaskManagerRegistered(JOB, 1_000, tm, 1, None), 5)
+    assert world.facts(job, now=1_000).starting_slots == 0
+    assert job.lost_unread == {tm: 7}  # read up to 5 only
+    world.observe_own(TaskManagerLost(JOB, 2_000, tm, "gone"), 7)
+    assert (job.lost_unread, world.provisioned.get(JOB, {})) == ({}, {})
+
+
+def test_taskmanager_churn_leaves_nothing_behind_in_either_reading_order() -> None:
+    """A month's TaskManager churn (1,000 provisioned and lost a day) is held by no
+    live job once each is read from both topics, whichever comes first."""
+    world, offset = wanting(4), itertools.count()
+    for n in range(2_000):
+        tm = provisioned_id(JOB, f"p-{n}", 0)
+        registration, loss = next(offset), next(offset)
+        events = [
+            (TaskManagerRegistered(JOB, n, tm, 1, None), registration),
+            (TaskManagerLost(JOB, n, tm, "gone"), loss),
+        ]
+        decisions = [(registered(tm, 1), registration), (lost(tm, 1), loss)]
+        if n % 2:  # decisions read first, as a rebuild may
+            for item, at in decisions:
+                world.observe_decision(JOB, item, at)
+            for event, at in events:
+                world.observe_own(event, at)
+        else:
+            for (event, at), (item, at_) in zip(events, decisions, strict=True):
+                world.observe_own(event, at)
+                world.observe_decision(JOB, item, at_)
+    job = world.jobs[JOB]
+    assert (job.task_managers, job.lost_unread, world.provisioned.get(JOB, {})) == ({}, {}, {})
 
 
 def test_a_provision_beyond_need_plus_spare_is_capped() -> None:
@@ -452,14 +496,14 @@ def test_a_capped_provision_cut_short_by_a_crash_starts_no_more_than_fits_after_
 
 def test_the_need_follows_the_schedulers_latest_declaration() -> None:
     world = with_taskmanagers(wanting(4), 1, "tm-1", "tm-2")
-    world.observe_decision(JOB, declared(2))  # requirements lowered since
+    world.observe_decision(JOB, declared(2), 0)  # requirements lowered since
     result = outcome(world.apply(planned("PROVISION_TASK_MANAGERS", 2, available_slots=2), 0))
     assert result.status == "SUPERSEDED" and "already what its requirements need" in result.message
 
 
 def test_a_release_of_slots_lost_since_is_superseded_and_stops_nothing() -> None:
     world = with_taskmanagers(wanting(2), 1, "tm-1", "tm-2", "tm-3")
-    world.observe_decision(JOB, lost("tm-3", 1))
+    world.observe_decision(JOB, lost("tm-3", 1), 0)
     release = planned("RELEASE_TASK_MANAGERS", 1, available_slots=3, post_rescale_slots=2)
     actions = world.apply(release, now=0)
     assert emitted(actions) == [] and outcome(actions).status == "SUPERSEDED"
@@ -479,7 +523,7 @@ def test_a_second_cooldown_raise_decided_before_the_first_is_superseded() -> Non
 
 def test_a_finished_job_supersedes_a_planners_command_and_rejects_an_operators() -> None:
     world = wanting(2)
-    world.observe_decision(JOB, decision("STATE_TRANSITION", target="Finished"))
+    world.observe_decision(JOB, decision("STATE_TRANSITION", target="Finished"), 0)
     planners = outcome(world.apply(planned("PROVISION_TASK_MANAGERS", 1, available_slots=0), 0))
     assert planners.status == "SUPERSEDED" and "no longer runs" in planners.message
     operators = outcome(world.apply(command("PROVISION_TASK_MANAGERS", 1), 0))
@@ -534,5 +578,5 @@ def test_a_released_job_is_forgotten_and_stays_so_until_a_new_job_takes_its_id()
     )
     # A job submitted again under its id, after its release, is a new one.
     assert world.fresh(JOB, 21)
-    world.observe_decision(JOB, submitted())
+    world.observe_decision(JOB, submitted(), 0)
     assert world.jobs[JOB].task_managers == {} and JOB not in world.released
