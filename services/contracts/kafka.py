@@ -31,7 +31,7 @@ from services.contracts.access import (
     who,
 )
 from services.contracts.settings import Settings
-from services.contracts.topics import TopicSpec
+from services.contracts.topics import Drift, TopicSpec, drifts
 
 _SECRET_MARKERS = ("password", "jaas", "secret", "credential")
 
@@ -354,7 +354,71 @@ def ensure_topics(
                 if "TOPIC_ALREADY_EXISTS" not in str(error):
                     raise
     wait_for_leaders(admin, list(specs), timeout, settings)
+    for drift in topic_drifts(admin, {n: s for n, s in specs.items() if n not in created}):
+        # A topic kept longer than declared grows the broker's disk without bound.
+        level = logging.WARNING if drift.keeps_more else logging.INFO
+        log.log(level, "%s; `scalefold topics --apply` sets what is declared", drift)
     return sorted(created)
+
+
+def topic_drifts(admin: Any, specs: Mapping[str, TopicSpec], timeout: float = 10.0) -> list[Drift]:
+    """The settings of existing topics that differ from their specs. A topic this client
+    may not describe the settings of (ACLs) is not judged: best effort, never an error."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import ConfigResource  # type: ignore[attr-defined]
+
+    if not specs:
+        return []
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, name) for name in specs]
+    found: list[Drift] = []
+    for resource, future in admin.describe_configs(resources, request_timeout=timeout).items():
+        try:
+            entries = future.result()
+        except KafkaException as error:
+            log.debug("the settings of topic %s were not described: %s", resource.name, error)
+            continue
+        actual = {key: entry.value for key, entry in entries.items() if entry.value is not None}
+        found.extend(drifts(resource.name, specs[resource.name], actual))
+    return found
+
+
+def apply_topic_configs(
+    settings: Settings, specs: Mapping[str, TopicSpec], timeout: float = 30.0
+) -> list[Drift]:
+    """Set on the broker each declared setting an existing topic holds otherwise; return
+    the settings changed. Only those (an incremental alter): the rest stay as they are."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import (  # type: ignore[attr-defined]
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+    )
+
+    admin = connect(settings, timeout)
+    changed = topic_drifts(admin, specs, timeout)
+    by_topic: dict[str, list[Drift]] = {}
+    for drift in changed:
+        by_topic.setdefault(drift.topic, []).append(drift)
+    resources = [
+        ConfigResource(
+            ConfigResource.Type.TOPIC,
+            topic,
+            incremental_configs=[
+                ConfigEntry(d.key, d.declared, incremental_operation=AlterConfigOpType.SET)
+                for d in items
+            ],
+        )
+        for topic, items in by_topic.items()
+    ]
+    if resources:
+        futures = admin.incremental_alter_configs(resources, request_timeout=timeout)
+        for resource, future in futures.items():
+            try:
+                future.result()
+            except KafkaException as error:
+                problem = refusal(error.args[0], settings, f"alter topic {resource.name}")
+                raise problem or error from None
+    return changed
 
 
 class LeadersNotReadyError(RuntimeError):

@@ -51,6 +51,55 @@ class TopicSpec:
         return config
 
 
+@dataclass(frozen=True)
+class Drift:
+    """A setting an existing topic holds other than scalefold declares for it (a topic made
+    by an older release keeps what that release declared: Kafka never changes it)."""
+
+    topic: str
+    key: str
+    declared: str
+    actual: str
+
+    @property
+    def keeps_more(self) -> bool:
+        """The broker keeps the topic's records longer than declared: its disk grows."""
+        if self.key == "cleanup.policy":  # compaction keeps each key's latest for ever
+            return "delete" in self.declared.split(",") and "delete" not in self.actual.split(",")
+        if self.key != "retention.ms":
+            return False
+        declared, actual = int(self.declared), int(self.actual)
+        return declared != INFINITE and (actual == INFINITE or actual > declared)
+
+    def __str__(self) -> str:
+        return (
+            f"topic {self.topic}: {self.key} is {_shown(self.key, self.actual)} on the "
+            f"broker, scalefold declares {_shown(self.key, self.declared)}"
+        )
+
+
+def drifts(name: str, spec: TopicSpec, actual: dict[str, str]) -> list[Drift]:
+    """Where the topic `name`'s settings on the broker (`actual`, as DescribeConfigs
+    gives them) differ from what `spec` declares; a setting not described is not judged."""
+    return [
+        Drift(name, key, declared, actual[key])
+        for key, declared in spec.config().items()
+        if key in actual and actual[key] != declared
+    ]
+
+
+def _shown(key: str, value: str) -> str:
+    if not key.endswith(".ms") or not value.lstrip("-").isdigit():
+        return value
+    ms = int(value)
+    if ms == INFINITE:
+        return "for ever (-1)"
+    for unit, size in (("days", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1_000)):
+        if ms >= size and ms % size == 0:
+            return f"{ms // size} {unit} ({ms})"
+    return f"{ms} ms"
+
+
 JOB_EVENTS = TopicSpec(
     "job-events",
     partitions=6,

@@ -19,11 +19,18 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     register_cluster(commands)
     topics = commands.add_parser(
         "topics",
-        help="list scalefold's topics, or create the missing ones",
+        help="list scalefold's topics, create the missing ones, or set their declared settings",
         description="The topics scalefold uses under the configured prefix. "
-        "With --create, create the missing ones (idempotent).",
+        "With --create, create the missing ones (idempotent). With --apply, set on the "
+        "broker each declared setting (retention.ms, cleanup.policy, ...) an existing topic "
+        "holds otherwise: a topic made by an older release keeps what that release declared.",
     )
     topics.add_argument("--create", action="store_true", help="create the missing topics")
+    topics.add_argument(
+        "--apply",
+        action="store_true",
+        help="set the declared settings where an existing topic differs (after --create)",
+    )
     topics.set_defaults(handler=_topics)
 
     demo = commands.add_parser(
@@ -182,13 +189,19 @@ def _load(args: argparse.Namespace, context: Context) -> int:
 
 
 def _topics(args: argparse.Namespace, context: Context) -> int:
-    from services.contracts.kafka import CLI_CONNECT_TIMEOUT, ensure_topics
+    from services.contracts.kafka import CLI_CONNECT_TIMEOUT, apply_topic_configs, ensure_topics
 
     topics = context.settings.topics.all()
-    if args.create:
+    if args.create or args.apply:
         _require_broker(args, context)
+    if args.create:
         created = ensure_topics(context.settings, topics, connect_timeout=CLI_CONNECT_TIMEOUT)
         print(f"created {len(created)} topics", file=sys.stderr)
+    if args.apply:
+        changed = apply_topic_configs(context.settings, topics, timeout=CLI_CONNECT_TIMEOUT)
+        for drift in changed:
+            print(f"{drift}: set to the declared value", file=sys.stderr)
+        print(f"changed {len(changed)} settings", file=sys.stderr)
     for name, spec in topics.items():
         print(f"{name:40} partitions={spec.partitions:<3} key={spec.key:<12} {spec.doc}")
     return 0

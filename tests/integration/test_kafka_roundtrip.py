@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -126,3 +130,55 @@ def test_ensure_topics_returns_once_every_partition_has_a_leader(
                 assert (low, high) == (0, 0)
     finally:
         consumer.close()
+
+
+def test_a_topic_an_older_release_made_is_named_at_start_and_set_by_apply(
+    broker_settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Kafka never changes an existing topic's settings: an install from before `decisions`
+    had a retention keeps it for ever. A start says so; `topics --apply` sets it."""
+    from confluent_kafka.admin import (  # type: ignore[attr-defined]
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+    )
+
+    from services.contracts.kafka import apply_topic_configs, connect, topic_drifts
+
+    settings = broker_settings.with_overrides(topic_prefix=f"t{uuid.uuid4().hex[:10]}.")
+    specs = settings.topics.all()
+    ensure_topics(settings, specs)
+    admin = connect(settings)
+    assert topic_drifts(admin, specs) == []
+    decisions = settings.topics.decisions
+    older = ConfigEntry("retention.ms", "-1", incremental_operation=AlterConfigOpType.SET)
+    resource = ConfigResource(ConfigResource.Type.TOPIC, decisions, incremental_configs=[older])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result()
+
+    with caplog.at_level(logging.INFO, logger="scalefold.kafka"):
+        assert ensure_topics(settings, specs) == []
+    (warning,) = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warning.getMessage() == (
+        f"topic {decisions}: retention.ms is for ever (-1) on the broker, scalefold declares "
+        "7 days (604800000); `scalefold topics --apply` sets what is declared"
+    )
+    env = {
+        **os.environ,
+        "SCALEFOLD_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
+        "SCALEFOLD_TOPIC_PREFIX": settings.topic_prefix,
+    }
+    applied = subprocess.run(
+        [sys.executable, "-m", "services.cli", "topics", "--apply"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert applied.returncode == 0, applied.stderr
+    assert applied.stderr.splitlines() == [
+        f"{warning.getMessage().split(';')[0]}: set to the declared value",
+        "changed 1 settings",
+    ]
+    assert topic_drifts(admin, specs) == []
+    assert apply_topic_configs(settings, specs) == []

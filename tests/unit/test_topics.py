@@ -38,3 +38,25 @@ def test_the_actuators_snapshots_outpace_the_retention_of_what_they_stand_for() 
     assert int(config["segment.ms"]) <= 24 * 3600 * 1000
     assert t.ACTUATOR_SNAPSHOTS in t.ACCESS["actuator"].reads
     assert t.ACTUATOR_SNAPSHOTS in t.ACCESS["actuator"].writes
+
+
+def test_a_topic_kept_longer_than_declared_is_a_drift_that_keeps_more() -> None:
+    """An install from before `decisions` had a retention keeps it for ever: its disk grows."""
+    old = t.drifts("p.decisions", t.DECISIONS, {"cleanup.policy": "delete", "retention.ms": "-1"})
+    assert [(d.key, d.declared, d.actual, d.keeps_more) for d in old] == [
+        ("retention.ms", str(t.WEEK_MS), "-1", True)
+    ]
+    assert str(old[0]) == (
+        "topic p.decisions: retention.ms is for ever (-1) on the broker, scalefold declares "
+        "7 days (604800000)"
+    )
+    shorter = t.drifts("p.decisions", t.DECISIONS, {"retention.ms": "420000"})
+    assert [(d.actual, d.keeps_more) for d in shorter] == [("420000", False)]
+    longer = t.drifts("p.decisions", t.DECISIONS, {"retention.ms": str(2 * t.WEEK_MS)})
+    assert longer[0].keeps_more
+    # job-events is declared for ever: nothing keeps more than that
+    assert not t.drifts("p.job-events", t.JOB_EVENTS, {"retention.ms": "-1"})
+    assert not t.drifts("p.job-events", t.JOB_EVENTS, {"retention.ms": "1000"})[0].keeps_more
+    compacted = t.drifts("p.decisions", t.DECISIONS, {"cleanup.policy": "compact"})
+    assert [(d.key, d.keeps_more) for d in compacted] == [("cleanup.policy", True)]
+    assert not t.drifts("p.decisions", t.DECISIONS, {})  # nothing described: nothing judged
