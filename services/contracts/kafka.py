@@ -361,9 +361,15 @@ def ensure_topics(
     return sorted(created)
 
 
-def topic_drifts(admin: Any, specs: Mapping[str, TopicSpec], timeout: float = 10.0) -> list[Drift]:
-    """The settings of existing topics that differ from their specs. A topic this client
-    may not describe the settings of (ACLs) is not judged: best effort, never an error."""
+def topic_drifts(
+    admin: Any,
+    specs: Mapping[str, TopicSpec],
+    timeout: float = 10.0,
+    settings: Settings | None = None,
+) -> list[Drift]:
+    """The settings of existing topics that differ from their specs. Without `settings`,
+    a topic this client may not describe the settings of (ACLs) is not judged (a
+    service's start: best effort); with them, that refusal is a `KafkaAccessError`."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import ConfigResource  # type: ignore[attr-defined]
 
@@ -375,6 +381,10 @@ def topic_drifts(admin: Any, specs: Mapping[str, TopicSpec], timeout: float = 10
         try:
             entries = future.result()
         except KafkaException as error:
+            what = f"describe the settings of topic {resource.name}"
+            problem = refusal(error.args[0], settings, what) if settings else None
+            if problem is not None:
+                raise problem from None
             log.debug("the settings of topic %s were not described: %s", resource.name, error)
             continue
         actual = {key: entry.value for key, entry in entries.items() if entry.value is not None}
@@ -395,7 +405,7 @@ def apply_topic_configs(
     )
 
     admin = connect(settings, timeout)
-    changed = topic_drifts(admin, specs, timeout)
+    changed = topic_drifts(admin, specs, timeout, settings)
     by_topic: dict[str, list[Drift]] = {}
     for drift in changed:
         by_topic.setdefault(drift.topic, []).append(drift)

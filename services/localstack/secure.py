@@ -46,7 +46,7 @@ class Grant:
     resource: str  # TOPIC | GROUP | TRANSACTIONAL_ID
     pattern: str  # LITERAL | PREFIXED
     name: str
-    operation: str  # READ | WRITE | CREATE
+    operation: str  # READ | WRITE | CREATE | DESCRIBE_CONFIGS | ALTER_CONFIGS
 
 
 def grants(topics: Topics) -> list[Grant]:
@@ -59,8 +59,13 @@ def grants(topics: Topics) -> list[Grant]:
         for spec in access.writes:
             result.append(Grant(principal, "TOPIC", "LITERAL", topics.name(spec), "WRITE"))
         result.append(Grant(principal, "GROUP", "PREFIXED", topics.own(user), "READ"))
-    # `scalefold topics --create`: the operator may create the topics (nothing else may).
-    result.extend(Grant("User:cli", "TOPIC", "LITERAL", name, "CREATE") for name in topics.all())
+    # `scalefold topics --create --apply`: the operator may create the topics and set their
+    # declared settings (nothing else may).
+    result.extend(
+        Grant("User:cli", "TOPIC", "LITERAL", name, operation)
+        for name in topics.all()
+        for operation in ("CREATE", "DESCRIBE_CONFIGS", "ALTER_CONFIGS")
+    )
     # The bridge's transactional producer (services/bridge/sink.py): its transactional ids
     # are `<prefix>bridge.<clusters>`. WRITE implies DESCRIBE; with WRITE on a topic, Kafka
     # needs no IDEMPOTENT_WRITE on the cluster for its producer id (KIP-679).

@@ -237,10 +237,10 @@ def test_closed_loop_on_sasl_ssl_with_acls_and_no_password_in_any_file(
         assert [slots for _, slots in history] == [1, 4]
         assert history[-1][0] == "NEW_RESOURCE_AVAILABLE"
 
-        listed = scalefold(secured, "topics", "--create")
+        listed = scalefold(secured, "topics", "--create", "--apply")
         outputs.append(listed.stdout + listed.stderr)
         assert listed.returncode == 0, listed.stderr
-        assert "created 0 topics" in listed.stderr
+        assert "created 0 topics" in listed.stderr and "changed 0 settings" in listed.stderr
     finally:
         for process in reversed(processes):
             process.stop()

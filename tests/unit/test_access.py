@@ -132,8 +132,11 @@ def test_acls_give_each_user_only_what_it_needs() -> None:
         assert groups == [("PREFIXED", f"p.{user}")]
     prefixed = [g for g in planned if g.pattern == "PREFIXED" and g.resource == "TOPIC"]
     assert {(g.principal, g.name) for g in prefixed} == {("User:scheduler", "p.scheduler-")}
-    creators = {g.principal for g in planned if g.operation == "CREATE" and g.pattern == "LITERAL"}
-    assert creators == {"User:cli"}
+    for operation in ("CREATE", "DESCRIBE_CONFIGS", "ALTER_CONFIGS"):  # topics --create --apply
+        allowed = {(g.principal, g.name) for g in planned if g.operation == operation}
+        assert allowed == {("User:cli", name) for name in topics.all()} | (
+            {("User:scheduler", "p.scheduler-")} if operation == "CREATE" else set()
+        )
     assert not any(g.name in {"p.", "*"} for g in planned)
 
 
