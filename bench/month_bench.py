@@ -729,8 +729,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.report:
         rows = [json.loads(line) for line in Path(args.report).read_text().splitlines()]
     else:
-        # SIGTERM (and SIGINT, which a shell's background job ignores) stop the stack it
-        # started: the exit unwinds `run`'s ExitStack.
+        # A SIGTERM stops the stack it started, as Ctrl-C does (a shell's background job
+        # ignores SIGINT): the exit unwinds `run`'s ExitStack.
         signal.signal(signal.SIGTERM, lambda number, _: sys.exit(128 + number))
         rows = run(args)
     print("\n".join(report(rows)))
