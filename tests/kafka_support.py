@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -20,6 +21,16 @@ def unique_settings(base: Settings) -> Settings:
     settings = base.with_overrides(topic_prefix=f"t{uuid.uuid4().hex[:10]}.")
     ensure_topics(settings, settings.topics.all())
     return settings
+
+
+def cli_env(settings: Settings) -> dict[str, str]:
+    """The environment of a `scalefold` command (or service) run on `settings`' broker
+    and topics, over this process's own."""
+    return {
+        **os.environ,
+        "SCALEFOLD_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
+        "SCALEFOLD_TOPIC_PREFIX": settings.topic_prefix,
+    }
 
 
 def produce(

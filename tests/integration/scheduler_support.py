@@ -20,7 +20,7 @@ from services.contracts.events import Event, from_record
 from services.localstack.ports import free_port
 from services.scheduler.core.driver import replay
 from services.scheduler.core.effects import RescaleUpdated
-from tests.kafka_support import Received, consume
+from tests.kafka_support import Received, cli_env, consume
 from tests.patience import give_up_at
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,11 +47,7 @@ class ServiceProcess:
 
     def start(self) -> Self:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        env = {
-            **os.environ,
-            "SCALEFOLD_BOOTSTRAP_SERVERS": self.settings.bootstrap_servers,
-            "SCALEFOLD_TOPIC_PREFIX": self.settings.topic_prefix,
-        }
+        env = cli_env(self.settings)
         command = [sys.executable, "-m", "services.cli", *self.arguments()]
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(

@@ -27,6 +27,7 @@ from tests.integration.scheduler_support import (
     latest_by_uuid,
     replayed_records,
 )
+from tests.kafka_support import cli_env
 from tests.patience import give_up_at, patient
 
 SCALEFOLD = [sys.executable, "-m", "services.cli"]
@@ -287,11 +288,7 @@ def test_ctrl_c_stops_a_service_cleanly(
 
 def test_ctrl_c_stops_the_history_service_cleanly(kafka: Settings, tmp_path: Path) -> None:
     log = tmp_path / "history.log"
-    env = {
-        **os.environ,
-        "SCALEFOLD_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
-        "SCALEFOLD_TOPIC_PREFIX": kafka.topic_prefix,
-    }
+    env = cli_env(kafka)
     with log.open("ab") as out:
         process = subprocess.Popen(
             [*SCALEFOLD, "history", "run", "--data-dir", str(tmp_path / "history")],
@@ -359,11 +356,7 @@ def test_paced_produce_of_every_example_gives_the_rescales_of_replay(
     scheduler = SchedulerProcess(kafka, tmp_path).start()
     try:
         scheduler.wait_ready()
-        env = {
-            **os.environ,
-            "SCALEFOLD_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
-            "SCALEFOLD_TOPIC_PREFIX": kafka.topic_prefix,
-        }
+        env = cli_env(kafka)
         producers = [
             subprocess.Popen(
                 # --wait: a hang guard; produce returns once every verdict is in

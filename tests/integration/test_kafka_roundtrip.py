@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import subprocess
 import sys
 import uuid
@@ -17,7 +16,14 @@ from services.contracts import records as r
 from services.contracts.eventlog import read_log
 from services.contracts.events import to_record
 from services.contracts.kafka import ensure_topics, librdkafka_config
-from tests.kafka_support import consume, count_at_least, produce
+from tests.kafka_support import (
+    cli_env,
+    consume,
+    count_at_least,
+    produce,
+    set_topic_config,
+    unique_settings,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -137,24 +143,14 @@ def test_a_topic_an_older_release_made_is_named_at_start_and_set_by_apply(
 ) -> None:
     """Kafka never changes an existing topic's settings: an install from before `decisions`
     had a retention keeps it for ever. A start says so; `topics --apply` sets it."""
-    from confluent_kafka.admin import (  # type: ignore[attr-defined]
-        AlterConfigOpType,
-        ConfigEntry,
-        ConfigResource,
-    )
-
     from services.contracts.kafka import apply_topic_configs, connect, topic_drifts
 
-    settings = broker_settings.with_overrides(topic_prefix=f"t{uuid.uuid4().hex[:10]}.")
+    settings = unique_settings(broker_settings)
     specs = settings.topics.all()
-    ensure_topics(settings, specs)
     admin = connect(settings)
     assert topic_drifts(admin, specs) == []
     decisions = settings.topics.decisions
-    older = ConfigEntry("retention.ms", "-1", incremental_operation=AlterConfigOpType.SET)
-    resource = ConfigResource(ConfigResource.Type.TOPIC, decisions, incremental_configs=[older])
-    for future in admin.incremental_alter_configs([resource]).values():
-        future.result()
+    set_topic_config(settings, decisions, retention_ms="-1")
 
     with caplog.at_level(logging.INFO, logger="scalefold.kafka"):
         assert ensure_topics(settings, specs) == []
@@ -163,15 +159,10 @@ def test_a_topic_an_older_release_made_is_named_at_start_and_set_by_apply(
         f"topic {decisions}: retention.ms is for ever (-1) on the broker, scalefold declares "
         "7 days (604800000); `scalefold topics --apply` sets what is declared"
     )
-    env = {
-        **os.environ,
-        "SCALEFOLD_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
-        "SCALEFOLD_TOPIC_PREFIX": settings.topic_prefix,
-    }
     applied = subprocess.run(
         [sys.executable, "-m", "services.cli", "topics", "--apply"],
         check=False,
-        env=env,
+        env=cli_env(settings),
         capture_output=True,
         text=True,
         timeout=120,

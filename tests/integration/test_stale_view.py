@@ -36,7 +36,7 @@ from services.localstack import stack
 from services.localstack.processes import ServiceProcess
 from services.tools.slots import SlotLedger
 from tests.integration.scheduler_support import ROOT, ActuatorProcess, SchedulerProcess
-from tests.kafka_support import consume
+from tests.kafka_support import cli_env, consume
 from tests.patience import give_up_at
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -72,11 +72,7 @@ def test_the_readme_job_with_its_history_paused_for_30_s_ends_with_its_own_slots
     scheduler.start()
     actuator.start()
     stack.start(history, kafka)
-    env = {
-        **os.environ,
-        "SCALEFOLD_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
-        "SCALEFOLD_TOPIC_PREFIX": kafka.topic_prefix,
-    }
+    env = cli_env(kafka)
     producing = None
     try:
         scheduler.wait_ready()

@@ -5,7 +5,6 @@ what-if's figures checked against a replay this test computes itself; and `tail
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -27,7 +26,7 @@ from services.contracts.events import (
 from services.contracts.settings import Settings
 from services.scheduler.core.driver import replay
 from services.scheduler.core.effects import RescaleUpdated
-from tests.kafka_support import produce
+from tests.kafka_support import cli_env, produce
 from tests.unit.bridge.test_step import JID, NOW, first_poll
 
 SCALEFOLD = [sys.executable, "-m", "services.cli"]
@@ -35,11 +34,7 @@ COOLDOWN = "jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling"
 
 
 def whatif(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "SCALEFOLD_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
-        "SCALEFOLD_TOPIC_PREFIX": settings.topics.prefix,
-    }
+    env = cli_env(settings)
     return subprocess.run(
         [*SCALEFOLD, "whatif", *args],
         check=False,
@@ -142,11 +137,7 @@ def test_tail_writes_the_log_replay_reads_and_ends_at_the_topics_end(
             for e in [*events[:2], timer, *events[2:]]
         ),
     )
-    env = {
-        **os.environ,
-        "SCALEFOLD_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
-        "SCALEFOLD_TOPIC_PREFIX": kafka.topics.prefix,
-    }
+    env = cli_env(kafka)
     tail = [*SCALEFOLD, "tail", "job-events", "--job", "payments", "--format", "log", "--to-end"]
     written = subprocess.run(
         tail, check=False, capture_output=True, text=True, env=env, timeout=120
