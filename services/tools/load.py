@@ -170,8 +170,10 @@ def run(
     *,
     size: int = 0,
     every_s: float = 10.0,
+    stop: Callable[[], bool] = lambda: False,
 ) -> int:
-    """Produce `trace` onto `topic`; the number of records sent."""
+    """Produce `trace` onto `topic` (or its part until `stop()` says so); the number of
+    records sent, each acknowledged by the broker."""
     from confluent_kafka import Producer
 
     from services.contracts.kafka import ensure_topics, producer_config
@@ -193,7 +195,7 @@ def run(
         if time.monotonic() - said >= every_s:
             said = time.monotonic()
             say(f"{elapsed:6.0f} s  rate {trace.rate(elapsed):8.1f}/s  sent {sent}")
-        if elapsed >= trace.duration:
+        if elapsed >= trace.duration or stop():
             break
         time.sleep(TICK_S)
     remaining = producer.flush(60)

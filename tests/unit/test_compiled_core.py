@@ -1,8 +1,10 @@
 """The compiled scheduler core (mypyc, services/scheduler/core/native.py) is the same core.
 
-A build is made once for the session into a temporary directory (the source tree's
-own `build/core` is left alone); the core's unit tests then run against it, and the
-bench's workload folds to byte-identical states and effects compiled and interpreted.
+The tests use the source tree's `build/core` where it matches the sources (`make test`
+has just made it: building again would take half a minute of CI's); otherwise a build is
+made once for the session into a temporary directory (the tree's own is left alone). The
+core's unit tests then run against it, and the bench's workload folds to byte-identical
+states and effects compiled and interpreted.
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ print(core.MODE.split(" ")[0], type(core.handle).__name__, digest.hexdigest())
 
 @pytest.fixture(scope="session")
 def build(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    made = native.build_dir()
+    if native.matches(made):
+        return made
     out = tmp_path_factory.mktemp("core") / "build"
     compile_core.build(out)
     return out
