@@ -47,7 +47,7 @@ demo-autoscale: fetch core
 	    --picture .run/demo-autoscale/picture.png
 
 ## test: lint, then the whole suite against a real broker started (and stopped) for it,
-## two tests at a time, while the docker-compose stack's tests are prepared; then those
+## three tests at a time, while the docker-compose stack's tests are prepared; then those
 ## (compose-test). deploy/test.sh says how.
 test: lint fetch browser core
 	deploy/test.sh $(PYTEST_ARGS)

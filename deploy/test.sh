@@ -5,7 +5,7 @@
 #      idle), the docker-compose tests are prepared: Docker provisioned, the images built
 #      (deploy/docker/compose-test.sh --prepare-only; its log is printed after step 2).
 #   2. Against one real broker (`scalefold local run`): the tests that share the machine
-#      well on SCALEFOLD_TEST_WORKERS (2) pytest-xdist workers, with the scheduler core's
+#      well on SCALEFOLD_TEST_WORKERS (3) pytest-xdist workers, with the scheduler core's
 #      coverage and as much more patience (tests/patience.py); then the tests marked
 #      `exclusive`, one at a time.
 #   3. The docker-compose tests (deploy/docker/compose-test.sh) on what step 1 prepared.
@@ -15,7 +15,10 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 BIN="$ROOT/.venv/bin"
-WORKERS="${SCALEFOLD_TEST_WORKERS:-2}"
+# Three on two cores: many tests wait on the wall clock (paced produce, restarts, pauses),
+# and with two workers the cores were 81 % busy over the shared half, 89 % with three
+# (docs/testing.md, "Where CI's minutes go").
+WORKERS="${SCALEFOLD_TEST_WORKERS:-3}"
 PREPARE_LOG="$ROOT/.run/compose-prepare.log"
 COVERAGE=(--cov=services/scheduler/core --cov-report=term:skip-covered)
 # --durations: the slowest tests, for keeping CI (90 min) in view.

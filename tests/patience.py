@@ -2,8 +2,8 @@
 
 A deadline of the tests is a hang guard, not a timing assertion (speed is measured in
 `bench/`): it is long enough for a machine of the test's own. `make test` runs most tests
-two at a time (deploy/test.sh), where each gets about half the machine, so it sets
-SCALEFOLD_TEST_PATIENCE=2, and the guards that go through here (every polling deadline of
+three at a time on two cores (deploy/test.sh), where each gets a share of the machine, so
+it sets SCALEFOLD_TEST_PATIENCE to the number of workers, and the guards that go through here (every polling deadline of
 tests/integration and tests/history, and `HistoryProcess.wait`) wait that many times as
 long. Waits for a process to exit (`Popen.wait`, `subprocess.run(timeout=...)`) do not:
 they end as soon as the process does, and none failed in three runs on two workers
