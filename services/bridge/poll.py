@@ -20,7 +20,7 @@ from typing import Any
 
 from services.bridge import rescales as rs
 from services.bridge import signals as sg
-from services.bridge import step
+from services.bridge import slotlog, step
 from services.bridge import translate as tr
 from services.bridge.offsets import JobOffset
 from services.contracts.events import Window
@@ -28,6 +28,7 @@ from services.contracts.flinkrest import (
     FlinkBadAnswerError,
     FlinkNotFoundError,
     FlinkRest,
+    FlinkRestError,
     FlinkUnreachableError,
 )
 from services.contracts.jobconfig import HISTORY_SIZE
@@ -63,6 +64,10 @@ refreshes what REST shows every `metrics.fetcher.update-interval`, 10 s by defau
 RELIST_PENDING_MS = 60_000
 """How long a vertex's metric listing without a pendingRecords metric is believed (a
 source registers its operator metrics once it runs)."""
+
+MAX_LOG_BYTES = 16 * 1024 * 1024
+"""The largest TaskManager log the bridge reads for a slot offer (slotlog.py): a newly
+registered TaskManager's is tens of kilobytes; Flink serves the whole file, no range."""
 
 KEPT_DEPARTURES = 1024
 """How many lost TaskManagers' windows a poller remembers (a job polled late still finds
@@ -154,6 +159,7 @@ class ClusterPoller:
         self.cluster_restart: dict[str, str] = {}  # /jobmanager/config's restart-strategy.*
         self._requirements_at: dict[str, int] = {}  # job -> its last answer's request (ticks)
         self._placed: dict[str, step.Placement] = {}  # job -> where its tasks last ran
+        self._offers: dict[tuple[str, str], Window] = {}  # (job, TaskManager) -> its offer
         self._said: set[str] = set()
         self._lettered: set[tuple[str, str, str]] = set()
 
@@ -280,6 +286,7 @@ class ClusterPoller:
         answered = self._now()
         if requirements is not None:
             self._requirements_at[jid] = asked
+        offers, awaiting = self._slot_offers(jid, offset, task_managers, result)
         return step.Answers(
             job=job,
             task_managers=task_managers,
@@ -305,7 +312,72 @@ class ClusterPoller:
             details=details,
             placement=self._placed.get(jid),
             cluster_restart=self.cluster_restart,
+            offers=offers,
+            awaiting_offer=awaiting,
         )
+
+    def _slot_offers(
+        self,
+        jid: str,
+        offset: JobOffset,
+        task_managers: tuple[tr.TaskManagerView, ...] | None,
+        result: ClusterPoll,
+    ) -> tuple[dict[str, Window], frozenset[str]]:
+        """For each TaskManager listed since the job's last poll: when its slots reached
+        the job, from its log (slotlog.py), or that its log shows no such offer yet
+        (`awaiting`). One whose log cannot be read or placed is in neither: its listing's
+        window stands, as it does for one listed at the bridge's first listing."""
+        if not offset.submitted or offset.terminal is not None:
+            return {}, frozenset()
+        offers: dict[str, Window] = {}
+        awaiting: set[str] = set()
+        for tm in task_managers or ():
+            listed = self.presence.appeared.get(tm.id)
+            if tm.slots <= 0 or tm.id in offset.task_managers or listed is None:
+                continue
+            found = self._offers.get((jid, tm.id))
+            if found is None:
+                read = self._task_manager_log(tm.id, jid)
+                if read is None:
+                    continue
+                if slotlog.clock_shift(read, listed) is None:
+                    self.say_once(
+                        f"log {tm.id}",
+                        f"{self.name}: TaskManager {tm.id}'s log registers it more than "
+                        f"{slotlog.MAX_LAG_MS // 1000} s from its listing (zones taken out); "
+                        "when its slots reached a job is taken from the listing",
+                    )
+                    continue
+                found = slotlog.on_the_epoch(read, listed)
+            if found is None:
+                awaiting.add(tm.id)
+            else:
+                self._offers[(jid, tm.id)] = found
+                offers[tm.id] = found
+        return offers, frozenset(awaiting)
+
+    def _task_manager_log(self, tm: str, jid: str) -> slotlog.Offered | None:
+        """What TaskManager `tm`'s log (`/taskmanagers/:id/log`) says of job `jid`'s slots;
+        None (said once) when it cannot be read or shows no registration this reads."""
+        path = f"/taskmanagers/{tm}/log"
+        try:
+            status, body = self.rest.get_raw(path)
+        except FlinkRestError:
+            status, body = 0, b""
+        if status != 200 or len(body) > MAX_LOG_BYTES:
+            why = f"HTTP {status}" if status else "no answer"
+            why = "larger than 16 MiB" if status == 200 else why
+        else:
+            read = slotlog.read(body.decode("utf-8", "replace"), jid)
+            if read is not None:
+                return read
+            why = "no registration line in Flink's log pattern"
+        self.say_once(
+            f"log {tm}",
+            f"{self.name}: TaskManager {tm}'s log ({path}) is not usable ({why}); when its "
+            "slots reached a job is taken from the listing",
+        )
+        return None
 
     def _sample(self, jid: str, answers: step.Answers, result: ClusterPoll) -> None:
         """A workload sample of a running job, when one is due (`signals_interval_ms`)."""
@@ -348,6 +420,8 @@ class ClusterPoller:
             del self._sampled[jid]
         for jid, vid in [k for k in self._pending if k[0] not in listed]:
             del self._pending[(jid, vid)]
+        for jid, tm in [k for k in self._offers if k[0] not in listed]:
+            del self._offers[(jid, tm)]
 
     def _source_metrics(
         self, jid: str, vid: str, path: str, key: str, result: ClusterPoll

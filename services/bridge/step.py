@@ -53,6 +53,10 @@ DEFAULT_REFRESH_MS: Final = 3_000
 /checkpoints may be (ExecutionGraphCache), when /config does not say."""
 CLOCK_MARGIN_MS: Final = 500
 """What the job's clock stays behind besides the refresh interval (the requests' own time)."""
+OFFER_WAIT_MS: Final = 15_000
+"""How long after its listing a new TaskManager whose log shows no offer of its slots to
+the job yet is held back (and the job's clock with it) for that offer (slotlog.py). One
+the job does not take (its upper bounds met) is registered then, at the poll."""
 SSG_NAME_WAIT_MS: Final = 30_000
 """How long after a job's start the bridge waits for its first rescale's details (the only
 place REST names the slot-sharing groups) before it submits the job with the groups' ids."""
@@ -107,6 +111,10 @@ class Answers:
     refresh_ms: int = DEFAULT_REFRESH_MS  # its web.refresh-interval (/config)
     placement: Placement | None = None  # the poller's last reading of where tasks run
     cluster_restart: Mapping[str, str] = field(default_factory=dict)  # /jobmanager/config
+    offers: Mapping[str, Window] = field(default_factory=dict)
+    """New TaskManagers' slot offers to the job, from their logs (poll, slotlog.py)."""
+    awaiting_offer: frozenset[str] = frozenset()
+    """New TaskManagers whose logs show no offer to the job yet."""
 
 
 @dataclass(frozen=True)
@@ -181,9 +189,9 @@ def observe(offset: JobOffset, answers: Answers, now: int) -> Observed:
     if not offset.submitted:
         offset, events = _submit(offset, answers, now, problems)
     if offset.submitted and offset.terminal is None:
-        offset, more = _changes(offset, answers, now, problems)
+        offset, more, cap = _changes_awaiting(offset, answers, now, problems)
         events += more
-        offset, events = _advanced(offset, answers, now, events)
+        offset, events = _advanced(offset, answers, now, events, cap)
     offset = replace(offset, job_state=state if isinstance(state, str) else None, updated_at=now)
     events.sort(key=lambda e: e.timestamp)  # stable: same-time events keep their order
     return Observed(offset, tuple(records), tuple(events), tuple(problems))
@@ -444,10 +452,64 @@ def _configuration(cluster: str, answers: Answers) -> dict[str, str]:
     return entries
 
 
-def _changes(
+def _changes_awaiting(
     offset: JobOffset, answers: Answers, now: int, problems: list[tuple[str, str]]
+) -> tuple[JobOffset, list[Event], int | None]:
+    """`_changes`, with the new TaskManagers whose slots the job has not been offered yet
+    held back (`_awaiting`), and the instant the job's clock stays at or before while they
+    are: each may be registered at an instant after it. Not held when another input of
+    this poll lies after that instant (the scheduler folds inputs in the order sent)."""
+    awaiting = _awaiting(offset, answers, now)
+    if awaiting:
+        found: list[tuple[str, str]] = []
+        held, events = _changes(offset, answers, now, found, awaiting)
+        cap = min(w.after for w in awaiting.values())
+        if all(e.timestamp <= cap for e in events):
+            problems += found
+            return held, events, cap
+    return (*_changes(offset, answers, now, problems, {}), None)
+
+
+def _awaiting(offset: JobOffset, answers: Answers, now: int) -> dict[str, Window]:
+    """The new TaskManagers to hold back for their slots' offer, by their listing's
+    window: while within `OFFER_WAIT_MS` of it, and the job's clock is still before it."""
+    waiting = {
+        tm: window
+        for tm in answers.awaiting_offer
+        if tm not in offset.task_managers
+        and (window := answers.appeared.get(tm)) is not None
+        and now < window.by + OFFER_WAIT_MS
+    }
+    if waiting and offset.advanced_to < min(w.after for w in waiting.values()):
+        return waiting
+    return {}
+
+
+def _registered(offset: JobOffset, answers: Answers, view: tr.TaskManagerView, now: int) -> Event:
+    """A new TaskManager, registered for the job when its slots were offered to it (its
+    log: `answers.offers`), else when the listing showed it; one whose log showed no offer
+    by this poll lies in (its listing's start, this poll]."""
+    offer = answers.offers.get(view.id)
+    window: Window | None
+    if offer is not None:
+        at = min(now, max(offset.advanced_to + 1, offer.by))
+        window = offer if offer.after < at <= offer.by else Window(min(offer.after, at - 1), at)
+    elif view.id in answers.awaiting_offer and (listed := answers.appeared.get(view.id)):
+        at, window = now, Window(listed.after, now)  # may have been held since polls before
+    else:
+        at, window = _seen(answers.appeared.get(view.id), offset.updated_at, now)
+    return TaskManagerRegistered(offset.key, at, view.id, view.slots, view.profile, window)
+
+
+def _changes(
+    offset: JobOffset,
+    answers: Answers,
+    now: int,
+    problems: list[tuple[str, str]],
+    awaiting: Mapping[str, Window],
 ) -> tuple[JobOffset, list[Event]]:
-    """TaskManagers come and gone, requirements changed, failures, a terminal state."""
+    """TaskManagers come and gone (bar those `awaiting` their slots' offer), requirements
+    changed, failures, a terminal state."""
     events: list[Event] = []
     if answers.task_managers is not None:
         listed = {tm.id for tm in answers.task_managers}
@@ -462,12 +524,8 @@ def _changes(
             )
         events += _flapped(offset, answers, listed, now)
         gone = frozenset(offset.lost_task_managers) & listed  # lost by the JobMaster, still listed
-        new = _offering(answers.task_managers, (*offset.task_managers, *gone))
-        for view in new:
-            at, window = _seen(answers.appeared.get(view.id), offset.updated_at, now)
-            events.append(
-                TaskManagerRegistered(offset.key, at, view.id, view.slots, view.profile, window)
-            )
+        new = _offering(answers.task_managers, (*offset.task_managers, *gone, *awaiting))
+        events += [_registered(offset, answers, view, now) for view in new]
         known = (set(offset.task_managers) & listed) | {tm.id for tm in new}
         offset = replace(
             offset, task_managers=tuple(sorted(known)), lost_task_managers=tuple(sorted(gone))
@@ -507,8 +565,12 @@ def _changes(
     holding = answers.task_managers is not None and bool(
         set(offset.task_managers) - {tm.id for tm in answers.task_managers}
     )
+    waiting_after = offset.advanced_to if holding else None
+    if awaiting:  # the job's clock stays at or before the first listing's start
+        first = min(w.after for w in awaiting.values())
+        waiting_after = first if waiting_after is None else min(waiting_after, first)
     offset, dropped = _lost_by_the_jobmaster(offset, _not_back(named, answers))
-    offset, ended = _checkpoints(offset, answers, problems, offset.advanced_to if holding else None)
+    offset, ended = _checkpoints(offset, answers, problems, waiting_after)
     events += dropped + failures + ended
     return _terminal(offset, answers, now, events)
 
@@ -598,7 +660,7 @@ def _clamped(at: int, before: JobOffset, now: int) -> int:
 
 
 def _advanced(
-    offset: JobOffset, answers: Answers, now: int, events: list[Event]
+    offset: JobOffset, answers: Answers, now: int, events: list[Event], cap: int | None = None
 ) -> tuple[JobOffset, list[Event]]:
     """The job's clock moved to what this poll has seen of it: `TimerFired` at the poll's
     instant less the age a cached answer may have (an exception or a checkpoint from
@@ -606,10 +668,13 @@ def _advanced(
     The scheduler runs an observed job's timers by these, not by its wall clock: a
     deadline is met only once every input before it has been sent, however late a busy
     machine delivers them. Not sent when it would not move the clock. The poll's inputs
-    are sorted by instant with it (observe), so those before it are folded first."""
+    are sorted by instant with it (observe), so those before it are folded first. It
+    stays at or before `cap` while a new TaskManager waits for its slots' offer."""
     if offset.terminal is not None:
         return offset, events
     at = now - answers.refresh_ms - CLOCK_MARGIN_MS
+    if cap is not None:
+        at = min(at, cap)
     if at <= offset.advanced_to:
         return offset, events
     return replace(offset, advanced_to=at), [*events, TimerFired(offset.key, at)]

@@ -1,10 +1,12 @@
 """A poll's observation windows on a slow JobManager and across a step of the machine's
 clock (services/bridge/poll.py): an input's window holds its instant and is at least as
-wide as the time between the answers that bound it, whatever the wall clock does."""
+wide as the time between the answers that bound it, whatever the wall clock does; a new
+TaskManager's slots reach the job when its log says they were offered (slotlog.py)."""
 
 from __future__ import annotations
 
 import copy
+import time
 from typing import Any
 
 from services.bridge.offsets import JobOffset
@@ -13,6 +15,8 @@ from services.contracts.events import (
     JobSubmitted,
     RequirementsUpdated,
     TaskManagerRegistered,
+    TimerFired,
+    Window,
 )
 from services.contracts.flinkrest import FlinkNotFoundError
 from tests.unit.bridge.test_step import FIRST, JID, SECOND
@@ -56,6 +60,12 @@ class SlowJobManager:
                 for u in (FIRST, SECOND)
             },
         }
+        self.logs: dict[str, str] = {}  # path -> a TaskManager's log
+
+    def get_raw(self, path: str) -> tuple[int, bytes]:
+        self.clocks.advance(LATENCY_MS)
+        text = self.logs.get(path)
+        return (404, b"{}") if text is None else (200, text.encode())
 
     def get_json(self, path: str) -> Any:
         self.clocks.advance(LATENCY_MS)
@@ -99,3 +109,72 @@ def test_windows_on_a_slow_jobmanager_and_a_clock_stepped_back() -> None:
         # at least the time between the two answers that bound it: a poll's worth of
         # slow answers, however far the wall clock stepped
         assert event.window.by - event.window.after >= 5 * LATENCY_MS, event
+
+
+def log_line(at_ms: int, zone_ms: int, message: str) -> str:
+    """A line of a TaskManager's log in Flink's default pattern, its clock `zone_ms` off UTC."""
+    local = at_ms + zone_ms
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(local // 1000))
+    return f"{stamp},{local % 1000:03d} INFO  org.apache.flink.X [] - {message}"
+
+
+def task_manager_log(registered: int, offer: tuple[int, int] | None, zone_ms: int) -> str:
+    lines = [log_line(registered, zone_ms, "Successful registration at resource manager x")]
+    if offer is not None:
+        lines += [
+            log_line(offer[0] - 40, zone_ms, f"Receive slot request a1 for job {JID} from x"),
+            log_line(offer[0], zone_ms, f"Offer reserved slots to the leader of job {JID}."),
+            log_line(offer[1], zone_ms, "Activate slot a1."),
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def test_a_new_task_managers_slots_reach_the_job_when_its_log_says_they_were_offered() -> None:
+    clocks = Clocks()
+    rest = SlowJobManager(clocks)
+    poller = ClusterPoller("local", rest, lambda: clocks.wall, lambda: clocks.ticks)  # type: ignore[arg-type]
+    offsets: dict[str, JobOffset] = {}
+
+    def poll() -> list[Any]:
+        polled = poller.poll(offsets, clocks.wall)
+        for seen in polled.observed:
+            offsets[seen.offset.key] = seen.offset
+        return [e for seen in polled.observed for e in seen.events]
+
+    poll()
+    clocks.advance(60_000)
+    listing = rest.answers["/taskmanagers"]["taskmanagers"]
+    listing.append({**listing[0], "id": "tm-9", "path": "pekko.tcp://flink@h:1/user/rpc/x"})
+    registered = clocks.wall - 500
+    zone = -5 * 3_600_000  # the TaskManager logs in UTC-5
+    rest.logs["/taskmanagers/tm-9/log"] = task_manager_log(registered, None, zone)
+    held = poll()
+    # listed, its slots not offered yet: not registered, the job's clock kept before it
+    assert not [e for e in held if isinstance(e, TaskManagerRegistered)]
+    listed = poller.presence.appeared["tm-9"]
+    assert listed is not None
+    clocks_sent = [e.timestamp for e in held if isinstance(e, TimerFired)]
+    assert all(at <= listed.after for at in clocks_sent)
+    # offered and accepted four seconds after its registration, in its log
+    offer = (registered + 4_000, registered + 4_050)
+    rest.logs["/taskmanagers/tm-9/log"] = task_manager_log(registered, offer, zone)
+    (joined,) = [e for e in poll() if isinstance(e, TaskManagerRegistered)]
+    assert joined.window == Window(offer[0] - 1, offer[1])
+    assert joined.timestamp == offer[1]
+
+
+def test_a_task_manager_whose_log_cannot_be_read_is_registered_by_its_listing() -> None:
+    clocks = Clocks()
+    rest = SlowJobManager(clocks)
+    poller = ClusterPoller("local", rest, lambda: clocks.wall, lambda: clocks.ticks)  # type: ignore[arg-type]
+    offsets: dict[str, JobOffset] = {}
+    for seen in poller.poll(offsets, clocks.wall).observed:
+        offsets[seen.offset.key] = seen.offset
+    listing = rest.answers["/taskmanagers"]["taskmanagers"]
+    listing.append({**listing[0], "id": "tm-9", "path": "pekko.tcp://flink@h:1/user/rpc/x"})
+    rest.logs["/taskmanagers/tm-9/log"] = "a log4j pattern of someone else's\n"
+    polled = poller.poll(offsets, clocks.wall)
+    (joined,) = [
+        e for s in polled.observed for e in s.events if isinstance(e, TaskManagerRegistered)
+    ]
+    assert joined.window == poller.presence.appeared["tm-9"]

@@ -810,3 +810,73 @@ def test_the_job_is_submitted_with_its_vertices_from_the_sources() -> None:
         "Source: Numbers -> Slow map",
         "Sum -> Discard: Writer",
     ]
+
+
+def test_a_task_manager_waits_for_its_slots_offer_while_nothing_else_comes_after_it() -> None:
+    seen = first_poll()
+    listed = answers().task_managers or ()
+    new = tr.TaskManagerView("tm-new", 2, None)
+    appeared = {"tm-new": Window(NOW + 4_000, NOW + 4_500)}
+
+    def poll(offset: JobOffset, now: int, **changes: Any) -> step.Observed:
+        got = answers(details={}, task_managers=(*listed, new), appeared=appeared, **changes)
+        return step.observe(offset, replace(got, refresh_ms=3_000), now)
+
+    waiting = poll(seen.offset, NOW + 5_000, awaiting_offer=frozenset({"tm-new"}))
+    assert not [e for e in waiting.events if isinstance(e, TaskManagerRegistered)]
+    assert waiting.offset.advanced_to <= NOW + 4_000  # the job's clock stays before it
+    # offered 2 s after the listing showed it: registered then, in the offer's window
+    offer = Window(NOW + 6_400, NOW + 6_450)
+    offered = poll(waiting.offset, NOW + 7_000, offers={"tm-new": offer})
+    (joined,) = [e for e in offered.events if isinstance(e, TaskManagerRegistered)]
+    assert (joined.timestamp, joined.window) == (NOW + 6_450, offer)
+    # never offered (the job needs no more slots): registered once the wait is over,
+    # anywhere from its listing to that poll
+    late = NOW + 4_500 + step.OFFER_WAIT_MS
+    given_up = poll(waiting.offset, late, awaiting_offer=frozenset({"tm-new"}))
+    (joined,) = [e for e in given_up.events if isinstance(e, TaskManagerRegistered)]
+    assert (joined.timestamp, joined.window) == (late, Window(NOW + 4_000, late))
+    # another input after its listing ends the wait: the scheduler folds in order sent
+    raised = {
+        v: {"parallelism": {"lowerBound": 1, "upperBound": 3}}
+        for v in answer("resource-requirements.json")
+    }
+    other = poll(
+        waiting.offset, NOW + 6_000, awaiting_offer=frozenset({"tm-new"}), requirements=raised
+    )
+    assert {type(e) for e in other.events} >= {TaskManagerRegistered, RequirementsUpdated}
+
+
+def test_inputs_stay_in_time_order_around_a_task_manager_waiting_for_its_offer() -> None:
+    # the near-deadline scenario on Flink (2026-12-05): tm-3 was sent at its offer while
+    # tm-4 waited, and a checkpoint that ended before tm-3's offer was kept for a later poll
+    history = answer("checkpoints.json")["history"]
+    stamps = sorted(c["latest_ack_timestamp"] for c in history)
+    seen = first_poll()
+    offset = replace(seen.offset, checkpoint_floor=stamps[0] - 1, advanced_to=stamps[0] - 1)
+    listed = answers().task_managers or ()
+    three, four = tr.TaskManagerView("tm-30", 1, None), tr.TaskManagerView("tm-40", 1, None)
+    polled = step.observe(
+        offset,
+        answers(
+            details={},
+            task_managers=(*listed, three, four),
+            checkpoints={"history": history},
+            appeared={
+                "tm-30": Window(stamps[-1] - 10, stamps[-1]),
+                "tm-40": Window(stamps[-1] + 100, stamps[-1] + 109),
+            },
+            offers={"tm-30": Window(stamps[-1] + 20, stamps[-1] + 30)},
+            awaiting_offer=frozenset({"tm-40"}),
+            refresh_ms=3_000,
+        ),
+        stamps[-1] + 500,
+    )
+    sent = [e for e in polled.events if not isinstance(e, TimerFired)]
+    assert [getattr(e, "checkpoint_id", None) or e.task_manager_id for e in sent] == [  # type: ignore[attr-defined]
+        1238,
+        1239,
+        1240,
+        "tm-30",
+    ]
+    assert "tm-40" not in polled.offset.task_managers
