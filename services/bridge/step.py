@@ -471,15 +471,24 @@ def _changes_awaiting(
 
 
 def _awaiting(offset: JobOffset, answers: Answers, now: int) -> dict[str, Window]:
-    """The new TaskManagers to hold back for their slots' offer, by their listing's
-    window: while within `OFFER_WAIT_MS` of it, and the job's clock is still before it."""
+    """The new TaskManagers to hold back, by the window their slots' offer lies in: those
+    whose log shows no offer to the job yet (by their listing's window, for `OFFER_WAIT_MS`
+    after it), and those offered after what this poll's answers are sure to show of the
+    job (Flink caches its checkpoints and exceptions for up to its refresh interval: one
+    that ended before the offer may first show in a later poll, and the scheduler folds
+    inputs in the order sent). Held only while the job's clock is still before them."""
+    horizon = now - answers.refresh_ms - CLOCK_MARGIN_MS
     waiting = {
         tm: window
         for tm in answers.awaiting_offer
-        if tm not in offset.task_managers
-        and (window := answers.appeared.get(tm)) is not None
-        and now < window.by + OFFER_WAIT_MS
+        if (window := answers.appeared.get(tm)) is not None and now < window.by + OFFER_WAIT_MS
     }
+    waiting |= {
+        tm: offer
+        for tm, offer in answers.offers.items()
+        if horizon < offer.by and now < offer.by + OFFER_WAIT_MS
+    }
+    waiting = {tm: w for tm, w in waiting.items() if tm not in offset.task_managers}
     if waiting and offset.advanced_to < min(w.after for w in waiting.values()):
         return waiting
     return {}
