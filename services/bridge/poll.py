@@ -286,7 +286,7 @@ class ClusterPoller:
         answered = self._now()
         if requirements is not None:
             self._requirements_at[jid] = asked
-        offers, awaiting = self._slot_offers(jid, offset, task_managers, result)
+        offers, awaiting = self._slot_offers(jid, job, offset, task_managers)
         return step.Answers(
             job=job,
             task_managers=task_managers,
@@ -319,36 +319,43 @@ class ClusterPoller:
     def _slot_offers(
         self,
         jid: str,
+        job: Mapping[str, Any],
         offset: JobOffset,
         task_managers: tuple[tr.TaskManagerView, ...] | None,
-        result: ClusterPoll,
     ) -> tuple[dict[str, Window], frozenset[str]]:
-        """For each TaskManager listed since the job's last poll: when its slots reached
-        the job, from its log (slotlog.py), or that its log shows no such offer yet
-        (`awaiting`). One whose log cannot be read or placed is in neither: its listing's
-        window stands, as it does for one listed at the bridge's first listing."""
-        if not offset.submitted or offset.terminal is not None:
+        """When each TaskManager new to the job got its slots offered to it, from its log
+        (slotlog.py), or that its log shows no such offer yet (`awaiting`): before the job
+        is submitted, every listed one; after, each listed since the job's last poll. One
+        whose log cannot be read or placed is in neither: its listing's window stands (the
+        job's start for those at its submission), as it does for one listed at the
+        bridge's first listing once the job is submitted."""
+        if offset.terminal is not None:
             return {}, frozenset()
+        start = job.get("start-time")
         offers: dict[str, Window] = {}
         awaiting: set[str] = set()
         for tm in task_managers or ():
             listed = self.presence.appeared.get(tm.id)
-            if tm.slots <= 0 or tm.id in offset.task_managers or listed is None:
+            if tm.slots <= 0 or tm.id in offset.task_managers:
+                continue
+            if offset.submitted and listed is None:
                 continue
             found = self._offers.get((jid, tm.id))
             if found is None:
                 read = self._task_manager_log(tm.id, jid)
                 if read is None:
                     continue
-                if slotlog.clock_shift(read, listed) is None:
+                shift = slotlog.clock_shift(read, listed, start if isinstance(start, int) else None)
+                if shift is None:
                     self.say_once(
-                        f"log {tm.id}",
-                        f"{self.name}: TaskManager {tm.id}'s log registers it more than "
-                        f"{slotlog.MAX_LAG_MS // 1000} s from its listing (zones taken out); "
-                        "when its slots reached a job is taken from the listing",
+                        "task manager log",
+                        f"{self.name}: TaskManager {tm.id}'s log cannot be placed on the epoch "
+                        f"(no registration or slot request within {slotlog.MAX_LAG_MS // 1000} s "
+                        "of its listing or the job's start, zones taken out); when its slots "
+                        "reached a job is taken from the listing (said once a cluster)",
                     )
                     continue
-                found = slotlog.on_the_epoch(read, listed)
+                found = slotlog.on_the_epoch(read, shift)
             if found is None:
                 awaiting.add(tm.id)
             else:
@@ -373,9 +380,10 @@ class ClusterPoller:
                 return read
             why = "no registration line in Flink's log pattern"
         self.say_once(
-            f"log {tm}",
-            f"{self.name}: TaskManager {tm}'s log ({path}) is not usable ({why}); when its "
-            "slots reached a job is taken from the listing",
+            "task manager log",
+            f"{self.name}: TaskManager {tm}'s log ({path}) is not usable ({why}); when a "
+            "TaskManager's slots reached a job is taken from the listing where its log is "
+            "not usable (said once a cluster)",
         )
         return None
 

@@ -17,11 +17,13 @@ in between. So the offer's window is (the offer line, the first activation of a 
 requested for the job after it], to the log's millisecond.
 
 A log's timestamps are the TaskManager's local time in its log4j pattern (Flink's default
-`%d{yyyy-MM-dd HH:mm:ss,SSS}`, no zone). They are placed on the epoch by the listing: the
-TaskManager's registration line lies within seconds before the listing that first showed
-it, and a zone is a whole quarter hour, so the quarter hours between the two are the
-zone's offset (`on_the_epoch`). A log without those lines, in another pattern, or
-further from the listing than `MAX_LAG_MS` is not used: the listing's window stays.
+`%d{yyyy-MM-dd HH:mm:ss,SSS}`, no zone). They are placed on the epoch by an instant REST
+gives (`clock_shift`): the listing that first showed the TaskManager, which its
+registration line lies within seconds before, else the job's start, which its first slot
+request for the job lies within seconds after; a zone is a whole quarter hour, so the
+quarter hours between the two are the zone's offset. A log without those lines, in
+another pattern, or further from its anchor than `MAX_LAG_MS` is not used: the
+listing's window (or the job's start) stays.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ class Offered:
     registered: int
     offered: int | None = None
     accepted: int | None = None
+    requested: int | None = None  # the job's first slot request after the registration
 
 
 def read(text: str, job_id: str) -> Offered | None:
@@ -61,6 +64,7 @@ def read(text: str, job_id: str) -> Offered | None:
     the log shows no registration in a pattern this reads."""
     registered: int | None = None
     requested: set[str] = set()
+    first_request: int | None = None
     offered: int | None = None
     found: tuple[int, int] | None = None
     for line in text.splitlines():
@@ -69,38 +73,43 @@ def read(text: str, job_id: str) -> Offered | None:
             continue
         at = _instant(stamp)
         if _REGISTERED.search(line):
-            registered, requested, offered, found = at, set(), None, None
+            registered, requested, first_request, offered, found = at, set(), None, None, None
         elif found is not None:
             continue
         elif (request := _REQUEST.search(line)) and request.group(2) == job_id:
             requested.add(request.group(1))
+            first_request = at if first_request is None else first_request
         elif (offer := _OFFER.search(line)) and offer.group(1) == job_id:
             offered = at
         elif (active := _ACTIVATE.search(line)) and active.group(1) in requested:
             found = None if offered is None else (offered, at)
     if registered is None:
         return None
-    if found is None:
-        return Offered(registered)
-    return Offered(registered, *found)
+    offered, accepted = (None, None) if found is None else found
+    return Offered(registered, offered, accepted, first_request)
 
 
-def on_the_epoch(offered: Offered, listed: Window) -> Window | None:
-    """The accepted offer's window on the epoch, the log's clock placed by the listing
-    that first showed the TaskManager (`listed`); None when there is none yet or the log
-    does not fit that listing."""
-    shift = clock_shift(offered, listed)
-    if shift is None or offered.offered is None or offered.accepted is None:
+def on_the_epoch(offered: Offered, shift: int) -> Window | None:
+    """The accepted offer's window on the epoch (`shift`: `clock_shift`); None if none yet."""
+    if offered.offered is None or offered.accepted is None:
         return None
     return Window(offered.offered + shift - 1, offered.accepted + shift)
 
 
-def clock_shift(offered: Offered, listed: Window) -> int | None:
+def clock_shift(offered: Offered, listed: Window | None, job_start: int | None) -> int | None:
     """What to add to the log's instants to place them on the epoch: the whole quarter
-    hours between its registration line and the listing; None when what is left over
-    exceeds `MAX_LAG_MS` (not this TaskManager's log, or a clock far off)."""
-    shift = round((listed.by - offered.registered) / QUARTER_HOUR_MS) * QUARTER_HOUR_MS
-    return shift if abs(listed.by - offered.registered - shift) <= MAX_LAG_MS else None
+    hours between its registration line and the listing that first showed the
+    TaskManager, else between the job's start and its first slot request for the job;
+    None without an anchor, or when what is left over exceeds `MAX_LAG_MS` (not this
+    TaskManager's log, or a clock far off)."""
+    if listed is not None:
+        local, anchor = offered.registered, listed.by
+    elif job_start is not None and offered.requested is not None:
+        local, anchor = offered.requested, job_start
+    else:
+        return None
+    shift = round((anchor - local) / QUARTER_HOUR_MS) * QUARTER_HOUR_MS
+    return shift if abs(anchor - local - shift) <= MAX_LAG_MS else None
 
 
 def _instant(stamp: re.Match[str]) -> int:

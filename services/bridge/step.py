@@ -274,12 +274,7 @@ def _submit(
         return offset, []
     offering = _offering(answers.task_managers, ())
     events: list[Event] = [submitted]
-    events += [
-        TaskManagerRegistered(
-            offset.key, start, tm.id, tm.slots, tm.profile, _since_start(answers, tm.id, start)
-        )
-        for tm in offering
-    ]
+    events += [_at_submission(offset, answers, tm, start) for tm in offering]
     if any(q.lower != 1 for q in initial):
         events.append(RequirementsUpdated(offset.key, start, initial))
     if initial != bounds:  # changed between the start and this poll: when, unknown
@@ -317,6 +312,24 @@ def _initial(answers: Answers, bounds: tuple[Requirement, ...]) -> tuple[Require
         else q
         for q in bounds
     )
+
+
+def _at_submission(
+    offset: JobOffset, answers: Answers, view: tr.TaskManagerView, start: int
+) -> TaskManagerRegistered:
+    """A TaskManager listed at the job's submission: the job's when its slots were offered
+    to it (its log: `answers.offers`), else from the job's start (`_since_start`). A
+    standing TaskManager's slots reach a starting job once its JobMaster has declared what
+    it needs and the ResourceManager has allocated them: 0.1-2 s after the start here,
+    which the first schedule's stabilization waits from."""
+    offer = answers.offers.get(view.id)
+    if offer is not None and offer.by > start:
+        window = Window(max(offer.after, start), offer.by)
+        return TaskManagerRegistered(
+            offset.key, offer.by, view.id, view.slots, view.profile, window
+        )
+    since = _since_start(answers, view.id, start)
+    return TaskManagerRegistered(offset.key, start, view.id, view.slots, view.profile, since)
 
 
 def _since_start(answers: Answers, tm: str, start: int) -> Window | None:

@@ -884,3 +884,20 @@ def test_inputs_stay_in_time_order_around_a_task_manager_waiting_for_its_offer()
         "tm-30",
     ]
     assert "tm-40" not in polled.offset.task_managers
+
+
+def test_task_managers_at_the_submission_are_the_jobs_when_their_slots_were_offered() -> None:
+    start = answer("job.json")["start-time"]
+    listed = answers().task_managers or ()
+    offer = Window(start + 600, start + 640)
+    polled = step.observe(
+        JobOffset("local", JID), answers(offers={listed[0].id: offer}), start + 30_000
+    )
+    registered = {
+        e.task_manager_id: e for e in polled.events if isinstance(e, TaskManagerRegistered)
+    }
+    assert (registered[listed[0].id].timestamp, registered[listed[0].id].window) == (
+        start + 640,
+        offer,
+    )
+    assert registered[listed[1].id].timestamp == start  # no offer read: from the start
