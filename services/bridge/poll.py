@@ -160,6 +160,7 @@ class ClusterPoller:
         self._requirements_at: dict[str, int] = {}  # job -> its last answer's request (ticks)
         self._placed: dict[str, step.Placement] = {}  # job -> where its tasks last ran
         self._offers: dict[tuple[str, str], Window] = {}  # (job, TaskManager) -> its offer
+        self._unusable_logs: set[str] = set()  # listed TaskManagers whose log is not read
         self._said: set[str] = set()
         self._lettered: set[tuple[str, str, str]] = set()
 
@@ -334,9 +335,11 @@ class ClusterPoller:
         start = job.get("start-time")
         offers: dict[str, Window] = {}
         awaiting: set[str] = set()
+        if task_managers is not None:
+            self._unusable_logs &= {tm.id for tm in task_managers}
         for tm in task_managers or ():
             listed = self.presence.appeared.get(tm.id)
-            if tm.slots <= 0 or tm.id in offset.task_managers:
+            if tm.slots <= 0 or tm.id in offset.task_managers or tm.id in self._unusable_logs:
                 continue
             if offset.submitted and listed is None:
                 continue
@@ -347,6 +350,7 @@ class ClusterPoller:
                     continue
                 shift = slotlog.clock_shift(read, listed, start if isinstance(start, int) else None)
                 if shift is None:
+                    self._unusable_logs.add(tm.id)
                     self.say_once(
                         "task manager log",
                         f"{self.name}: TaskManager {tm.id}'s log cannot be placed on the epoch "
@@ -371,14 +375,20 @@ class ClusterPoller:
             status, body = self.rest.get_raw(path)
         except FlinkRestError:
             status, body = 0, b""
-        if status != 200 or len(body) > MAX_LOG_BYTES:
-            why = f"HTTP {status}" if status else "no answer"
-            why = "larger than 16 MiB" if status == 200 else why
-        else:
+        if status == 200 and len(body) <= MAX_LOG_BYTES:
             read = slotlog.read(body.decode("utf-8", "replace"), jid)
             if read is not None:
                 return read
             why = "no registration line in Flink's log pattern"
+        else:
+            why = (
+                "larger than 16 MiB"
+                if status == 200
+                else f"HTTP {status}"
+                if status
+                else "no answer"
+            )
+        self._unusable_logs.add(tm)
         self.say_once(
             "task manager log",
             f"{self.name}: TaskManager {tm}'s log ({path}) is not usable ({why}); when a "

@@ -468,10 +468,10 @@ def _configuration(cluster: str, answers: Answers) -> dict[str, str]:
 def _changes_awaiting(
     offset: JobOffset, answers: Answers, now: int, problems: list[tuple[str, str]]
 ) -> tuple[JobOffset, list[Event], int | None]:
-    """`_changes`, with the new TaskManagers whose slots the job has not been offered yet
-    held back (`_awaiting`), and the instant the job's clock stays at or before while they
-    are: each may be registered at an instant after it. Not held when another input of
-    this poll lies after that instant (the scheduler folds inputs in the order sent)."""
+    """`_changes`, with the new TaskManagers `_awaiting` says to hold back left out, and
+    the instant the job's clock stays at or before while they are (the earliest their
+    slots' offer may lie at). Not held when another input of this poll lies after that
+    instant: the scheduler folds inputs in the order sent."""
     awaiting = _awaiting(offset, answers, now)
     if awaiting:
         found: list[tuple[str, str]] = []
@@ -588,7 +588,7 @@ def _changes(
         set(offset.task_managers) - {tm.id for tm in answers.task_managers}
     )
     waiting_after = offset.advanced_to if holding else None
-    if awaiting:  # the job's clock stays at or before the first listing's start
+    if awaiting:  # sent now only up to where the job's clock stays while they are held
         first = min(w.after for w in awaiting.values())
         waiting_after = first if waiting_after is None else min(waiting_after, first)
     offset, dropped = _lost_by_the_jobmaster(offset, _not_back(named, answers))

@@ -61,9 +61,11 @@ class SlowJobManager:
             },
         }
         self.logs: dict[str, str] = {}  # path -> a TaskManager's log
+        self.asked: list[str] = []  # the raw GETs' paths
 
     def get_raw(self, path: str) -> tuple[int, bytes]:
         self.clocks.advance(LATENCY_MS)
+        self.asked.append(path)
         text = self.logs.get(path)
         return (404, b"{}") if text is None else (200, text.encode())
 
@@ -178,3 +180,6 @@ def test_a_task_manager_whose_log_cannot_be_read_is_registered_by_its_listing() 
         e for s in polled.observed for e in s.events if isinstance(e, TaskManagerRegistered)
     ]
     assert joined.window == poller.presence.appeared["tm-9"]
+    # nor is its log asked for again, by this job or a new one (offsets forgotten)
+    poller.poll({}, clocks.wall)
+    assert rest.asked.count("/taskmanagers/tm-9/log") == 1
