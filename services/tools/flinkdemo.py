@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from services.bridge.step import OFFER_WAIT_MS
 from services.contracts import Codec, SchemaRegistry, Settings
 from services.contracts.kafka import ensure_topics
 from services.localstack.layout import PROJECT_ROOT, RUN_ROOT
@@ -246,17 +247,28 @@ class FlinkWatch:
         return [self.rest.rescale_details(self.jid, e["rescaleUuid"]) for e in history]
 
 
+PREDICTION_LAG_MS = OFFER_WAIT_MS + 10_000
+"""How far the prediction may trail Flink's own record of a rescale: the bridge holds a new
+TaskManager until its slots' offer (bridge/step.py), and the job's clock runs Flink's
+refresh interval behind; the history commits a few seconds after."""
+
+
 def _kept(flink: FlinkWatch) -> bool:
     """Whether each side's records are in the history's tables: every rescale Flink shows
     ended is settled in flink_rescales, and scalefold's prediction has no rescale in
     progress and the children of each committed (all its pairs settled). Not equal
-    counts: a different number of rescales is a disagreement to report, not to wait for."""
+    counts: a different number of rescales is a disagreement to report, once the
+    prediction has had `PREDICTION_LAG_MS` after Flink's last rescale to catch up."""
     from services.history import pairing
     from services.history.flink_tables import LATEST_TABLE as FLINK_TABLE
     from services.history.lake import HistoryNotFoundError, HistoryUnreadableError, Lake
     from services.history.tables import LATEST_TABLE
 
-    ended = {e["rescaleUuid"] for e in flink.rest.rescale_history(flink.jid) if e["terminalState"]}
+    history = flink.rest.rescale_history(flink.jid)
+    ended = {e["rescaleUuid"] for e in history if e["terminalState"]}
+    last_end = max(
+        (e["endTimestampInMillis"] or 0 for e in history if e["terminalState"]), default=0
+    )
     job = f"{CLUSTER}.{flink.jid}"
     try:
         lake = Lake.at(RUN_DIR / "history")
@@ -280,7 +292,10 @@ def _kept(flink: FlinkWatch) -> bool:
         pairing.children_committed(p, "predicted_") for p in pairs if p["predicted_rescale_uuid"]
     )
     ours_in = bool(predicted) and not any(row["in_progress"] for row in predicted) and children
-    return flink_in and ours_in
+    # the prediction trails Flink by the bridge's holds: fewer rescales than Flink's are
+    # waited for that long after Flink's last one ended, then reported as they are
+    trailing = len(predicted) < len(ended) and time.time() * 1000 < last_end + PREDICTION_LAG_MS
+    return flink_in and ours_in and not trailing
 
 
 def report(
