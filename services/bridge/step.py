@@ -323,13 +323,24 @@ def _at_submission(
     it needs and the ResourceManager has allocated them: 0.1-2 s after the start here,
     which the first schedule's stabilization waits from."""
     offer = answers.offers.get(view.id)
-    if offer is not None and offer.by > start:
+    if offer is not None and offered_at(offer) > start:
         window = Window(max(offer.after, start), offer.by)
         return TaskManagerRegistered(
-            offset.key, offer.by, view.id, view.slots, view.profile, window
+            offset.key, offered_at(offer), view.id, view.slots, view.profile, window
         )
     since = _since_start(answers, view.id, start)
     return TaskManagerRegistered(offset.key, start, view.id, view.slots, view.profile, since)
+
+
+def offered_at(offer: Window) -> int:
+    """When a TaskManager's slots reached the job, in the window its log gives (slotlog.py):
+    its start, the offer's sending. The JobMaster takes an offer as it arrives; the
+    TaskManager logs the acceptance when the answer is back, which a busy JobMaster sends
+    late: in a demo run beside two hogs (2026-12-05) Flink's scheduler moved to
+    Stabilizing on the new slots 29 ms after the offer line and had restarted the job
+    when the TaskManager logged their activation, 0.7 s after it. Stamped at the window's
+    end, the prediction missed the checkpoint Flink rescaled on, and rescaled 4.8 s later."""
+    return offer.after + 1
 
 
 def _since_start(answers: Answers, tm: str, start: int) -> Window | None:
@@ -499,7 +510,7 @@ def _awaiting(offset: JobOffset, answers: Answers, now: int) -> dict[str, Window
     waiting |= {
         tm: offer
         for tm, offer in answers.offers.items()
-        if horizon < offer.by and now < offer.by + OFFER_WAIT_MS
+        if horizon < offered_at(offer) and now < offer.by + OFFER_WAIT_MS
     }
     waiting = {tm: w for tm, w in waiting.items() if tm not in offset.task_managers}
     if waiting and offset.advanced_to < min(w.after for w in waiting.values()):
@@ -514,7 +525,7 @@ def _registered(offset: JobOffset, answers: Answers, view: tr.TaskManagerView, n
     offer = answers.offers.get(view.id)
     window: Window | None
     if offer is not None:
-        at = min(now, max(offset.advanced_to + 1, offer.by))
+        at = min(now, max(offset.advanced_to + 1, offered_at(offer)))
         window = offer if offer.after < at <= offer.by else Window(min(offer.after, at - 1), at)
     elif view.id in answers.awaiting_offer and (listed := answers.appeared.get(view.id)):
         at, window = now, Window(listed.after, now)  # may have been held since polls before

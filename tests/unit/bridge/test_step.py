@@ -833,7 +833,7 @@ def test_a_task_manager_waits_for_its_slots_offer_while_nothing_else_comes_after
     assert seen_offer.offset.advanced_to <= offer.after
     offered = poll(seen_offer.offset, NOW + 10_000, offers={"tm-new": offer})
     (joined,) = [e for e in offered.events if isinstance(e, TaskManagerRegistered)]
-    assert (joined.timestamp, joined.window) == (NOW + 6_450, offer)
+    assert (joined.timestamp, joined.window) == (NOW + 6_401, offer)
     # never offered (the job needs no more slots): registered once the wait is over,
     # anywhere from its listing to that poll
     late = NOW + 4_500 + step.OFFER_WAIT_MS
@@ -897,7 +897,7 @@ def test_task_managers_at_the_submission_are_the_jobs_when_their_slots_were_offe
         e.task_manager_id: e for e in polled.events if isinstance(e, TaskManagerRegistered)
     }
     assert (registered[listed[0].id].timestamp, registered[listed[0].id].window) == (
-        start + 640,
+        start + 601,
         offer,
     )
     assert registered[listed[1].id].timestamp == start  # no offer read: from the start
