@@ -69,6 +69,9 @@ MAX_LOG_BYTES = 16 * 1024 * 1024
 """The largest TaskManager log the bridge reads for a slot offer (slotlog.py): a newly
 registered TaskManager's is tens of kilobytes; Flink serves the whole file, no range."""
 
+TRANSIENT = object()
+"""A TaskManager's log Flink could not fetch this time (`ClusterPoller._task_manager_log`)."""
+
 KEPT_DEPARTURES = 1024
 """How many lost TaskManagers' windows a poller remembers (a job polled late still finds
 its TaskManager's; older ones are not asked for)."""
@@ -346,7 +349,11 @@ class ClusterPoller:
             found = self._offers.get((jid, tm.id))
             if found is None:
                 read = self._task_manager_log(tm.id, jid)
-                if read is None:
+                if read is TRANSIENT:  # a TaskManager going away answers 5xx: wait for it
+                    if listed is not None:
+                        awaiting.add(tm.id)
+                    continue
+                if not isinstance(read, slotlog.Offered):
                     continue
                 shift = slotlog.clock_shift(read, listed, start if isinstance(start, int) else None)
                 if shift is None:
@@ -367,27 +374,25 @@ class ClusterPoller:
                 offers[tm.id] = found
         return offers, frozenset(awaiting)
 
-    def _task_manager_log(self, tm: str, jid: str) -> slotlog.Offered | None:
+    def _task_manager_log(self, tm: str, jid: str) -> slotlog.Offered | object | None:
         """What TaskManager `tm`'s log (`/taskmanagers/:id/log`) says of job `jid`'s slots;
-        None (said once) when it cannot be read or shows no registration this reads."""
+        `TRANSIENT` when Flink could not fetch it this time (no answer, a 5xx: the
+        TaskManager is busy or shutting down); None (said once) when it cannot be read
+        (a 404: no log file; too large) or shows no registration this reads."""
         path = f"/taskmanagers/{tm}/log"
         try:
             status, body = self.rest.get_raw(path)
         except FlinkRestError:
             status, body = 0, b""
+        if status == 0 or status >= 500:
+            return TRANSIENT
         if status == 200 and len(body) <= MAX_LOG_BYTES:
             read = slotlog.read(body.decode("utf-8", "replace"), jid)
             if read is not None:
                 return read
             why = "no registration line in Flink's log pattern"
         else:
-            why = (
-                "larger than 16 MiB"
-                if status == 200
-                else f"HTTP {status}"
-                if status
-                else "no answer"
-            )
+            why = "larger than 16 MiB" if status == 200 else f"HTTP {status}"
         self._unusable_logs.add(tm)
         self.say_once(
             "task manager log",

@@ -67,6 +67,8 @@ class SlowJobManager:
         self.clocks.advance(LATENCY_MS)
         self.asked.append(path)
         text = self.logs.get(path)
+        if text == "500":
+            return 500, b'{"errors": ["Failed to transfer file from TaskExecutor"]}'
         return (404, b"{}") if text is None else (200, text.encode())
 
     def get_json(self, path: str) -> Any:
@@ -183,3 +185,30 @@ def test_a_task_manager_whose_log_cannot_be_read_is_registered_by_its_listing() 
     # nor is its log asked for again, by this job or a new one (offsets forgotten)
     poller.poll({}, clocks.wall)
     assert rest.asked.count("/taskmanagers/tm-9/log") == 1
+
+
+def test_a_task_manager_going_away_before_its_offer_never_reaches_the_job() -> None:
+    # near-cooldown-end at load (2026-12-05): a TaskManager stopped 0.7 s after it
+    # registered, before it offered its slots; Flink answered 500 for its log, the bridge
+    # took the listing, and the prediction rescaled onto slots Flink never had
+    clocks = Clocks()
+    rest = SlowJobManager(clocks)
+    poller = ClusterPoller("local", rest, lambda: clocks.wall, lambda: clocks.ticks)  # type: ignore[arg-type]
+    offsets: dict[str, JobOffset] = {}
+
+    def poll() -> list[Any]:
+        polled = poller.poll(offsets, clocks.wall)
+        for seen in polled.observed:
+            offsets[seen.offset.key] = seen.offset
+        return [e for seen in polled.observed for e in seen.events]
+
+    poll()
+    clocks.advance(60_000)
+    listing = rest.answers["/taskmanagers"]["taskmanagers"]
+    listing.append({**listing[0], "id": "tm-9", "path": "pekko.tcp://flink@h:1/user/rpc/x"})
+    rest.logs["/taskmanagers/tm-9/log"] = "500"
+    held = poll()
+    assert not [e for e in held if isinstance(e, TaskManagerRegistered)]
+    listing.pop()
+    gone = poll()
+    assert not [e for e in gone if type(e).__name__.startswith("TaskManager")]
