@@ -78,17 +78,38 @@ class SlowJobManager:
         return copy.deepcopy(self.answers[path])
 
 
-def test_windows_on_a_slow_jobmanager_and_a_clock_stepped_back() -> None:
-    clocks = Clocks()
-    rest = SlowJobManager(clocks)
-    poller = ClusterPoller("local", rest, lambda: clocks.wall, lambda: clocks.ticks)  # type: ignore[arg-type]
-    offsets: dict[str, JobOffset] = {}
+class Polling:
+    """A poller of the slow JobManager, and the offsets its polls left, as the service
+    keeps them."""
 
-    def poll() -> list[Any]:
-        polled = poller.poll(offsets, clocks.wall)
+    def __init__(self) -> None:
+        self.clocks = Clocks()
+        self.rest = SlowJobManager(self.clocks)
+        clocks = self.clocks
+        self.poller = ClusterPoller(
+            "local",
+            self.rest,  # type: ignore[arg-type]
+            lambda: clocks.wall,
+            lambda: clocks.ticks,
+        )
+        self.offsets: dict[str, JobOffset] = {}
+
+    def poll(self) -> list[Any]:
+        """One poll's events; the offsets it leaves kept."""
+        polled = self.poller.poll(self.offsets, self.clocks.wall)
         for seen in polled.observed:
-            offsets[seen.offset.key] = seen.offset
+            self.offsets[seen.offset.key] = seen.offset
         return [e for seen in polled.observed for e in seen.events]
+
+    def join(self, tm: str) -> None:
+        """A TaskManager more in the listing."""
+        listing = self.rest.answers["/taskmanagers"]["taskmanagers"]
+        listing.append({**listing[0], "id": tm, "path": f"pekko.tcp://flink@h:1/user/rpc/{tm}"})
+
+
+def test_windows_on_a_slow_jobmanager_and_a_clock_stepped_back() -> None:
+    polling = Polling()
+    clocks, rest, poll = polling.clocks, polling.rest, polling.poll
 
     first = poll()
     assert any(isinstance(e, JobSubmitted) for e in first)
@@ -134,21 +155,12 @@ def task_manager_log(registered: int, offer: tuple[int, int] | None, zone_ms: in
 
 
 def test_a_new_task_managers_slots_reach_the_job_when_its_log_says_they_were_offered() -> None:
-    clocks = Clocks()
-    rest = SlowJobManager(clocks)
-    poller = ClusterPoller("local", rest, lambda: clocks.wall, lambda: clocks.ticks)  # type: ignore[arg-type]
-    offsets: dict[str, JobOffset] = {}
-
-    def poll() -> list[Any]:
-        polled = poller.poll(offsets, clocks.wall)
-        for seen in polled.observed:
-            offsets[seen.offset.key] = seen.offset
-        return [e for seen in polled.observed for e in seen.events]
+    polling = Polling()
+    clocks, rest, poller, poll = polling.clocks, polling.rest, polling.poller, polling.poll
 
     poll()
     clocks.advance(60_000)
-    listing = rest.answers["/taskmanagers"]["taskmanagers"]
-    listing.append({**listing[0], "id": "tm-9", "path": "pekko.tcp://flink@h:1/user/rpc/x"})
+    polling.join("tm-9")
     registered = clocks.wall - 500
     zone = -5 * 3_600_000  # the TaskManager logs in UTC-5
     rest.logs["/taskmanagers/tm-9/log"] = task_manager_log(registered, None, zone)
@@ -168,47 +180,31 @@ def test_a_new_task_managers_slots_reach_the_job_when_its_log_says_they_were_off
 
 
 def test_a_task_manager_whose_log_cannot_be_read_is_registered_by_its_listing() -> None:
-    clocks = Clocks()
-    rest = SlowJobManager(clocks)
-    poller = ClusterPoller("local", rest, lambda: clocks.wall, lambda: clocks.ticks)  # type: ignore[arg-type]
-    offsets: dict[str, JobOffset] = {}
-    for seen in poller.poll(offsets, clocks.wall).observed:
-        offsets[seen.offset.key] = seen.offset
-    listing = rest.answers["/taskmanagers"]["taskmanagers"]
-    listing.append({**listing[0], "id": "tm-9", "path": "pekko.tcp://flink@h:1/user/rpc/x"})
-    rest.logs["/taskmanagers/tm-9/log"] = "a log4j pattern of someone else's\n"
-    polled = poller.poll(offsets, clocks.wall)
-    (joined,) = [
-        e for s in polled.observed for e in s.events if isinstance(e, TaskManagerRegistered)
-    ]
-    assert joined.window == poller.presence.appeared["tm-9"]
+    polling = Polling()
+    polling.poll()
+    polling.join("tm-9")
+    polling.rest.logs["/taskmanagers/tm-9/log"] = "a log4j pattern of someone else's\n"
+    (joined,) = [e for e in polling.poll() if isinstance(e, TaskManagerRegistered)]
+    assert joined.window == polling.poller.presence.appeared["tm-9"]
     # nor is its log asked for again, by this job or a new one (offsets forgotten)
-    poller.poll({}, clocks.wall)
-    assert rest.asked.count("/taskmanagers/tm-9/log") == 1
+    polling.offsets.clear()
+    polling.poll()
+    assert polling.rest.asked.count("/taskmanagers/tm-9/log") == 1
 
 
 def test_a_task_manager_going_away_before_its_offer_never_reaches_the_job() -> None:
     # near-cooldown-end at load (2026-12-05): a TaskManager stopped 0.7 s after it
     # registered, before it offered its slots; Flink answered 500 for its log, the bridge
     # took the listing, and the prediction rescaled onto slots Flink never had
-    clocks = Clocks()
-    rest = SlowJobManager(clocks)
-    poller = ClusterPoller("local", rest, lambda: clocks.wall, lambda: clocks.ticks)  # type: ignore[arg-type]
-    offsets: dict[str, JobOffset] = {}
-
-    def poll() -> list[Any]:
-        polled = poller.poll(offsets, clocks.wall)
-        for seen in polled.observed:
-            offsets[seen.offset.key] = seen.offset
-        return [e for seen in polled.observed for e in seen.events]
+    polling = Polling()
+    clocks, rest, poll = polling.clocks, polling.rest, polling.poll
 
     poll()
     clocks.advance(60_000)
-    listing = rest.answers["/taskmanagers"]["taskmanagers"]
-    listing.append({**listing[0], "id": "tm-9", "path": "pekko.tcp://flink@h:1/user/rpc/x"})
+    polling.join("tm-9")
     rest.logs["/taskmanagers/tm-9/log"] = "500"
     held = poll()
     assert not [e for e in held if isinstance(e, TaskManagerRegistered)]
-    listing.pop()
+    rest.answers["/taskmanagers"]["taskmanagers"].pop()
     gone = poll()
     assert not [e for e in gone if type(e).__name__.startswith("TaskManager")]
