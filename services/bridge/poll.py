@@ -69,6 +69,10 @@ MAX_LOG_BYTES = 16 * 1024 * 1024
 """The largest TaskManager log the bridge reads for a slot offer (slotlog.py): a newly
 registered TaskManager's is tens of kilobytes; Flink serves the whole file, no range."""
 
+NO_LOG_FILE = b"on the TaskExecutor."
+"""How Flink's 500 for a TaskManager without a log file ends (its cause, in the body): "The
+file LOG is not available on the TaskExecutor." (no `log.file`: a console-only
+deployment, as the docker-compose stack's) or "... does not exist on the TaskExecutor."."""
 TRANSIENT = object()
 """A TaskManager's log Flink could not fetch this time (`ClusterPoller._task_manager_log`)."""
 
@@ -378,13 +382,14 @@ class ClusterPoller:
         """What TaskManager `tm`'s log (`/taskmanagers/:id/log`) says of job `jid`'s slots;
         `TRANSIENT` when Flink could not fetch it this time (no answer, a 5xx: the
         TaskManager is busy or shutting down); None (said once) when it cannot be read
-        (a 404: no log file; too large) or shows no registration this reads."""
+        (no log file: a 5xx that says so, or a 404; too large) or shows no registration
+        this reads."""
         path = f"/taskmanagers/{tm}/log"
         try:
             status, body = self.rest.get_raw(path)
         except FlinkRestError:
             status, body = 0, b""
-        if status == 0 or status >= 500:
+        if status == 0 or (status >= 500 and NO_LOG_FILE not in body):
             return TRANSIENT
         if status == 200 and len(body) <= MAX_LOG_BYTES:
             read = slotlog.read(body.decode("utf-8", "replace"), jid)

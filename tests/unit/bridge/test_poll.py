@@ -22,6 +22,13 @@ from services.contracts.flinkrest import FlinkNotFoundError
 from tests.unit.bridge.test_step import FIRST, JID, SECOND
 from tests.unit.bridge.test_translate import answer
 
+NO_LOG_FILE_ANSWER = (
+    b'{"errors": ["Internal server error.", "<Exception on server side: org.apache.flink.'
+    b"util.FlinkException: Failed to transfer file from TaskExecutor tm-8. Caused by: org."
+    b'apache.flink.util.FlinkException: The file LOG is not available on the TaskExecutor."]}'
+)
+"""Flink 2.3's answer for the log of a TaskManager without a log file (its cause's text as
+TaskExecutor.requestFileUploadByFilePath words it)."""
 LATENCY_MS = 3_000
 """Each answer of the slow JobManager takes this long."""
 
@@ -69,6 +76,8 @@ class SlowJobManager:
         text = self.logs.get(path)
         if text == "500":
             return 500, b'{"errors": ["Failed to transfer file from TaskExecutor"]}'
+        if text == "no file":  # Flink's 500 for a TaskManager logging to its console only
+            return 500, NO_LOG_FILE_ANSWER
         return (404, b"{}") if text is None else (200, text.encode())
 
     def get_json(self, path: str) -> Any:
@@ -186,6 +195,11 @@ def test_a_task_manager_whose_log_cannot_be_read_is_registered_by_its_listing() 
     polling.rest.logs["/taskmanagers/tm-9/log"] = "a log4j pattern of someone else's\n"
     (joined,) = [e for e in polling.poll() if isinstance(e, TaskManagerRegistered)]
     assert joined.window == polling.poller.presence.appeared["tm-9"]
+    # nor is one without a log file (a console-only Flink answers 500, saying so)
+    polling.join("tm-8")
+    polling.rest.logs["/taskmanagers/tm-8/log"] = "no file"
+    (joined,) = [e for e in polling.poll() if isinstance(e, TaskManagerRegistered)]
+    assert joined.task_manager_id == "tm-8"
     # nor is its log asked for again, by this job or a new one (offsets forgotten)
     polling.offsets.clear()
     polling.poll()
