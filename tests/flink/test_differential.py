@@ -84,16 +84,30 @@ class Observed:
         return [v for _, v in read_all(self.kafka, topic, self.codec) if v["jobId"] == jid]
 
     def settle(self, jid: str) -> list[dict[str, Any]]:
-        """Poll until every rescale REST shows for `jid` is forwarded in its final form."""
+        """Poll until every rescale REST shows for `jid` is forwarded in its final form, and
+        the bridge holds back no TaskManager of the cluster from the job's inputs (a new
+        one waits for its slots' offer, and for Flink's cached answers to pass it:
+        services/bridge/step.py `_awaiting`); the service polls on, the test's polls stop."""
 
         def done() -> list[dict[str, Any]] | None:
             self.poll()
             shown = {r["rescaleUuid"]: r["terminalState"] for r in self.flink.history(jid)}
             found = {r["rescaleUuid"]: r for r in latest(self.forwarded(jid))}
             same = all(found.get(u, {}).get("terminalState") == s for u, s in shown.items())
-            return list(found.values()) if shown and same and set(found) == set(shown) else None
+            if not (shown and same and set(found) == set(shown)) or self.holding(jid):
+                return None
+            return list(found.values())
 
         return wait_for(f"job {jid}'s rescales on flink-rescales", done)
+
+    def holding(self, jid: str) -> bool:
+        """Whether a TaskManager listed with slots is neither known nor lost to the job's
+        offset yet (the bridge holds it back until its slots' offer)."""
+        offset = self.bridge.offsets.get(flink_job_key(CLUSTER, jid))
+        if offset is None or offset.terminal is not None:
+            return False
+        listed = {tm["id"] for tm in self.flink.rest.taskmanagers() if tm["slotsNumber"] > 0}
+        return bool(listed - set(offset.task_managers) - set(offset.lost_task_managers))
 
     def kept(self, jid: str, shown: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
         """The job's rows of `flink_rescales` once they hold every rescale of `shown`
