@@ -486,12 +486,12 @@ def _changes_awaiting(
     awaiting = _awaiting(offset, answers, now)
     if awaiting:
         found: list[tuple[str, str]] = []
-        held, events = _changes(offset, answers, now, found, awaiting)
         cap = min(w.after for w in awaiting.values())
+        held, events = _changes(offset, answers, now, found, awaiting=frozenset(awaiting), cap=cap)
         if all(e.timestamp <= cap for e in events):
             problems += found
             return held, events, cap
-    return (*_changes(offset, answers, now, problems, {}), None)
+    return (*_changes(offset, answers, now, problems), None)
 
 
 def _awaiting(offset: JobOffset, answers: Answers, now: int) -> dict[str, Window]:
@@ -539,10 +539,12 @@ def _changes(
     answers: Answers,
     now: int,
     problems: list[tuple[str, str]],
-    awaiting: Mapping[str, Window],
+    *,
+    awaiting: frozenset[str] = frozenset(),
+    cap: int | None = None,
 ) -> tuple[JobOffset, list[Event]]:
-    """TaskManagers come and gone (bar those `awaiting` their slots' offer), requirements
-    changed, failures, a terminal state."""
+    """TaskManagers come and gone (bar those `awaiting` their slots' offer, while the job's
+    clock stays at or before `cap`), requirements changed, failures, a terminal state."""
     events: list[Event] = []
     if answers.task_managers is not None:
         listed = {tm.id for tm in answers.task_managers}
@@ -599,9 +601,8 @@ def _changes(
         set(offset.task_managers) - {tm.id for tm in answers.task_managers}
     )
     waiting_after = offset.advanced_to if holding else None
-    if awaiting:  # sent now only up to where the job's clock stays while they are held
-        first = min(w.after for w in awaiting.values())
-        waiting_after = first if waiting_after is None else min(waiting_after, first)
+    if cap is not None:  # sent now only up to where the job's clock stays while they are held
+        waiting_after = cap if waiting_after is None else min(waiting_after, cap)
     offset, dropped = _lost_by_the_jobmaster(offset, _not_back(named, answers))
     offset, ended = _checkpoints(offset, answers, problems, waiting_after)
     events += dropped + failures + ended
