@@ -42,6 +42,7 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from pathlib import Path
@@ -465,6 +466,27 @@ def one_run(
     return result
 
 
+def together(
+    base: Settings,
+    clusters: list[Cluster],
+    name: str,
+    trace: Trace,
+    *,
+    controllers: list[str],
+    args: argparse.Namespace,
+) -> list[Result]:
+    """One run a controller, each on its own cluster, at the same time: the machine's
+    load is the same for both (a busy minute falls on both runs, not on one)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(len(controllers)) as pool:
+        runs = [
+            pool.submit(one_run, base, cluster, name, trace, controller=controller, args=args)
+            for cluster, controller in zip(clusters, controllers, strict=True)
+        ]
+        return [run.result() for run in runs]
+
+
 def story(steps: list[dict[str, Any]], rescales: list[dict[str, Any]], start_ms: int) -> list[str]:
     """A line a recorded step that was not a hold, and one a rescale of Flink's, by time
     since the load began."""
@@ -580,6 +602,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--tail", type=float, default=60.0, help="seconds sampled after the trace (it drains)"
     )
+    parser.add_argument(
+        "--together",
+        action="store_true",
+        help="a Flink cluster each controller, both runs of a trace at the same time",
+    )
     parser.add_argument("--size", type=int, default=256, help="bytes a record")
     parser.add_argument(
         "--caught-up",
@@ -608,15 +635,25 @@ def main(argv: list[str] | None = None) -> int:
     base = Settings.from_env(os.environ)
     results: list[Result] = []
     OUT.mkdir(parents=True, exist_ok=True)
-    with Cluster(OUT / "flink") as cluster:
-        say(f"Flink at {cluster.url}: {TASKMANAGERS} TaskManagers of {SLOTS} slots")
+    controllers = args.controllers.split(",")
+    with ExitStack() as stack:
+        # --together: a cluster each, the same configuration, the runs of a trace at once
+        clusters = [
+            stack.enter_context(Cluster(OUT / (f"flink-{c}" if args.together else "flink")))
+            for c in (controllers if args.together else controllers[:1])
+        ]
+        for cluster in clusters:
+            say(f"Flink at {cluster.url}: {TASKMANAGERS} TaskManagers of {SLOTS} slots")
         for name in args.traces.split(","):
             trace = shape(name, args.peak, args.duration)
-            for controller in args.controllers.split(","):
-                results.append(
-                    one_run(base, cluster, name, trace, controller=controller, args=args)
-                )
-                args.json.write_text(json.dumps([asdict(r) for r in results]))
+            if args.together:
+                results += together(base, clusters, name, trace, controllers=controllers, args=args)
+            else:
+                for controller in controllers:
+                    results.append(
+                        one_run(base, clusters[0], name, trace, controller=controller, args=args)
+                    )
+            args.json.write_text(json.dumps([asdict(r) for r in results]))
     for result in results:
         if args.story and result.story:
             print(f"{result.trace}, {result.controller}:")
