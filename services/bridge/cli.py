@@ -7,6 +7,7 @@ import re
 import sys
 from typing import TYPE_CHECKING, Any
 
+from services.bridge.brokers import OWN_BROKERS
 from services.contracts.flinkrest import ca_arg
 
 if TYPE_CHECKING:
@@ -88,6 +89,15 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         f"this often (default {DEFAULT_SIGNALS_S:g}: Flink refreshes them every "
         "metrics.fetcher.update-interval, 10 s; 0: never)",
     )
+    run.add_argument(
+        "--source-bootstrap-servers",
+        metavar="SERVERS",
+        help="the Kafka brokers the jobs' Kafka sources read (with scalefold's own Kafka "
+        f"security settings; {OWN_BROKERS!r}: scalefold's own brokers): each sample then "
+        "carries a source's backlog from the brokers' end offsets, which grows under back "
+        "pressure where the connector's pendingRecords stands still (default: none, "
+        "pendingRecords alone)",
+    )
     run.set_defaults(handler=_run)
 
 
@@ -95,6 +105,7 @@ def _run(args: argparse.Namespace, context: Context) -> int:
     import logging
     import signal
 
+    from services.bridge.brokers import BrokerOffsets
     from services.bridge.poll import ClusterPoller
     from services.bridge.service import Bridge
     from services.bridge.sink import SERVICE, Sink
@@ -121,9 +132,18 @@ def _run(args: argparse.Namespace, context: Context) -> int:
     offsets = sink.restore()
     log.info("resuming from %d jobs' offsets", len(offsets))
     every = int(args.signals_interval * 1000)
-    pollers = [ClusterPoller(n, rest, signals_interval_ms=every) for n, rest in rests.items()]
+    brokers = args.source_bootstrap_servers
+    if brokers == OWN_BROKERS:
+        brokers = settings.bootstrap_servers
+    ends = BrokerOffsets(settings, brokers) if brokers and every > 0 else None
+    pollers = [
+        ClusterPoller(n, rest, signals_interval_ms=every, end_offsets=ends)
+        for n, rest in rests.items()
+    ]
     for name, url in args.flink_rest:
         log.info("polling %s at %s every %g s", name, url, args.poll_interval)
+    if ends is not None:
+        log.info("sources' backlog from the end offsets of %s", brokers)
     bridge = Bridge(
         pollers, sink, args.poll_interval, offsets, presence_interval_s=args.presence_interval
     )
@@ -138,6 +158,8 @@ def _run(args: argparse.Namespace, context: Context) -> int:
         bridge.run(lambda: stopping["now"])
     finally:
         sink.close()
+        if ends is not None:
+            ends.close()
     return 0
 
 

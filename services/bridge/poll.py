@@ -14,7 +14,7 @@ import functools
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,6 +75,10 @@ file LOG is not available on the TaskExecutor." (no `log.file`: a console-only
 deployment, as the docker-compose stack's) or "... does not exist on the TaskExecutor."."""
 TRANSIENT = object()
 """A TaskManager's log Flink could not fetch this time (`ClusterPoller._task_manager_log`)."""
+
+EndOffsets = Callable[[Sequence[sg.Partition]], Mapping[sg.Partition, tuple[int, int]]]
+"""Asks the sources' broker each partition's (first, end) offsets; raises when it cannot
+(brokers.py's `BrokerOffsets`)."""
 
 KEPT_DEPARTURES = 1024
 """How many lost TaskManagers' windows a poller remembers (a job polled late still finds
@@ -152,11 +156,14 @@ class ClusterPoller:
         clock: Callable[[], int] = wall_ms,
         ticks: Callable[[], int] = monotonic_ms,
         signals_interval_ms: int = DEFAULT_SIGNALS_INTERVAL_MS,
+        *,
+        end_offsets: EndOffsets | None = None,
     ) -> None:
         self.name = name
         self.rest = rest
         self.clock, self.ticks = clock, ticks
         self.signals_interval_ms = signals_interval_ms  # 0: no workload signals
+        self.end_offsets = end_offsets  # the sources' broker (None: pendingRecords alone)
         self._sampled: dict[str, int] = {}  # job -> its last sample's instant (ticks)
         self._pending: dict[tuple[str, str], tuple[sg.SourceMetrics, int]] = {}  # (job,
         # vertex) -> its pendingRecords metric's id and partitions, when listed (ticks)
@@ -428,10 +435,15 @@ class ClusterPoller:
                 else sg.SourceMetrics(None, None)
             )
             pending = source.pending
-            answer = self._optional(f"{path}?{sg.metrics_query(pending)}", key, result)
+            query = sg.metrics_query(pending, list(source.offsets) if self.end_offsets else ())
+            answer = self._optional(f"{path}?{query}", key, result)
             gauges = self._read(lambda a, p=pending: sg.gauges(a, p), answer, path, key, result)
             if gauges is not None:
-                found[vid] = {**gauges, "sourcePartitions": source.partitions}
+                found[vid] = {
+                    **gauges,
+                    "sourcePartitions": source.partitions,
+                    "sourceBacklog": self._source_backlog(answer, source, path, key, result),
+                }
         read = functools.partial(
             sg.signal,
             self.name,
@@ -441,6 +453,28 @@ class ClusterPoller:
         sample = self._read(read, job, f"/jobs/{jid}", key, result)
         if sample is not None:
             result.signals.append(sample)
+
+    def _source_backlog(
+        self, answer: Any, source: sg.SourceMetrics, path: str, key: str, result: ClusterPoll
+    ) -> float | None:
+        """A Kafka source's backlog from the broker's end offsets (signals.py's module
+        doc), asked right after Flink's answer; None without a broker to ask, or when it
+        did not answer (the sample then carries pendingRecords alone)."""
+        if self.end_offsets is None or not source.offsets:
+            return None
+        current = self._read(lambda a: sg.current_offsets(a, source), answer, path, key, result)
+        if not current:
+            return None
+        try:
+            marks = self.end_offsets(sorted(current))
+        except Exception as error:  # the broker's, whatever its kind: the next sample asks again
+            self.say_once(
+                f"end-offsets:{error}",
+                f"bridge: {self.name}: the source's broker did not give its end offsets "
+                f"({error}); the sample carries the connector's pendingRecords alone",
+            )
+            return None
+        return sg.source_backlog(current, marks)
 
     def _forget(self, listed: set[str]) -> None:
         """Drop what sampling kept of the jobs no longer listed."""

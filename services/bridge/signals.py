@@ -12,7 +12,17 @@ Two answers make a sample (issue 50, item 2):
   per second) and a source's `pendingRecords` (FLIP-33; the Kafka source's lag), whose
   name carries its operator's (`Source__Workload.pendingRecords`): found in the
   vertex's metric listing (`source_metrics`), which also names each Kafka partition a
-  Kafka source reads (a source's parallelism beyond them buys nothing).
+  Kafka source reads (a source's parallelism beyond them buys nothing) and the reader's
+  `currentOffset` metric of each.
+
+A Kafka source's backlog as the broker shows it (`source_backlog`, v2's `sourceBacklog`):
+the broker's end offset of each partition less the next offset the reader emits
+(`currentOffset` + 1). The connector's `pendingRecords` is the Kafka consumer's
+records-lag, which the consumer updates only when it fetches: under back pressure its
+fetcher waits on a full queue, fetches nothing, and the lag stands still while the
+topic grows (the autoscaling benchmark: 767 pending where the broker held 24,000 more
+than the job had read). The end offsets are the bridge's to ask (poll.py, its
+`--source-bootstrap-servers`); here they are data.
 
 Flink's values are kept as given (NaN and negative ones too: the schema says why);
 what Flink did not report is None. An answer of the wrong shape raises
@@ -22,9 +32,11 @@ what Flink did not report is None. An answer of the wrong shape raises
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from typing import Any
 
 from services.bridge.translate import MalformedAnswerError, field
@@ -62,6 +74,10 @@ KAFKA_PARTITION = re.compile(r"\.KafkaSourceReader\.topic\.(.+)\.partition\.(\d+
 """A Kafka source reader's metric of one partition it reads (the connector's, per topic)."""
 
 
+Partition = tuple[str, int]
+"""A Kafka topic's partition: the topic's name and the partition's number."""
+
+
 @dataclass(frozen=True)
 class SourceMetrics:
     """What a vertex's metric listing says of it as a source."""
@@ -70,6 +86,8 @@ class SourceMetrics:
     """The id of its `pendingRecords` metric (None: no operator of it reports one)."""
     partitions: int | None
     """The Kafka partitions it reads (None: none listed, or not a Kafka source)."""
+    offsets: Mapping[str, Partition] = dataclass_field(default_factory=dict)
+    """Each Kafka partition's `currentOffset` metric id, and the partition."""
 
 
 def source_metrics(listing: Any) -> SourceMetrics:
@@ -80,14 +98,48 @@ def source_metrics(listing: Any) -> SourceMetrics:
         raise MalformedAnswerError(f"{where}: expected a list, got {type(listing).__name__}")
     ids = sorted(field(m, "id", str, f"{where}[]") for m in listing)
     pending = next((i for i in ids if i == PENDING or i.endswith(f".{PENDING}")), None)
-    partitions = {found.groups() for i in ids if (found := KAFKA_PARTITION.search(i))}
-    return SourceMetrics(pending, len(partitions) or None)
+    offsets = {
+        i: (found.group(1), int(found.group(2)))
+        for i in ids
+        if (found := KAFKA_PARTITION.search(i))
+    }
+    return SourceMetrics(pending, len(set(offsets.values())) or None, offsets)
 
 
-def metrics_query(pending: str | None) -> str:
-    """The query string of one vertex's aggregated gauges (and its pendingRecords)."""
-    names = [*GAUGES, *([pending] if pending else [])]
+def metrics_query(pending: str | None, offsets: Sequence[str] = ()) -> str:
+    """The query string of one vertex's aggregated gauges (and its pendingRecords and
+    partitions' currentOffset metrics)."""
+    names = [*GAUGES, *([pending] if pending else []), *offsets]
     return f"get={','.join(names)}&agg={AGGREGATES}"
+
+
+def current_offsets(answer: Any, source: SourceMetrics) -> dict[Partition, float]:
+    """Each partition's `currentOffset` in a vertex's aggregated answer (the `max` over
+    its subtasks: one reads the partition, the others do not report it); a partition
+    without one, or not a count, is left out."""
+    if not isinstance(answer, list):
+        return {}
+    by_id = {m.get("id"): m for m in answer if isinstance(m, dict)}
+    found: dict[Partition, float] = {}
+    for metric, partition in source.offsets.items():
+        value = _number(by_id.get(metric, {}), "max", f"subtasks/metrics?agg.{metric}")
+        if value is not None and math.isfinite(value):
+            found[partition] = value
+    return found
+
+
+def source_backlog(
+    current: Mapping[Partition, float], marks: Mapping[Partition, tuple[int, int]]
+) -> float | None:
+    """Records the broker holds beyond what the source read (module doc): per partition
+    with both, its end offset less the reader's next offset (`currentOffset` + 1; one
+    below the partition's first offset, the reader has emitted none of it yet), summed.
+    `marks`: each partition's (first, end) offsets as the broker answered. None: no
+    partition had both."""
+    known = [(current[p], marks[p]) for p in current.keys() & marks.keys()]
+    if not known:
+        return None
+    return float(sum(max(0, end - max(first, int(at) + 1)) for at, (first, end) in known))
 
 
 def gauges(answer: Any, pending: str | None) -> dict[str, float | None]:
@@ -173,6 +225,7 @@ _GAUGE_FIELDS = (
     *(n for f in GAUGES.values() for n in f.values()),
     "pendingRecords",
     "sourcePartitions",
+    "sourceBacklog",
 )
 
 

@@ -104,7 +104,7 @@ def sample_of(row: Mapping[str, Any]) -> pl.Sample:
                 read_records=v["read_records"],
                 write_records=v["write_records"],
                 busy_ms=v["accumulated_busy_time_ms"],
-                pending_records=v["pending_records"],
+                pending_records=_backlog(v),
                 name=v["job_vertex_name"],
                 inputs=tuple(v["inputs"] or ()),
                 partitions=v.get("source_partitions"),
@@ -113,6 +113,15 @@ def sample_of(row: Mapping[str, Any]) -> pl.Sample:
             for v in row["vertices"] or ()
         ),
     )
+
+
+def _backlog(vertex: Mapping[str, Any]) -> float | None:
+    """A source's backlog: the broker's (v2's `source_backlog`, where the bridge could ask
+    it) before the connector's `pendingRecords`, which stands still under back pressure
+    (the bridge's signals.py)."""
+    broker = vertex.get("source_backlog")
+    found = broker if broker is not None else vertex["pending_records"]
+    return None if found is None else float(found)
 
 
 def newest_run(samples: Sequence[pl.Sample], window_ms: int) -> list[pl.Sample]:

@@ -58,6 +58,7 @@ VERTEX = {
     "numRecordsOutPerSecond": "num_records_out_per_second",
     "pendingRecords": "pending_records",
     "sourcePartitions": "source_partitions",
+    "sourceBacklog": "source_backlog",
 }
 """`FlinkVertexSignal`'s fields and their columns."""
 

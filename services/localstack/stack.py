@@ -9,6 +9,7 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from services.bridge.brokers import OWN_BROKERS
 from services.contracts.settings import Settings
 from services.localstack.processes import ServiceProcess
 from services.localstack.secure import PLAINTEXT_ENV
@@ -43,8 +44,12 @@ def history_process(run_dir: Path, *extra: str) -> ServiceProcess:
 
 
 def bridge_process(run_dir: Path, rest_url: str, *extra: str) -> ServiceProcess:
-    """The Flink bridge, polling the local stack's Flink (services/bridge, docs/bridge.md)."""
-    args = ("bridge", "run", "--flink-rest", f"{LOCAL_FLINK}={rest_url}", *extra)
+    """The Flink bridge, polling the local stack's Flink (services/bridge, docs/bridge.md);
+    the jobs' Kafka sources read the stack's own broker (the workload's topic)."""
+    args = (
+        *("bridge", "run", "--flink-rest", f"{LOCAL_FLINK}={rest_url}"),
+        *("--source-bootstrap-servers", OWN_BROKERS, *extra),
+    )
     return ServiceProcess("bridge", args, run_dir)
 
 

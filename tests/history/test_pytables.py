@@ -116,8 +116,8 @@ def test_the_rows_fit_the_tables_arrow_schema_and_the_latest_is_one_per_rescale(
 def signal_record(
     cluster: str, job: str, observed_ms: int, pending: float | None
 ) -> dict[str, Any]:
-    """A `FlinkWorkloadSignal` of two vertices: a source (its backlog `pending`) and one
-    whose gauges Flink did not report."""
+    """A `FlinkWorkloadSignal` of two vertices: a source (its backlog `pending`, three
+    times as much as the broker's) and one whose gauges Flink did not report."""
     source = {
         "jobVertexId": "v1",
         "jobVertexName": "Source: Kafka -> Parse",
@@ -138,6 +138,7 @@ def signal_record(
         "numRecordsInPerSecond": 0.0,
         "numRecordsOutPerSecond": 1_000.0,
         "pendingRecords": pending,
+        "sourceBacklog": None if pending is None else pending * 3,  # the broker's (v2)
     }
     quiet = {"jobVertexId": "v2", "jobVertexName": None, "parallelism": None, "inputs": ["v1"]}
     return {

@@ -226,3 +226,34 @@ def test_a_job_still_initializing_is_read_once_it_is_scheduled(
     assert read_all(kafka, kafka.topics.dead_letters, codec) == []
     assert rescales(kafka, codec) == [(FIRST, 1), (SECOND, 1)]
     assert events(kafka, codec)[0] == "JobSubmitted"
+
+
+def test_a_sources_end_offsets_are_the_brokers_and_an_unknown_topic_raises(
+    kafka: Settings,
+) -> None:
+    """brokers.BrokerOffsets against the real broker: a partition's first and end offsets
+    as the broker holds them, without reading a record; a topic it does not know raises
+    (the poll then samples without the backlog)."""
+    from confluent_kafka import Producer
+
+    from services.bridge.brokers import BrokerOffsets
+    from services.contracts.kafka import ensure_topics, librdkafka_config
+    from services.contracts.topics import WORKLOAD
+
+    topic = f"{kafka.topic_prefix}workload-in"
+    ensure_topics(kafka, {topic: WORKLOAD})
+    producer = Producer(librdkafka_config(kafka))
+    for n in range(7):
+        producer.produce(topic, value=b"x", partition=n % 2)
+    assert producer.flush(30) == 0
+    ends = BrokerOffsets(kafka, kafka.bootstrap_servers, timeout_s=10.0)
+    try:
+        assert ends([(topic, 0), (topic, 1), (topic, 2)]) == {
+            (topic, 0): (0, 4),
+            (topic, 1): (0, 3),
+            (topic, 2): (0, 0),
+        }
+        with pytest.raises(Exception):  # noqa: B017 (librdkafka's KafkaException)
+            ends([(f"{kafka.topic_prefix}no-such-topic", 0)])
+    finally:
+        ends.close()

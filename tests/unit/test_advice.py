@@ -186,3 +186,24 @@ def test_a_decision_waits_for_a_full_window_of_one_run() -> None:
         "the window is not full yet: 10 s of one run of its tasks, of 60 s"
     )
     assert "fewer than two" in (advice.unfilled(run(50), 60_000) or "")
+
+
+def test_the_brokers_backlog_is_judged_before_the_connectors(tmp_path: Path) -> None:
+    """Under back pressure the connector's pendingRecords stands still (the bridge's
+    signals.py); the broker's backlog (v2's sourceBacklog) grows with what arrives, and
+    the input rate is read from it where a sample has it."""
+    records = [
+        signal("j3", 0, 0, 0),
+        signal("j3", 30, 6_000, 12_000, pending=767),
+        signal("j3", 60, 12_000, 24_000, pending=767),
+    ]
+    for at, record in zip((0, 30, 60), records, strict=True):
+        record["vertices"][0]["sourceBacklog"] = 800.0 * at  # 800 a second more than read
+    rows = [flink_signal_row(Message(r, 1, 0, i, None)) for i, r in enumerate(records)]
+    for row in rows:
+        del row["unknown_fields"]
+    write(Layout(tmp_path).table("flink_signals"), rows)
+    (found,) = advice.advise(Lake(tmp_path), "j3", PolicyConfig(), 60_000, T0 + 61_000)
+    # 200 records a second emitted, 800 more a second behind: 1,000 arrived a second
+    assert found.decision.input_rate == pytest.approx(1_000)
+    assert found.decision.backlog == 48_000

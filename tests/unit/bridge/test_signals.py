@@ -142,3 +142,81 @@ def test_a_running_job_is_sampled_once_an_interval_and_a_bad_answer_is_a_letter(
     off = ClusterPoller("local", rest, lambda: clocks.wall, lambda: clocks.ticks, 0)  # type: ignore[arg-type]
     rest.answers[f"/jobs/{JID}"]["state"] = "RUNNING"
     assert off.poll({}, clocks.wall).signals == []  # --signals-interval 0
+
+
+READER = "Source__Kafka.KafkaSourceReader.topic"
+
+
+def test_a_sources_backlog_is_the_brokers_end_offsets_beyond_its_readers_offsets() -> None:
+    listing = [{"id": f"{READER}.in.partition.{n}.currentOffset"} for n in (0, 1, 2)]
+    source = sg.source_metrics(listing)
+    assert source.partitions == 3
+    assert set(source.offsets.values()) == {("in", 0), ("in", 1), ("in", 2)}
+    query = sg.metrics_query(None, list(source.offsets))
+    assert f"{READER}.in.partition.2.currentOffset&agg=" in query
+    answer = [
+        {"id": f"{READER}.in.partition.0.currentOffset", "max": 99.0, "sum": 99.0},
+        {"id": f"{READER}.in.partition.1.currentOffset", "max": -1.0, "sum": -1.0},
+        {"id": f"{READER}.in.partition.2.currentOffset", "max": "NaN", "sum": "NaN"},
+    ]  # partition 1: nothing emitted yet; partition 2: not a count, left out
+    current = sg.current_offsets(answer, source)
+    assert current == {("in", 0): 99.0, ("in", 1): -1.0}
+    marks = {("in", 0): (0, 1_100), ("in", 1): (40, 540), ("in", 2): (0, 9_999)}
+    # 1,100 - 100 (the next after 99) + 540 - 40 (none of it read yet)
+    assert sg.source_backlog(current, marks) == 1_000.0 + 500.0
+    assert sg.source_backlog(current, {("in", 0): (0, 50)}) == 0.0  # end behind: none
+    assert sg.source_backlog(current, {}) is None  # the broker knew none of them
+    assert sg.source_backlog({}, marks) is None
+    assert sg.current_offsets("not a list", source) == {}
+
+
+class KafkaJobManager(MeteredJobManager):
+    """The captured job, its source a Kafka reader of two partitions of `in`."""
+
+    def __init__(self, clocks: Clocks) -> None:
+        super().__init__(clocks)
+        self.answers[f"/jobs/{JID}/vertices/{SOURCE}/subtasks/metrics"] += [
+            {"id": f"{READER}.in.partition.{n}.currentOffset"} for n in (0, 1)
+        ]
+        self.metrics[SOURCE] = [
+            *_aggregated(400.0, 12),
+            {"id": f"{READER}.in.partition.0.currentOffset", "max": 9.0},
+            {"id": f"{READER}.in.partition.1.currentOffset", "max": 19.0},
+        ]
+
+
+def test_a_sample_carries_the_brokers_backlog_and_goes_on_without_it_when_it_fails() -> None:
+    clocks = Clocks()
+    asked: list[list[tuple[str, int]]] = []
+    failing = {"now": False}
+
+    def ends(partitions: Any) -> dict[tuple[str, int], tuple[int, int]]:
+        asked.append(list(partitions))
+        if failing["now"]:
+            raise RuntimeError("broker gone")
+        return {("in", 0): (0, 1_010), ("in", 1): (0, 20)}
+
+    rest = KafkaJobManager(clocks)
+    poller = ClusterPoller(
+        "local",
+        rest,  # type: ignore[arg-type]
+        lambda: clocks.wall,
+        lambda: clocks.ticks,
+        end_offsets=ends,
+    )
+    (sample,) = poller.poll({}, clocks.wall).signals
+    source, keyed = sample["vertices"]
+    assert (source["sourceBacklog"], source["pendingRecords"]) == (1_000.0, 12.0)
+    assert keyed["sourceBacklog"] is None  # not a source
+    assert asked == [[("in", 0), ("in", 1)]]
+    codec = Codec(SchemaRegistry.load())
+    decoded = codec.decode(codec.encode(r.FLINK_WORKLOAD_SIGNAL, sample))
+    assert decoded.record["vertices"][0]["sourceBacklog"] == 1_000.0
+    failing["now"] = True
+    clocks.advance(DEFAULT_SIGNALS_INTERVAL_MS)
+    (sample,) = poller.poll({}, clocks.wall).signals
+    assert sample["vertices"][0]["sourceBacklog"] is None  # said once; pendingRecords stands
+    assert sample["vertices"][0]["pendingRecords"] == 12.0
+    without = ClusterPoller("local", rest, lambda: clocks.wall, lambda: clocks.ticks)  # type: ignore[arg-type]
+    (sample,) = without.poll({}, clocks.wall).signals
+    assert sample["vertices"][0]["sourceBacklog"] is None  # no broker to ask

@@ -1,0 +1,56 @@
+"""The end offsets of the Kafka partitions a Flink job's sources read, asked of their broker
+(`scalefold bridge run --source-bootstrap-servers`): the shell's half of a source's
+backlog (signals.py's `source_backlog`).
+
+One consumer, in no group and subscribed to nothing, asks the broker each partition's
+watermarks (its first and end offsets) when a sample is taken; it never reads a record.
+The broker's answer is fresh; the reader's offsets are as fresh as Flink's metric
+fetcher. A partition the broker does not know, or a broker that does not answer within
+`timeout_s`, raises: the poll says so once and the sample goes without the backlog.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from services.bridge.signals import Partition
+from services.contracts.kafka import librdkafka_config
+from services.contracts.settings import Settings
+
+OWN_BROKERS = "own"
+"""`--source-bootstrap-servers`' word for scalefold's own brokers (the local stack's
+Flink jobs read its broker)."""
+
+
+class BrokerOffsets:
+    """`poll.EndOffsets` of one Kafka cluster: `settings`' security, `bootstrap_servers`'
+    brokers."""
+
+    def __init__(self, settings: Settings, bootstrap_servers: str, timeout_s: float = 2.0) -> None:
+        from confluent_kafka import Consumer
+
+        config = librdkafka_config(
+            settings,
+            **{
+                "bootstrap.servers": bootstrap_servers,
+                "group.id": "scalefold-bridge-end-offsets",  # required; never joined
+                "enable.auto.commit": False,
+            },
+        )
+        self._consumer: Any = Consumer(config)
+        self._timeout_s = timeout_s
+
+    def __call__(self, partitions: Sequence[Partition]) -> Mapping[Partition, tuple[int, int]]:
+        from confluent_kafka import TopicPartition
+
+        marks: dict[Partition, tuple[int, int]] = {}
+        for topic, number in partitions:
+            first, end = self._consumer.get_watermark_offsets(
+                TopicPartition(topic, number), timeout=self._timeout_s, cached=False
+            )
+            marks[(topic, number)] = (int(first), int(end))
+        return marks
+
+    def close(self) -> None:
+        self._consumer.close()
