@@ -403,8 +403,12 @@ def worth(decision: Decision, config: PolicyConfig) -> str | None:
     - Up, while the job keeps up at its current parallelism with a backlog to clear: worth
       it only if the backlog clears sooner with the downtime first than without the rescale.
       A job falling behind, or up for headroom with nothing behind, is always worth it.
-    - Down: worth it only if the lower parallelism still keeps up and catches up what
-      arrives in the downtime, and the backlog, within the catch-up time."""
+    - Down: worth it only if it frees a slot, and the lower parallelism still keeps up
+      and catches up what arrives in the downtime, and the backlog, within the catch-up
+      time. A job's vertices share one slot-sharing group unless it says otherwise
+      (Flink's default), which takes as many slots as its widest vertex: lowering a
+      narrower one restarts the job and frees nothing (the benchmark's steps trace: the
+      source 2 -> 1 beside `Work` at 8, by both autoscalers)."""
     if not decision.send or decision.input_rate is None:
         return None
     rate, backlog = decision.input_rate, decision.backlog or 0.0
@@ -416,6 +420,12 @@ def worth(decision: Decision, config: PolicyConfig) -> str | None:
     up = any(v.target > v.current for v in decision.vertices)
     if up:
         return _costly_up(rate, backlog, down_s, current, target)
+    widest = max(v.current for v in decision.vertices)
+    if max(v.target for v in decision.vertices) >= widest:
+        return (
+            f"it frees no slot: the job's slots are its widest vertex's ({widest}), "
+            "which keeps its parallelism"
+        )
     return _costly_down(rate, backlog + rate * down_s, target, config.catch_up_ms / 1000)
 
 

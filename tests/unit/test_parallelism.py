@@ -217,6 +217,17 @@ def test_a_rescale_is_sent_only_when_it_gains_more_than_its_downtime_costs() -> 
     assert "would not keep up" in (worth(_one_vertex(4, 1, 0, 0), CONFIG) or "")
 
 
+def test_a_scale_down_that_frees_no_slot_is_not_worth_its_restart() -> None:
+    """The job's slots are its widest vertex's (one slot-sharing group): the source down
+    beside a wider `Work` frees none; `Work` down does."""
+    src = VertexDecision("src", "Source", 2, 1, 1_000.0, 6_000.0, 0.1, "")
+    work = VertexDecision("work", "Work", 8, 8, 1_000.0, 250.0, 0.6, "")
+    narrower = Decision(True, "rescale", (src, work), 1_000.0, 0.0, 100)
+    assert "frees no slot" in (worth(narrower, CONFIG) or "")
+    wider_down = Decision(True, "rescale", (src, replace(work, target=6)), 1_000.0, 0.0, 100)
+    assert worth(wider_down, CONFIG) is None
+
+
 def test_a_kafka_source_is_bounded_by_its_partitions() -> None:
     # the source is busy all the time at 500 records a busy second a subtask, its backlog
     # growing: it needs 6 subtasks, and reads 3 partitions
