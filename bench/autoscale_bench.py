@@ -18,6 +18,10 @@ topic, consumer group and job:
   the requirements the history's SET_PARALLELISM commands ask), on a topic prefix of
   the run's own.
 
+With `--together` each controller gets a cluster of its own (the same configuration) and
+the two runs of a trace go at once: a busy minute of this shared machine then falls on
+both, not on one of them (the bench itself adds about one core's load).
+
 Both get the same policy settings where their keys mean the same (SETTINGS); each keeps
 its own defaults otherwise (the peer aligns a vertex's parallelism to its key groups or
 partitions; scalefold weighs a rescale's downtime and asks its core first). Every second
