@@ -109,6 +109,7 @@ def sample_of(row: Mapping[str, Any]) -> pl.Sample:
                 inputs=tuple(v["inputs"] or ()),
                 partitions=v.get("source_partitions"),
                 keyed=v.get("keyed_input"),
+                broker_backlog=v.get("source_backlog") is not None,
             )
             for v in row["vertices"] or ()
         ),
@@ -155,7 +156,9 @@ def unfilled(run: Sequence[pl.Sample], window_ms: int) -> str | None:
 def recent(run: Sequence[pl.Sample], within_ms: int) -> list[pl.Load]:
     """The loads over the run's last `within_ms` (at least that long: from the newest
     sample that far back), for judging a rise (parallelism.py, "A rise"); none when the
-    run is not longer or that part cannot be used."""
+    run is not longer or that part cannot be used. Where every source's backlog in the
+    newest two samples is the broker's, the newest interval instead when its input rate
+    is the higher."""
     if within_ms <= 0 or len(run) < 3:
         return []
     last = run[-1]
@@ -163,7 +166,23 @@ def recent(run: Sequence[pl.Sample], within_ms: int) -> list[pl.Load]:
     if not starts:
         return []
     loads, problems = pl.window(starts[-1], last)
-    return [] if problems else loads
+    loads = [] if problems else loads
+    if starts[-1] is not run[-2] and _arrivals_exact(run[-2], last):
+        newest, problems = pl.window(run[-2], last)
+        if not problems and _rate(newest) > _rate(loads):
+            return newest
+    return loads
+
+
+def _arrivals_exact(*samples: pl.Sample) -> bool:
+    """Whether every source's backlog in `samples` is the broker's (parallelism.py)."""
+    return all(v.broker_backlog for s in samples for v in s.vertices if not v.inputs) and any(
+        not v.inputs for s in samples for v in s.vertices
+    )
+
+
+def _rate(loads: Sequence[pl.Load]) -> float:
+    return pl.input_rate([x for x in loads if not x.inputs])
 
 
 def advise(

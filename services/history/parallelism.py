@@ -30,7 +30,13 @@ window, the higher rate sets the targets. A window that began before a step of t
 averages it away (a quarter of a minute at the new rate reads as a third of it), and a
 decision made on it is followed by another a stabilization interval later; a fall is
 still judged on the whole window and waits the scale-down delay. scalefold's deviation
-from the operator, which averages the whole window both ways.
+from the operator, which averages the whole window both ways. Where every source's
+backlog in the newest two samples is the broker's (`broker_backlog`), the newest
+interval alone is judged too (decisions.py): what arrived over it is exact, Flink's
+metric refresh cancels out of it, and a decision 4 s into a step read 381 records a
+second over the last 34 s where 1,200 arrived (the benchmark's long steps trace: 2 -> 4,
+then 4 -> 8 82 s later with 57,731 behind). Over `pendingRecords` a 10 s interval may
+hold two of Flink's metric refreshes or none, so it is not judged alone.
 
 A vertex whose busy time is within the boundary of the target, with no backlog to
 clear, keeps its parallelism; a lower target waits `scale_down_delay_ms` of staying
@@ -124,6 +130,10 @@ class VertexSample:
     """The Kafka partitions a source reads: more subtasks than these read nothing."""
     keyed: bool | None = None
     """Whether an input reaches it by hash partitioning (keyBy): its key groups spread."""
+    broker_backlog: bool = False
+    """Whether `pending_records` is the broker's backlog (end offsets less the reader's),
+    not the connector's `pendingRecords`: what arrived between two samples is then exact
+    whatever the age of Flink's metrics (module doc, "A rise")."""
 
 
 @dataclass(frozen=True)
