@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from services.bridge.signals import Partition
+from services.contracts.access import on_client_error
 from services.contracts.kafka import librdkafka_config
 from services.contracts.settings import Settings
 
@@ -36,6 +37,8 @@ class BrokerOffsets:
                 "bootstrap.servers": bootstrap_servers,
                 "group.id": "scalefold-bridge-end-offsets",  # required; never joined
                 "enable.auto.commit": False,
+                # the poll says a failure once; a refusal still raises (served below)
+                "error_cb": on_client_error(settings, quiet=True),
             },
         )
         self._consumer: Any = Consumer(config)
@@ -44,6 +47,7 @@ class BrokerOffsets:
     def __call__(self, partitions: Sequence[Partition]) -> Mapping[Partition, tuple[int, int]]:
         from confluent_kafka import TopicPartition
 
+        self._consumer.poll(0)  # serves the client's queued errors: none pile up unread
         marks: dict[Partition, tuple[int, int]] = {}
         for topic, number in partitions:
             first, end = self._consumer.get_watermark_offsets(
