@@ -555,6 +555,10 @@ def picture(results: list[Result], path: Path) -> None:
         2, len(traces), figsize=(5 * len(traces), 6), squeeze=False, sharex="col"
     )
     for col, name in enumerate(traces):
+        # one backlog scale a column: the two rows compare at a glance
+        top = max(
+            (s.backlog or 0 for r in results if r.trace == name for s in r.samples), default=0
+        )
         for row, controller in enumerate(controllers):
             ax = axes[row][col]
             found = [r for r in results if r.trace == name and r.controller == controller]
@@ -569,6 +573,7 @@ def picture(results: list[Result], path: Path) -> None:
                 f"{name}: {'the operator' if controller == 'peer' else 'scalefold'}", fontsize=9
             )
             ax.set_ylabel("backlog", color="tab:red", fontsize=8)
+            ax.set_ylim(0, max(top, 1) * 1.05)
             twin = ax.twinx()
             twin.step(
                 t,
