@@ -462,6 +462,9 @@ def one_run(
         limit=args.caught_up,
         downtime=down_ms / 1000,
     )
+    # Flink's own count: a sample taken mid-restart may show a vertex's parallelism of
+    # neither side (burst, 2026-12-05: Work 4, 2, 8), which the samples' count takes for two
+    result.rescales = sum(1 for r in completed if r.get("triggerCause") != "INITIAL_SCHEDULE")
     result.story = story(steps, rescales, wall_start_ms)
     say(
         f"{tag}: {result.rescales} rescales, {result.downtime_s:.0f} s down, backlog p99 "
