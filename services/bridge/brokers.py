@@ -5,8 +5,12 @@ backlog (signals.py's `source_backlog`).
 One consumer, in no group and subscribed to nothing, asks the broker each partition's
 watermarks (its first and end offsets) when a sample is taken; it never reads a record.
 The broker's answer is fresh; the reader's offsets are as fresh as Flink's metric
-fetcher. A partition the broker does not know, or a broker that does not answer within
-`timeout_s`, raises: the poll says so once and the sample goes without the backlog.
+fetcher. Each ask lists the broker's topics first: the client learns of a topic made
+after it started only so, and Flink's metric names write a topic's dots as underscores
+(`t1.workload` is `t1_workload` there), which the listing resolves. A topic or
+partition the broker does not know (or two topics that read alike), or a
+broker that does not answer within `timeout_s`, raises: the poll says so once and the
+sample goes without the backlog.
 """
 
 from __future__ import annotations
@@ -48,10 +52,20 @@ class BrokerOffsets:
         from confluent_kafka import TopicPartition
 
         self._consumer.poll(0)  # serves the client's queued errors: none pile up unread
+        # Flink's metric names carry a topic with its dots as underscores; the broker's
+        # listing (asked each time: the client learns of a topic made after it started
+        # only so) gives the real name
+        listed = self._consumer.list_topics(timeout=self._timeout_s).topics
+        named: dict[str, list[str]] = {}
+        for name in listed:
+            named.setdefault(name.replace(".", "_"), []).append(name)
         marks: dict[Partition, tuple[int, int]] = {}
         for topic, number in partitions:
+            names = [topic] if topic in listed else named.get(topic, [])
+            if len(names) != 1:
+                raise LookupError(f"the broker has {len(names)} topics named like {topic!r}")
             first, end = self._consumer.get_watermark_offsets(
-                TopicPartition(topic, number), timeout=self._timeout_s, cached=False
+                TopicPartition(names[0], number), timeout=self._timeout_s, cached=False
             )
             marks[(topic, number)] = (int(first), int(end))
         return marks
