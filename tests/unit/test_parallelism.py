@@ -67,6 +67,25 @@ def test_a_steady_load_within_the_boundary_keeps_every_vertex() -> None:
     assert all("within the target's boundary" in v.reason for v in decision.vertices)
 
 
+def test_a_brokers_backlog_within_one_metric_refresh_of_reading_counts_as_none() -> None:
+    # the source reads 1,000 a second; the broker's backlog is its end offset now less the
+    # reader's offset as of Flink's last metric refresh (10 s): up to 10,000 while it keeps up
+    def broker(s: Sample) -> Sample:
+        src, work = s.vertices
+        return replace(s, vertices=(replace(src, broker_backlog=True), work))
+
+    for behind, kept in ((10_000, True), (10_001, False)):
+        decision = decided(broker(sample(0, ZERO, behind)), broker(sample(10, STEADY, behind)))
+        assert decision.input_rate == pytest.approx(1_000)
+        assert (decision.targets == {"src": 2, "work": 2}) is kept, behind
+    # the connector's pendingRecords is one snapshot of the reader: any backlog counts
+    assert decided(sample(0, ZERO, 1_000), sample(10, STEADY, 1_000)).send
+    slower = PolicyConfig(metric_refresh_ms=20_000)
+    loads, _ = window(broker(sample(0, ZERO, 15_000)), broker(sample(10, STEADY, 15_000)))
+    assert not decide(loads, slower, PolicyState(), T0)[0].send
+    assert decide(loads, replace(slower, metric_refresh_ms=0), PolicyState(), T0)[0].send
+
+
 def test_a_growing_backlog_scales_the_busy_vertex_up_to_its_bound() -> None:
     # the source emits 1,000/s (back-pressured) while its backlog grows by 2,000/s; Work is
     # busy all the time at 500 records per busy second a subtask
