@@ -5,7 +5,8 @@
 
 One Flink 2.3.0 session cluster (Flink's default adaptive-scheduler waits, two
 TaskManagers of four slots: the cap is 8 slots for both), the workload job
-(deploy/flink/workload: Kafka source on 6 partitions, `Work` keyed, 4 ms a record spent
+(deploy/flink/workload: Kafka source on 6 partitions, `Work` keyed by the load's `--keys`
+(64; bench/key_skew.py: how they fall onto its subtasks), 4 ms a record spent
 waiting (`--cost-mode wait`: 250 records a second a subtask whatever the machine's
 cores), started at parallelism 2, at most 8), and for each trace (services/tools/load.py's
 shapes, `--peak` records a second over `--duration` seconds) two runs, each on a fresh
@@ -432,7 +433,7 @@ def one_run(
             settings,
             trace,
             topic,
-            64,
+            args.keys,
             lambda line: say(f"{tag}: {line}"),
             size=args.size,
             every_s=60,
@@ -620,6 +621,13 @@ def main(argv: list[str] | None = None) -> int:
         help="a Flink cluster each controller, both runs of a trace at the same time",
     )
     parser.add_argument("--size", type=int, default=256, help="bytes a record")
+    parser.add_argument(
+        "--keys",
+        type=int,
+        default=64,
+        help="the load's keys: 64 leave Work's busiest subtask 15 at 8, a ceiling of about "
+        "1,070 records a second (python -m bench.key_skew)",
+    )
     parser.add_argument(
         "--caught-up",
         type=float,
