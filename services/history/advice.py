@@ -50,7 +50,6 @@ def settings(pairs: Sequence[str]) -> tuple[pl.PolicyConfig, int]:
         pl.SCALE_DOWN_DELAY: "scale_down_delay_ms",
         pl.STABILIZATION: "stabilization_ms",
         pl.SCALE_UP_WINDOW: "scale_up_window_ms",
-        pl.METRIC_REFRESH: "metric_refresh_ms",
     }
     numbers = {
         pl.TARGET_UTILIZATION: "target_utilization",

@@ -67,25 +67,6 @@ def test_a_steady_load_within_the_boundary_keeps_every_vertex() -> None:
     assert all("within the target's boundary" in v.reason for v in decision.vertices)
 
 
-def test_a_brokers_backlog_within_one_metric_refresh_of_reading_counts_as_none() -> None:
-    # the source reads 1,000 a second; the broker's backlog is its end offset now less the
-    # reader's offset as of Flink's last metric refresh (10 s): up to 10,000 while it keeps up
-    def broker(s: Sample) -> Sample:
-        src, work = s.vertices
-        return replace(s, vertices=(replace(src, broker_backlog=True), work))
-
-    for behind, kept in ((10_000, True), (10_001, False)):
-        decision = decided(broker(sample(0, ZERO, behind)), broker(sample(10, STEADY, behind)))
-        assert decision.input_rate == pytest.approx(1_000)
-        assert (decision.targets == {"src": 2, "work": 2}) is kept, behind
-    # the connector's pendingRecords is one snapshot of the reader: any backlog counts
-    assert decided(sample(0, ZERO, 1_000), sample(10, STEADY, 1_000)).send
-    slower = PolicyConfig(metric_refresh_ms=20_000)
-    loads, _ = window(broker(sample(0, ZERO, 15_000)), broker(sample(10, STEADY, 15_000)))
-    assert not decide(loads, slower, PolicyState(), T0)[0].send
-    assert decide(loads, replace(slower, metric_refresh_ms=0), PolicyState(), T0)[0].send
-
-
 def test_a_growing_backlog_scales_the_busy_vertex_up_to_its_bound() -> None:
     # the source emits 1,000/s (back-pressured) while its backlog grows by 2,000/s; Work is
     # busy all the time at 500 records per busy second a subtask
@@ -298,6 +279,32 @@ def test_key_group_alignment_follows_the_operators_modes() -> None:
     assert aligned(3, 4, 8, None, EVENLY_SPREAD) == 4  # down: never past the current one
     assert aligned(3, 6, 8, None, EVENLY_SPREAD) == 4
     assert aligned(3, 2, None, None, EVENLY_SPREAD) == 3  # nothing to spread
+
+
+def test_the_boundary_is_judged_at_the_rate_that_sizes_the_target() -> None:
+    # the job's first minute: 50 s at 100/s, then 10 s at 430/s; Work takes 250 a busy
+    # second a subtask. Over the window its two subtasks read 31 % busy, below the
+    # boundary, but at the recent 430/s they are 86 % busy: within it, so it keeps 2 (the
+    # operator's test: the target rate against the true processing rate)
+    def at(s: float, pending: float) -> Sample:
+        records = 100 * min(s, 50) + 430 * max(s - 50, 0)
+        return sample(s, (records, records / 10, records, records * 4), pending)
+
+    def judged(pending: float) -> Decision:
+        loads, _ = window(at(0, pending), at(60, pending))
+        recent, _ = window(at(50, pending), at(60, pending))
+        return decide(loads, CONFIG, PolicyState(), T0, 0, recent=recent)[0]
+
+    kept = judged(0)
+    assert kept.input_rate == pytest.approx(430)
+    assert kept.vertices[1].busy == pytest.approx(0.31)
+    assert kept.targets == {"src": 2, "work": 2}
+    assert "busy 86% at 430.0 rec/s: within the target's boundary" in kept.vertices[1].reason
+    # 10,000 behind, caught up within 5 min, add 33/s: 93 % busy, over the boundary
+    behind = judged(10_000)
+    assert behind.input_rate == pytest.approx(430)
+    assert behind.vertices[1].target_rate == pytest.approx(430 + 10_000 / 300)
+    assert behind.send and behind.targets["work"] == 3  # 463 / (250 x 0.7), not keyed here
 
 
 def test_a_rise_is_judged_on_the_recent_part_of_the_window_and_a_fall_is_not() -> None:
