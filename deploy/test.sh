@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
-# `make test`, after lint and set-up: the whole suite, kept well inside CI's 90 minutes on
-# a machine of two cores.
+# `make test`, after lint and set-up: the whole suite, kept inside 60 minutes on a machine
+# of two cores (CI gives 90).
 #   1. In the background at the lowest CPU priority (nice 19: it gets what the tests leave
 #      idle), the docker-compose tests are prepared: Docker provisioned, the images built
 #      (deploy/docker/compose-test.sh --prepare-only; its log is printed after step 2).
 #   2. Against one real broker (`scalefold local run`): the tests that share the machine
 #      well on SCALEFOLD_TEST_WORKERS (3) pytest-xdist workers, with the scheduler core's
-#      coverage and as much more patience (tests/patience.py); then the tests marked
-#      `exclusive`, one at a time.
-#   3. The docker-compose tests (deploy/docker/compose-test.sh) on what step 1 prepared.
-# Arguments go to both pytest runs of step 2 (the Makefile's PYTEST_ARGS).
+#      coverage and as much more patience (tests/patience.py).
+#   3. At once: the tests marked `exclusive`, one at a time against a broker of their own
+#      (`scalefold local run` again), and the docker-compose tests
+#      (deploy/docker/compose-test.sh, on what step 1 prepared; their log is printed when
+#      both are done). The exclusive five leave a third of the machine idle, and the
+#      compose stack's containers take little more: Docker puts them in a cgroup of their
+#      own, which shares the CPU with each of the host's busy threads as one more thread
+#      (docs/testing.md, "Where CI's minutes go").
+# Arguments go to the pytest runs of steps 2 and 3 (the Makefile's PYTEST_ARGS), not to
+# the compose tests.
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -20,6 +26,7 @@ BIN="$ROOT/.venv/bin"
 # (docs/testing.md, "Where CI's minutes go").
 WORKERS="${SCALEFOLD_TEST_WORKERS:-3}"
 PREPARE_LOG="$ROOT/.run/compose-prepare.log"
+COMPOSE_LOG="$ROOT/.run/compose-test.log"
 COVERAGE=(--cov=services/scheduler/core --cov-report=term:skip-covered)
 # --durations: the slowest tests, for keeping CI (90 min) in view.
 REPORT=(--durations=60)
@@ -31,14 +38,16 @@ export SCALEFOLD_JVM_OPTIONS="${SCALEFOLD_JVM_OPTIONS--XX:TieredStopAtLevel=1 -X
 
 say() { printf 'test: %s\n' "$*" >&2; }
 
-if [ "${1:-}" = --suite ]; then  # step 2, run by `scalefold local run` below
+if [ "${1:-}" = --shared ]; then  # step 2, run by `scalefold local run` below
     shift
     # Each test gets about 1/WORKERS of the machine: its hang guards wait that many times
     # as long (tests/patience.py), and so does pytest-timeout (600 s a test, pyproject).
-    SCALEFOLD_TEST_PATIENCE="$WORKERS" "$BIN/pytest" -n "$WORKERS" --dist loadfile \
+    exec env SCALEFOLD_TEST_PATIENCE="$WORKERS" "$BIN/pytest" -n "$WORKERS" --dist loadfile \
         --timeout $((600 * WORKERS)) --exclusive skip "${COVERAGE[@]}" "${REPORT[@]}" \
-        --ignore=tests/docker "$@" || exit
-    say "the tests marked exclusive, one at a time"
+        --ignore=tests/docker "$@"
+fi
+if [ "${1:-}" = --exclusive ]; then  # step 3, likewise
+    shift
     "$BIN/pytest" --exclusive only --no-cov "${REPORT[@]}" --ignore=tests/docker "$@"
     status=$?
     # 5: none of them selected (PYTEST_ARGS chose others).
@@ -53,7 +62,7 @@ prepare=$!
 # started (if it got that far).
 trap 'kill -TERM -- -"$prepare" 2>/dev/null; wait "$prepare"; deploy/docker/provision.sh engine-stop' EXIT
 
-"$BIN/scalefold" local run -- "$0" --suite "$@"
+"$BIN/scalefold" local run -- "$0" --shared "$@"
 status=$?
 [ "$status" = 0 ] || exit "$status"
 
@@ -64,4 +73,20 @@ trap - EXIT
 cat "$PREPARE_LOG" >&2
 # A preparation that failed is tried again, and reported, by the run itself.
 [ "$prepared" = 0 ] || say "the preparation failed (exit $prepared); compose-test.sh tries again"
-exec deploy/docker/compose-test.sh
+
+say "the tests marked exclusive, one at a time, and beside them the docker-compose tests (log: $COMPOSE_LOG)"
+setsid deploy/docker/compose-test.sh >"$COMPOSE_LOG" 2>&1 &
+compose=$!
+# Whatever ends this script early ends the compose tests too (their own trap stops
+# their stacks and the engine).
+trap 'kill -TERM -- -"$compose" 2>/dev/null; wait "$compose"' EXIT
+"$BIN/scalefold" local run -- "$0" --exclusive "$@"
+exclusive=$?
+say "the tests marked exclusive: exit $exclusive; waiting for the docker-compose tests"
+wait "$compose"
+composed=$?
+trap - EXIT
+cat "$COMPOSE_LOG" >&2
+say "the docker-compose tests: exit $composed"
+[ "$exclusive" = 0 ] || exit "$exclusive"
+exit "$composed"
