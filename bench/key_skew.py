@@ -8,9 +8,9 @@ key carries the same share of the records and the busiest subtask, the one holdi
 most keys, sets the rate the vertex keeps up with: a subtask's capacity times the keys
 over the keys it holds.
 
-    .venv/bin/python -m bench.key_skew --keys 64 --max-parallelism 8 --capacity 221
+    .venv/bin/python -m bench.key_skew --keys 64 --max-parallelism 8 --capacity 250
 
-tests/flink/test_workload.py checks `subtask_of` against Flink's own classes.
+tests/flink/test_key_skew.py checks `subtask_of` against Flink's own classes.
 """
 
 from __future__ import annotations

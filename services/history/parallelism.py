@@ -47,11 +47,12 @@ the window is judged so here too, and a backlog counts by what catching it up ad
 until 2026-12-06 scalefold kept a vertex by its busy share over the whole window with no
 backlog at all, and sent 2 -> 4 at 400 records/s where two subtasks were 86 % busy (a
 window that began at the job's start read 41 %, and the broker's backlog, up to a metric
-refresh of reading, is never 0: the benchmark's burst trace). Otherwise a lower target
-waits `scale_down_delay_ms` of staying lower before it is applied (the operator's
-delayed scale-down); no decision follows the last one sent within `stabilization_ms`. So
-a job is rescaled at most 3,600,000 / `stabilization_ms` times an hour
-(`max_rescales_per_hour`), whatever its load.
+refresh of reading, is never 0: the benchmark's burst trace).
+
+A lower target waits `scale_down_delay_ms` of staying lower before it is applied (the
+operator's delayed scale-down); no decision follows the last one sent within
+`stabilization_ms`. So a job is rescaled at most 3,600,000 / `stabilization_ms` times an
+hour (`max_rescales_per_hour`), whatever its load.
 A sample that cannot be used (NaN, negative, counters that went backwards, a vertex
 without its metrics) decides nothing: the reason says which and why.
 
