@@ -243,3 +243,29 @@ def test_a_rise_is_judged_on_the_newest_interval_where_the_broker_counts_the_arr
     pending = _step(tmp_path / "pending", broker=False).decision
     assert pending.input_rate == pytest.approx((300 * 66 + 442 * 4 - 12_000) / 30)
     assert pending.targets["work"] == 2  # 351/s with a restart's arrivals: 88 % busy, within
+
+
+def test_the_newest_interval_is_judged_in_a_run_shorter_than_the_rise_window() -> None:
+    # 20 s of a job whose load began after its first sample: the source emitted nothing
+    # for 8 s, then the 500 a second that arrive, a broker's backlog behind it; over the
+    # whole 20 s that reads 300 a second, over the newest 4 s the 500
+    from services.history.parallelism import Sample, VertexSample, input_rate
+
+    def at(s: int, emitted: float, behind: float | None) -> Sample:
+        source = VertexSample("src", 1, 4, 0, emitted, 10.0 * s, behind, "Source")
+        source = VertexSample(**{**source.__dict__, "broker_backlog": behind is not None})
+        work = VertexSample("work", 1, 4, emitted, emitted, 900.0 * s, None, "Work", ("src",))
+        return Sample(1_000_000 + 1_000 * s, (source, work))
+
+    run = [at(0, 0, None), at(8, 0, 0), at(12, 1_500, 500), at(16, 3_500, 500), at(20, 5_500, 500)]
+    newest = advice.recent(run, 30_000)
+    assert input_rate([x for x in newest if not x.inputs]) == pytest.approx(500)
+    # over pendingRecords (no broker), a run shorter than the rise window gives none
+    plain = [
+        Sample(
+            s.at_ms,
+            tuple(VertexSample(**{**v.__dict__, "broker_backlog": False}) for v in s.vertices),
+        )
+        for s in run
+    ]
+    assert advice.recent(plain, 30_000) == []
