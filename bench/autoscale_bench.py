@@ -71,6 +71,7 @@ SETTINGS = {
     "job.autoscaler.restart.time": "30 s",
     "job.autoscaler.scale-down.interval": "5 min",
     "job.autoscaler.vertex.max-parallelism": str(MAX_PARALLELISM),
+    "job.autoscaler.metrics.busy-time.aggregator": "MAX",
 }
 """The policy settings both autoscalers get, by the operator's keys."""
 PEER_ONLY = {

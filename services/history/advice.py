@@ -77,8 +77,14 @@ def settings(pairs: Sequence[str]) -> tuple[pl.PolicyConfig, int]:
             if value.upper() not in pl.ADJUST_MODES:
                 raise ValueError(f"{key}: {value!r} is not one of {', '.join(pl.ADJUST_MODES)}")
             chosen["adjust_mode"] = value.upper()
+        elif key == pl.BUSY_TIME_AGGREGATOR:
+            if value.upper() not in pl.BUSY_TIME_AGGREGATORS:
+                named = ", ".join(pl.BUSY_TIME_AGGREGATORS)
+                raise ValueError(f"{key}: {value!r} is not one of {named}")
+            chosen["busy_time_aggregator"] = value.upper()
         else:
-            known = sorted([*durations, *numbers, pl.MAX_PARALLELISM, pl.ADJUST_MODE, WINDOW])
+            choices = [pl.MAX_PARALLELISM, pl.ADJUST_MODE, pl.BUSY_TIME_AGGREGATOR, WINDOW]
+            known = sorted([*durations, *numbers, *choices])
             raise ValueError(
                 f"{key or pair!r} is not a setting of the decision ({', '.join(known)})"
             )
@@ -110,6 +116,7 @@ def sample_of(row: Mapping[str, Any]) -> pl.Sample:
                 partitions=v.get("source_partitions"),
                 keyed=v.get("keyed_input"),
                 broker_backlog=v.get("source_backlog") is not None,
+                busiest_ms_per_s=v.get("busy_time_ms_per_second_max"),
             )
             for v in row["vertices"] or ()
         ),
@@ -164,12 +171,12 @@ def recent(run: Sequence[pl.Sample], within_ms: int) -> list[pl.Load]:
     if within_ms <= 0 or len(run) < 3:
         return []
     last = run[-1]
-    starts = [s for s in run[1:-1] if last.at_ms - s.at_ms >= within_ms]
+    starts = [i for i in range(1, len(run) - 1) if last.at_ms - run[i].at_ms >= within_ms]
     loads: list[pl.Load] = []
     if starts:
-        loads, problems = pl.window(starts[-1], last)
+        loads, problems = pl.window(run[starts[-1]], last, run[starts[-1] + 1 : -1])
         loads = [] if problems else loads
-    if (not starts or starts[-1] is not run[-2]) and _arrivals_exact(run[-2], last):
+    if (not starts or starts[-1] != len(run) - 2) and _arrivals_exact(run[-2], last):
         newest, problems = pl.window(run[-2], last)
         if not problems and _rate(newest) > _rate(loads):
             return newest
@@ -199,7 +206,7 @@ def advise(
             first, last = (run[0].at_ms, run[-1].at_ms) if run else (None, None)
             found.append(Advice(key, pl.Decision(False, reason), (), first, last, len(run)))
             continue
-        loads, problems = pl.window(run[0], run[-1])
+        loads, problems = pl.window(run[0], run[-1], run[1:-1])
         restart = restart_ms(lake, key)
         decision, _ = pl.decide(
             loads if not problems else [],

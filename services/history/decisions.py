@@ -123,7 +123,7 @@ def evaluate(
     if why is not None:
         step = Step(job_key, pl.Decision(False, why), Outcome.NO_WINDOW, why, first, last, len(run))
         return step, state
-    loads, problems = pl.window(run[0], run[-1])
+    loads, problems = pl.window(run[0], run[-1], run[1:-1])
     if problems:
         why = "the samples cannot be used: " + "; ".join(problems)
         step = Step(job_key, pl.Decision(False, why), Outcome.NO_WINDOW, why, first, last, len(run))

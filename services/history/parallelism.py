@@ -6,8 +6,8 @@ The rule is DS2's (Kalavri et al., OSDI'18), as the Flink Kubernetes Operator's 
 applies it, over a window between two samples of one run of the job's tasks
 (signal_tables.py's counters; a restart between them resets them):
 - a vertex's **capacity** is the records it processed per busy second of one subtask
-  (Δ records in / Δ accumulated busy time, which Flink sums over the subtasks); a source's
-  records are those it emitted;
+  (Δ records in / Δ accumulated busy time, which Flink sums over the subtasks), or per
+  busy second of its busiest subtask (below); a source's records are those it emitted;
 - the job's **input rate** is what its sources emitted per second plus how fast their
   backlog (`pendingRecords`) grew; the **target rate** adds what clears the backlog, and
   what a restart's downtime adds to it, within the catch-up time;
@@ -23,6 +23,16 @@ target is raised to the next parallelism that divides them (EVENLY_SPREAD, its d
 every subtask gets as many), or to the next one that lowers the most any subtask holds
 (MAXIMIZE_UTILISATION), within the bounds; a lower target is never raised past the
 current parallelism. With none within the bounds the target stays as computed.
+
+**The busiest subtask.** A keyed vertex's subtasks are as busy as the keys that fall on
+them: the benchmark's 64 keys leave the busiest of 8 subtasks 15 of them, where even
+would be 8 (bench/key_skew.py), so it saturates while the average says half. As the
+operator (`job.autoscaler.metrics.busy-time.aggregator`, MAX by default), a vertex is
+judged by its busiest subtask: its capacity is its rate over the busiest subtask's busy
+share (Flink's `busyTimeMsPerSecond`, max over the subtasks, averaged over the window's
+samples: the bridge reads it) times its parallelism, never more than the average gives;
+AVG judges it by Flink's accumulated busy time alone, as scalefold did until 2026-12-06.
+Where no sample reports the gauge, the average.
 
 **A rise** is judged on the recent part of the window as well (`scale_up_window_ms`, 30 s
 by default; 0: off): when the sources' input rate over it is higher than over the whole
@@ -76,10 +86,15 @@ SCALE_DOWN_DELAY = "job.autoscaler.scale-down.interval"
 STABILIZATION = "job.autoscaler.stabilization.interval"
 MAX_PARALLELISM = "job.autoscaler.vertex.max-parallelism"
 ADJUST_MODE = "job.autoscaler.scaling.key-group.partitions.adjust.mode"
+BUSY_TIME_AGGREGATOR = "job.autoscaler.metrics.busy-time.aggregator"
 SCALE_UP_WINDOW = "scalefold.autoscaler.scale-up.window"
 """scalefold's own key (the operator has none): module doc, "A rise"."""
 EVENLY_SPREAD, MAXIMIZE_UTILISATION = "EVENLY_SPREAD", "MAXIMIZE_UTILISATION"
 ADJUST_MODES = (EVENLY_SPREAD, MAXIMIZE_UTILISATION)
+MAX, AVG = "MAX", "AVG"
+BUSY_TIME_AGGREGATORS = (MAX, AVG)
+"""The operator's aggregators of a vertex's busy time over its subtasks but MIN (the
+bridge reads no least busy subtask)."""
 
 IDLE_BUSY_MS = 1.0
 """Less busy time than this over a window measures no capacity (an idle vertex)."""
@@ -100,6 +115,7 @@ class PolicyConfig:
     """The cluster's cap on any vertex (its slots); None: only the vertices' own bounds."""
     adjust_mode: str = EVENLY_SPREAD
     scale_up_window_ms: int = 30_000
+    busy_time_aggregator: str = MAX
 
     def __post_init__(self) -> None:
         if not 0 < self.target_utilization <= 1:
@@ -114,6 +130,10 @@ class PolicyConfig:
             )
         if self.adjust_mode not in ADJUST_MODES:
             raise ValueError(f"{ADJUST_MODE} must be one of {', '.join(ADJUST_MODES)}")
+        if self.busy_time_aggregator not in BUSY_TIME_AGGREGATORS:
+            raise ValueError(
+                f"{BUSY_TIME_AGGREGATOR} must be one of {', '.join(BUSY_TIME_AGGREGATORS)}"
+            )
 
     @property
     def max_rescales_per_hour(self) -> int:
@@ -144,6 +164,9 @@ class VertexSample:
     """Whether `pending_records` is the broker's backlog (end offsets less the reader's),
     not the connector's `pendingRecords`: what arrived between two samples is then exact
     whatever the age of Flink's metrics (module doc, "A rise")."""
+    busiest_ms_per_s: float | None = None
+    """Flink's `busyTimeMsPerSecond` of its busiest subtask when sampled (the gauge's max
+    over the subtasks; module doc, "The busiest subtask")."""
 
 
 @dataclass(frozen=True)
@@ -171,10 +194,14 @@ class Load:
     backlog_growth: float | None
     partitions: int | None = None
     keyed: bool = False
+    busiest: float | None = None
+    """The share of a second its busiest subtask was busy, averaged over the window's
+    samples (None: none reported one)."""
 
     @property
     def capacity(self) -> float | None:
-        """Records one subtask processes per busy second (None: idle, not measurable)."""
+        """Records one subtask processes per busy second, its busy time the subtasks'
+        average (None: idle, not measurable)."""
         if self.busy_ms < IDLE_BUSY_MS:
             return None
         return self.records_in / (self.busy_ms / 1000)
@@ -183,6 +210,22 @@ class Load:
     def busy(self) -> float:
         """The share of the window its subtasks were busy, on average."""
         return self.busy_ms / (self.seconds * 1000 * self.parallelism)
+
+    def share(self, aggregator: str) -> float:
+        """The busy share the vertex is judged by: its subtasks' average (AVG), or its
+        busiest subtask's where one was reported (MAX; never below the average)."""
+        if aggregator == MAX and self.busiest is not None:
+            return max(self.busiest, self.busy)
+        return self.busy
+
+    def capacity_by(self, aggregator: str) -> float | None:
+        """Records one subtask processes per busy second with every subtask as busy as
+        `share` says: a vertex's rate over that share of its subtasks' time (the
+        operator's true processing rate, per subtask)."""
+        busy_s = self.share(aggregator) * self.seconds * self.parallelism
+        if self.busy_ms < IDLE_BUSY_MS or busy_s <= 0:
+            return None
+        return self.records_in / busy_s
 
     @property
     def selectivity(self) -> float:
@@ -229,12 +272,16 @@ class Decision:
         return {v.vertex_id: v.target for v in self.vertices}
 
 
-def window(first: Sample, last: Sample) -> tuple[list[Load], list[str]]:
+def window(
+    first: Sample, last: Sample, between: Sequence[Sample] = ()
+) -> tuple[list[Load], list[str]]:
     """Each vertex's load between two samples of one run of the tasks, and the reasons
-    the window cannot be used (empty: it can)."""
+    the window cannot be used (empty: it can). `between`: the run's samples between
+    them, whose busiest-subtask gauges are averaged with the last one's."""
     seconds = (last.at_ms - first.at_ms) / 1000
     if seconds <= 0:
         return [], [f"the samples are not in time order ({first.at_ms} then {last.at_ms})"]
+    busiest = _busiest([*between, last])
     before = {v.vertex_id: v for v in first.vertices}
     later = {v.vertex_id for v in last.vertices}
     loads: list[Load] = []
@@ -266,9 +313,22 @@ def window(first: Sample, last: Sample) -> tuple[list[Load], list[str]]:
                 else None,
                 partitions=v.partitions if source else None,
                 keyed=bool(v.keyed),
+                busiest=busiest.get(v.vertex_id),
             )
         )
     return loads, problems
+
+
+def _busiest(samples: Sequence[Sample]) -> dict[str, float]:
+    """Per vertex, the mean of its busiest subtask's busy share over `samples` (a gauge
+    that is NaN, negative or over a second is no reading)."""
+    readings: dict[str, list[float]] = {}
+    for sample in samples:
+        for v in sample.vertices:
+            ms = v.busiest_ms_per_s
+            if ms is not None and math.isfinite(ms) and 0 <= ms <= 1000:
+                readings.setdefault(v.vertex_id, []).append(ms / 1000)
+    return {vertex: sum(shares) / len(shares) for vertex, shares in readings.items()}
 
 
 def same_run(first: Sample, last: Sample) -> bool:
@@ -483,7 +543,8 @@ def _vname(v: VertexDecision) -> str:
 
 def _vertex(load: Load, rate: float, config: PolicyConfig) -> VertexDecision:
     """One vertex's target parallelism for `rate` records a second."""
-    capacity = load.capacity
+    aggregator = config.busy_time_aggregator
+    capacity = load.capacity_by(aggregator)
     base = VertexDecision(
         load.vertex_id,
         load.name,
@@ -491,7 +552,7 @@ def _vertex(load: Load, rate: float, config: PolicyConfig) -> VertexDecision:
         load.parallelism,
         rate,
         capacity,
-        load.busy,
+        load.share(aggregator),
         "",
     )
     if capacity is None or capacity <= 0:
@@ -501,14 +562,18 @@ def _vertex(load: Load, rate: float, config: PolicyConfig) -> VertexDecision:
     upper = min(bounds) if bounds else None
     target = max(1, min(needed, upper) if upper else needed)
     busy = rate / (capacity * load.parallelism)  # at the target rate
+    skew = ""
+    if aggregator == MAX and load.busiest is not None and load.busiest > load.busy:
+        skew = f" (its busiest subtask {load.busiest:.0%} busy, {load.busy:.0%} on average)"
     if abs(busy - config.target_utilization) <= config.utilization_boundary:
         return replace(
-            base, reason=f"busy {busy:.0%} at {rate:.1f} rec/s: within the target's boundary"
+            base,
+            reason=f"busy {busy:.0%} at {rate:.1f} rec/s: within the target's boundary{skew}",
         )
     capped = ""
     if target < needed:
         capped = " (its partitions)" if target == load.partitions else " (capped)"
-    why = f"needs {rate:.1f} rec/s at {capacity:.1f} rec/s a subtask: {target}{capped}"
+    why = f"needs {rate:.1f} rec/s at {capacity:.1f} rec/s a subtask{skew}: {target}{capped}"
     groups = load.partitions or (load.max_parallelism if load.keyed else None)
     spread = aligned(target, load.parallelism, groups, upper, config.adjust_mode)
     if spread != target:

@@ -128,9 +128,11 @@ def test_settings_are_read_by_the_operators_keys() -> None:
             "job.autoscaler.metrics.window=30 s",
             "job.autoscaler.scaling.key-group.partitions.adjust.mode=maximize_utilisation",
             "scalefold.autoscaler.scale-up.window=0 s",
+            "job.autoscaler.metrics.busy-time.aggregator=avg",
         ]
     )
     assert (config.adjust_mode, config.scale_up_window_ms) == ("MAXIMIZE_UTILISATION", 0)
+    assert config.busy_time_aggregator == "AVG"
     assert (config.target_utilization, config.catch_up_ms, config.max_parallelism) == (
         0.5,
         600_000,
@@ -142,6 +144,7 @@ def test_settings_are_read_by_the_operators_keys() -> None:
         "x=1",
         "job.autoscaler.target.utilization=hi",
         "job.autoscaler.scaling.key-group.partitions.adjust.mode=ROUND",
+        "job.autoscaler.metrics.busy-time.aggregator=MIN",
     ):
         with pytest.raises(ValueError, match="is not"):
             advice.settings([bad])

@@ -331,3 +331,35 @@ def test_a_rise_is_judged_on_the_recent_part_of_the_window_and_a_fall_is_not() -
         decide(loads, CONFIG, PolicyState(), calm.at_ms, recent=lower)[0]
         == decide(loads, CONFIG, PolicyState(), calm.at_ms)[0]
     )
+
+
+def test_a_skewed_vertex_is_judged_by_its_busiest_subtask() -> None:
+    # STEADY's Work: two subtasks 70 % busy on average, but the keys fall unevenly and
+    # the busiest one reports 95 % (Flink's busyTimeMsPerSecond, max over the subtasks).
+    # MAX (the default, the operator's): 1,000/s over 2 x 0.95 busy seconds is 526 a
+    # subtask, 95 % busy at its rate: over the boundary, 3 subtasks at 0.7 (2 keep the
+    # average's reading: AVG keeps it)
+    def skewed(at_s: float, counters: tuple[float, float, float, float], ms: float) -> Sample:
+        plain = sample(at_s, counters, 0)
+        work = replace(plain.vertices[1], busiest_ms_per_s=ms)
+        return Sample(plain.at_ms, (plain.vertices[0], work))
+
+    first, middle, last = skewed(0, ZERO, 900), skewed(5, STEADY, 940), skewed(10, STEADY, 960)
+    loads, problems = window(first, last, [middle])
+    assert not problems
+    assert loads[1].busiest == pytest.approx(0.95)  # the mean of the window's readings
+    assert loads[1].busy == pytest.approx(0.7)
+    by_max = decide(loads, CONFIG, PolicyState(), last.at_ms)[0]
+    assert by_max.send and by_max.targets["work"] == 3
+    work = by_max.vertices[1]
+    assert work.capacity == pytest.approx(10_000 / (2 * 0.95 * 10))
+    assert work.busy == pytest.approx(0.95)
+    assert "its busiest subtask 95% busy, 70% on average" in work.reason
+    by_avg = decide(loads, replace(CONFIG, busy_time_aggregator="AVG"), PolicyState(), T0)[0]
+    assert not by_avg.send and by_avg.vertices[1].capacity == pytest.approx(10_000 / 14)
+    # a gauge that is no reading (NaN, over a second) is left out; one below the
+    # average (a quiet instant) never gives more capacity than the average does
+    loads, _ = window(first, skewed(10, STEADY, math.nan), [skewed(5, STEADY, 1_500)])
+    assert loads[1].busiest is None
+    loads, _ = window(first, skewed(10, STEADY, 300))
+    assert loads[1].capacity_by("MAX") == pytest.approx(loads[1].capacity)
