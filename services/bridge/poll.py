@@ -439,10 +439,12 @@ class ClusterPoller:
             answer = self._optional(f"{path}?{query}", key, result)
             gauges = self._read(lambda a, p=pending: sg.gauges(a, p), answer, path, key, result)
             if gauges is not None:
+                backlog, received = self._source_backlog(answer, source, path, key, result)
                 found[vid] = {
                     **gauges,
                     "sourcePartitions": source.partitions,
-                    "sourceBacklog": self._source_backlog(answer, source, path, key, result),
+                    "sourceBacklog": backlog,
+                    "sourceEndOffsets": received,
                 }
         read = functools.partial(
             sg.signal,
@@ -456,15 +458,16 @@ class ClusterPoller:
 
     def _source_backlog(
         self, answer: Any, source: sg.SourceMetrics, path: str, key: str, result: ClusterPoll
-    ) -> float | None:
+    ) -> tuple[float | None, int | None]:
         """A Kafka source's backlog from the broker's end offsets (signals.py's module
-        doc), asked right after Flink's answer; None without a broker to ask, or when it
-        did not answer (the sample then carries pendingRecords alone)."""
+        doc), asked right after Flink's answer, and those end offsets summed; None
+        without a broker to ask, or when it did not answer (the sample then carries
+        pendingRecords alone)."""
         if self.end_offsets is None or not source.offsets:
-            return None
+            return None, None
         current = self._read(lambda a: sg.current_offsets(a, source), answer, path, key, result)
         if not current:
-            return None
+            return None, None
         try:
             marks = self.end_offsets(sorted(current))
         except Exception as error:  # the broker's, whatever its kind: the next sample asks again
@@ -473,8 +476,8 @@ class ClusterPoller:
                 f"bridge: {self.name}: the source's broker did not give its end offsets "
                 f"({error}); the sample carries the connector's pendingRecords alone",
             )
-            return None
-        return sg.source_backlog(current, marks)
+            return None, None
+        return sg.source_backlog(current, marks), sg.source_end_offsets(current, marks)
 
     def _forget(self, listed: set[str]) -> None:
         """Drop what sampling kept of the jobs no longer listed."""

@@ -15,7 +15,8 @@ Two answers make a sample (issue 50, item 2):
   Kafka source reads (a source's parallelism beyond them buys nothing) and the reader's
   `currentOffset` metric of each.
 
-A Kafka source's backlog as the broker shows it (`source_backlog`, v2's `sourceBacklog`):
+A Kafka source's backlog as the broker shows it (`source_backlog`, v2's `sourceBacklog`,
+and what the topic received, v3's `sourceEndOffsets`: `source_end_offsets`):
 the broker's end offset of each partition less the next offset the reader emits
 (`currentOffset` + 1). The connector's `pendingRecords` is the Kafka consumer's
 records-lag, which the consumer updates only when it fetches: under back pressure its
@@ -142,6 +143,16 @@ def source_backlog(
     return float(sum(max(0, end - max(first, int(at) + 1)) for at, (first, end) in known))
 
 
+def source_end_offsets(
+    current: Mapping[Partition, float], marks: Mapping[Partition, tuple[int, int]]
+) -> int | None:
+    """The broker's end offsets summed over the partitions `source_backlog` counts (v3's
+    `sourceEndOffsets`): their change between two samples is what arrived, exactly. None:
+    no partition had both."""
+    known = current.keys() & marks.keys()
+    return sum(marks[p][1] for p in known) if known else None
+
+
 def gauges(answer: Any, pending: str | None) -> dict[str, float | None]:
     """One vertex's aggregated answer (`[{"id", "avg", "max", "sum"}, ...]`) as the
     signal's gauge fields (None: not reported)."""
@@ -226,6 +237,7 @@ _GAUGE_FIELDS = (
     "pendingRecords",
     "sourcePartitions",
     "sourceBacklog",
+    "sourceEndOffsets",
 )
 
 

@@ -9,7 +9,7 @@ Every librdkafka client raises `KafkaAccessError` when the broker refuses it
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -494,11 +494,13 @@ def read_to_end(
     *,
     timeout: float = 30.0,
     patience: float = 600.0,
+    keys: Collection[str] | None = None,
 ) -> Iterator[Any]:
     """Every message of `topic` from the beginning to its end when asked (confluent_kafka
     messages, in order per partition). The end is each partition's end-of-partition event, as
     offsets may have gaps (retention, compaction). `group` names the throwaway consumer
-    group (`Topics.own(...)`); `patience` is how long a broker may be away meanwhile."""
+    group (`Topics.own(...)`); `patience` is how long a broker may be away meanwhile;
+    `keys`: only the partitions Kafka's default partitioner gives these keys (None: all)."""
     import time
     import uuid
 
@@ -523,6 +525,8 @@ def read_to_end(
         if metadata.error is not None:
             raise TopicReadError(f"cannot read {topic}: {metadata.error}")
         chosen = sorted(metadata.partitions)
+        if keys is not None:
+            chosen = sorted({partition_for(k.encode(), len(chosen)) for k in keys})
 
         def ends() -> dict[int, int]:
             return {

@@ -131,19 +131,30 @@ DECISIONS = TopicSpec(
     "its cluster from its latest snapshot (actuator-snapshots, every hour by default) and "
     "what came after it, so a week's retention leaves it six days and more of slack.",
 )
+SEGMENT_MS = WEEK_MS
+"""Kafka's default `segment.ms` (`log.roll.ms`), which scalefold's delete topics keep: a
+record is deleted between its topic's retention and that plus a segment's time after it
+was written (a segment goes when its newest record is past the retention)."""
+
 COMMANDS = TopicSpec(
     "commands",
     partitions=6,
     key="jobId",
     values=frozenset({records.SCALING_COMMAND}),
-    doc="Scaling commands from the history service to the actuator.",
+    retention_ms=WEEK_MS,
+    doc="Scaling commands from the history service to the actuator; kept 7 days: the "
+    "planner looks 48 hours back (`--plan-lookback`), so the ledger it reads at start still "
+    "holds every command it could plan again, and a command a week old is not to be applied.",
 )
 COMMAND_OUTCOMES = TopicSpec(
     "command-outcomes",
     partitions=6,
     key="commandId",
     values=frozenset({records.COMMAND_OUTCOME}),
-    doc="One outcome per scaling command, from the actuator.",
+    retention_ms=WEEK_MS + SEGMENT_MS + 24 * 3600 * 1000,
+    doc="One outcome per scaling command, from the actuator; kept 15 days: a command is gone "
+    "from `commands` within its retention and a segment (14 days), so its outcome, which "
+    "tells a restarted actuator it is done, outlives it.",
 )
 DEAD_LETTERS = TopicSpec(
     "dead-letters",

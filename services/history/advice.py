@@ -115,12 +115,16 @@ def sample_of(row: Mapping[str, Any]) -> pl.Sample:
                 inputs=tuple(v["inputs"] or ()),
                 partitions=v.get("source_partitions"),
                 keyed=v.get("keyed_input"),
-                broker_backlog=v.get("source_backlog") is not None,
                 busiest_ms_per_s=v.get("busy_time_ms_per_second_max"),
+                received=_float(v.get("source_end_offsets")),
             )
             for v in row["vertices"] or ()
         ),
     )
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def _backlog(vertex: Mapping[str, Any]) -> float | None:
@@ -163,9 +167,9 @@ def unfilled(run: Sequence[pl.Sample], window_ms: int) -> str | None:
 def recent(run: Sequence[pl.Sample], within_ms: int) -> list[pl.Load]:
     """The loads over the run's last `within_ms` (at least that long: from the newest
     sample that far back), for judging a rise (parallelism.py, "A rise"); none when the
-    run is not longer or that part cannot be used. Where every source's backlog in the
-    newest two samples is the broker's, the newest interval instead when its input rate
-    is the higher, however long the run (a window shorter than `within_ms` that began
+    run is not longer or that part cannot be used. Where every source in the newest two
+    samples has the broker's count of what arrived, the newest interval instead when its
+    input rate is the higher, however long the run (a window shorter than `within_ms` that began
     before the load did read 367 records a second where 500 arrived: the closed loop on
     a real Flink, both cores busy)."""
     if within_ms <= 0 or len(run) < 3:
@@ -184,10 +188,10 @@ def recent(run: Sequence[pl.Sample], within_ms: int) -> list[pl.Load]:
 
 
 def _arrivals_exact(*samples: pl.Sample) -> bool:
-    """Whether every source's backlog in `samples` is the broker's (parallelism.py)."""
-    return all(v.broker_backlog for s in samples for v in s.vertices if not v.inputs) and any(
-        not v.inputs for s in samples for v in s.vertices
-    )
+    """Whether every source in `samples` has the broker's end offsets, whose change is
+    what arrived (parallelism.py, "Arrivals")."""
+    sources = [v for s in samples for v in s.vertices if not v.inputs]
+    return bool(sources) and all(v.received is not None for v in sources)
 
 
 def _rate(loads: Sequence[pl.Load]) -> float:

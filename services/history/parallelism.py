@@ -8,8 +8,9 @@ applies it, over a window between two samples of one run of the job's tasks
 - a vertex's **capacity** is the records it processed per busy second of one subtask
   (Δ records in / Δ accumulated busy time, which Flink sums over the subtasks), or per
   busy second of its busiest subtask (below); a source's records are those it emitted;
-- the job's **input rate** is what its sources emitted per second plus how fast their
-  backlog (`pendingRecords`) grew; the **target rate** adds what clears the backlog, and
+- the job's **input rate** is what arrived per second on its sources' topics (below,
+  "Arrivals"), else what they emitted per second plus how fast their backlog grew; the
+  **target rate** adds what clears the backlog, and
   what a restart's downtime adds to it, within the catch-up time;
 - each vertex's target rate is its inputs' target rates times their selectivity
   (records out per record in), in topological order;
@@ -41,12 +42,21 @@ averages it away (a quarter of a minute at the new rate reads as a third of it),
 decision made on it is followed by another a stabilization interval later; a fall is
 still judged on the whole window and waits the scale-down delay. scalefold's deviation
 from the operator, which averages the whole window both ways. Where every source's
-backlog in the newest two samples is the broker's (`broker_backlog`), the newest
-interval alone is judged too (decisions.py): what arrived over it is exact, Flink's
-metric refresh cancels out of it, and a decision 4 s into a step read 381 records a
-second over the last 34 s where 1,200 arrived (the benchmark's long steps trace: 2 -> 4,
-then 4 -> 8 82 s later with 57,731 behind). Over `pendingRecords` a 10 s interval may
-hold two of Flink's metric refreshes or none, so it is not judged alone.
+arrivals over the newest interval are the broker's count (below), that interval alone is
+judged too (advice.recent): a decision 4 s into a step read 381 records a second over
+the last 34 s where 1,200 arrived (the benchmark's long steps trace: 2 -> 4, then 4 -> 8
+82 s later with 57,731 behind). Counted any other way a 10 s interval may hold two of
+Flink's metric refreshes or none, so it is not judged alone (until 2026-12-06 the
+broker's backlog was taken to be exact enough: it is not, below).
+
+**Arrivals.** Where both samples of a window carry the broker's end offsets of a
+source's partitions (the bridge's `sourceEndOffsets`), what arrived over it is their
+change, and the input rate is that over the window's length: exact, from one clock's
+answers. Otherwise it is what the source emitted plus its backlog's growth, whose two
+terms come from Flink's metrics of different ages (the records written and the reader's
+`currentOffset`, refreshed at other instants): over a 10 s interval of 300 records a
+second the sum read 32, then 623 (the benchmark's steps trace, 2026-12-06, which sent
+2 -> 8 on the 623 a minute before the step came).
 
 A vertex whose subtasks would be busy within the boundary of the target at its target
 rate keeps its parallelism: the operator's test (its `SCALE_UP_RATE_THRESHOLD` and
@@ -160,13 +170,12 @@ class VertexSample:
     """The Kafka partitions a source reads: more subtasks than these read nothing."""
     keyed: bool | None = None
     """Whether an input reaches it by hash partitioning (keyBy): its key groups spread."""
-    broker_backlog: bool = False
-    """Whether `pending_records` is the broker's backlog (end offsets less the reader's),
-    not the connector's `pendingRecords`: what arrived between two samples is then exact
-    whatever the age of Flink's metrics (module doc, "A rise")."""
     busiest_ms_per_s: float | None = None
     """Flink's `busyTimeMsPerSecond` of its busiest subtask when sampled (the gauge's max
     over the subtasks; module doc, "The busiest subtask")."""
+    received: float | None = None
+    """A Kafka source's topic's end offsets, summed over the partitions it reads, as the
+    broker answered when sampled: what the topic had received (module doc, "Arrivals")."""
 
 
 @dataclass(frozen=True)
@@ -197,6 +206,9 @@ class Load:
     busiest: float | None = None
     """The share of a second its busiest subtask was busy, averaged over the window's
     samples (None: none reported one)."""
+    arrivals: float | None = None
+    """A source's records that arrived on its topic over the window, from the broker's end
+    offsets (None: not both samples had them, over the same partitions)."""
 
     @property
     def capacity(self) -> float | None:
@@ -314,9 +326,20 @@ def window(
                 partitions=v.partitions if source else None,
                 keyed=bool(v.keyed),
                 busiest=busiest.get(v.vertex_id),
+                arrivals=_arrivals(old, v) if source else None,
             )
         )
     return loads, problems
+
+
+def _arrivals(old: VertexSample, new: VertexSample) -> float | None:
+    """What arrived on a source's topic between two samples: the change of the broker's
+    end offsets over the same partitions (None: either sample lacks them, the partitions
+    differ, or the offsets went back: a topic made again)."""
+    a, b = old.received, new.received
+    if a is None or b is None or old.partitions != new.partitions:
+        return None
+    return b - a if _finite(a) and _finite(b) and b >= a else None
 
 
 def _busiest(samples: Sequence[Sample]) -> dict[str, float]:
@@ -448,10 +471,15 @@ def decide(
 
 
 def input_rate(sources: Sequence[Load]) -> float:
-    """What the sources emitted per second plus how fast their backlog grew (0: none)."""
+    """What arrived per second on the sources' topics where every source has the broker's
+    count of it (module doc, "Arrivals"), else what they emitted per second plus how fast
+    their backlog grew (0: none)."""
     if not sources:
         return 0.0
     seconds = sources[0].seconds
+    arrived = [s.arrivals for s in sources]
+    if all(a is not None for a in arrived):
+        return sum(a for a in arrived if a is not None) / seconds
     emitted = sum(s.records_out for s in sources)
     growth = sum(s.backlog_growth for s in sources if s.backlog_growth is not None)
     return max((emitted + growth) / seconds, 0.0)

@@ -59,6 +59,7 @@ VERTEX = {
     "pendingRecords": "pending_records",
     "sourcePartitions": "source_partitions",
     "sourceBacklog": "source_backlog",
+    "sourceEndOffsets": "source_end_offsets",
 }
 """`FlinkVertexSignal`'s fields and their columns."""
 

@@ -123,7 +123,7 @@ def forecast(settings: Settings, job_key: str, targets: Mapping[str, int], now_m
 
     codec = Codec(SchemaRegistry.load(settings.schemas_dir))
     try:
-        recorded = read_recorded(settings, codec, lambda key: key == job_key)
+        recorded = read_recorded(settings, codec, lambda key: key == job_key, key=job_key)
         return foresee(job_key, recorded.inputs.get(job_key, ()), targets, now_ms)
     except (ConfigError, TopicReadError, KafkaConnectionError) as error:
         raise ForecastUnknownError(str(error)) from None

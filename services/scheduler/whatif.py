@@ -259,17 +259,24 @@ def fleet_report(rows: Sequence[tuple[str, Sequence[Side]]]) -> list[str]:
     ]
 
 
-def read_recorded(settings: Settings, codec: Codec, wanted: Any, timeout: float = 30.0) -> Recorded:
+def read_recorded(
+    settings: Settings, codec: Codec, wanted: Any, timeout: float = 30.0, key: str | None = None
+) -> Recorded:
     """Every recorded input of the keys `wanted(key)` accepts, and Flink's records of
     them, read from the beginning of both topics to their ends as of now. An input the
     scheduler could not have folded (undecodable: it went to the dead letters) is left
-    out, as the scheduler left it out."""
+    out, as the scheduler left it out. `key`: one job's exact key, whose partition alone
+    is read (Kafka's default partitioner's, where the scheduler folds it and the bridge
+    writes it; the scheduler dead-letters an input on another), not the whole topics: a
+    forecast's read then grows with a sixth of the topics, not all of them."""
     from services.contracts.kafka import read_to_end
 
     group = settings.topics.own("cli") + "-whatif"
     inputs: dict[str, list[Event]] = {}
     known: set[str] = set()
-    for message in read_to_end(settings, settings.topics.job_events, group, timeout=timeout):
+    only = None if key is None else [key]
+    topic = settings.topics.job_events
+    for message in read_to_end(settings, topic, group, timeout=timeout, keys=only):
         key = (message.key() or b"").decode("utf-8", "replace")
         known.add(key)
         if not wanted(key):
@@ -282,7 +289,8 @@ def read_recorded(settings: Settings, codec: Codec, wanted: Any, timeout: float 
         if event.job_id == key:
             inputs.setdefault(key, []).append(event)
     flink: dict[str, dict[str, Mapping[str, Any]]] = {}
-    for message in read_to_end(settings, settings.topics.flink_rescales, group, timeout=timeout):
+    topic = settings.topics.flink_rescales
+    for message in read_to_end(settings, topic, group, timeout=timeout, keys=only):
         key = (message.key() or b"").decode("utf-8", "replace")
         if not wanted(key):
             continue

@@ -139,6 +139,7 @@ def signal_record(
         "numRecordsOutPerSecond": 1_000.0,
         "pendingRecords": pending,
         "sourceBacklog": None if pending is None else pending * 3,  # the broker's (v2)
+        "sourceEndOffsets": None if pending is None else 100_000,  # what arrived (v3)
     }
     quiet = {"jobVertexId": "v2", "jobVertexName": None, "parallelism": None, "inputs": ["v1"]}
     return {

@@ -66,6 +66,7 @@ def test_samples_are_kept_once_each_jobs_newest_is_the_latest_and_bad_ones_dead_
         4_096.0,
     )
     assert first["source_backlog"] == 12_288.0  # the broker's (flink_workload_signal.v2)
+    assert first["source_end_offsets"] == 100_000  # what the topic received (v3)
     assert first["back_pressured_time_ms_per_second_max"] == -1.0  # as Flink gave it
     assert vertices.count() == 4  # two vertices in each of j1's two samples
 

@@ -168,3 +168,40 @@ def test_tail_writes_the_log_replay_reads_and_ends_at_the_topics_end(
         timeout=60,
     )
     assert wrong.returncode == 2 and "job-events" in wrong.stderr, wrong.stderr
+
+
+def test_a_forecast_reads_its_jobs_partition_as_the_scheduler_folds_it(
+    kafka: Settings, codec: Codec
+) -> None:
+    """The history's question before it sends a decision (scheduler/foresight.py) reads
+    the partition of `job-events` Kafka's partitioner gives the job's key, where the
+    scheduler folds it, not the whole topic: an input of the job on another partition,
+    which the scheduler dead-letters (`PartitionMismatch`), is not in its forecast."""
+    from confluent_kafka import Producer
+
+    from services.contracts.kafka import partition_for, producer_config
+    from services.contracts.topics import JOB_EVENTS
+    from services.scheduler.foresight import forecast, foresee
+
+    seen = first_poll()
+    key = f"local.{JID}"
+    produce(
+        kafka,
+        kafka.topics.job_events,
+        ((key.encode(), codec.encode(*to_record(e))) for e in seen.events),
+    )
+    slots = TaskManagerRegistered(key, NOW + 5_000, "tm-stray", 16, None)
+    stray = (partition_for(key.encode(), JOB_EVENTS.partitions) + 1) % JOB_EVENTS.partitions
+    producer = Producer(producer_config(kafka))
+    producer.produce(
+        kafka.topics.job_events, codec.encode(*to_record(slots)), key.encode(), partition=stray
+    )
+    assert producer.flush(30) == 0
+    submitted = next(e for e in seen.events if isinstance(e, JobSubmitted))
+    vertex = submitted.vertices[0]
+    targets = {vertex.id: vertex.parallelism + 8}
+    now = NOW + 60_000
+
+    found = forecast(kafka, key, targets, now)
+    assert found == foresee(key, seen.events, targets, now)
+    assert found != foresee(key, [*seen.events, slots], targets, now)  # the stray would count

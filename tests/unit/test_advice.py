@@ -224,6 +224,7 @@ def _step(tmp_path: Path, *, broker: bool) -> advice.Advice:
         record = signal("j4", t, n, n * 5, pending=0)
         if broker:
             record["vertices"][0]["sourceBacklog"] = float(arrived[t] - n)
+            record["vertices"][0]["sourceEndOffsets"] = arrived[t]
         records.append(record)
     rows = [flink_signal_row(Message(r, 1, 0, i, None)) for i, r in enumerate(records)]
     for row in rows:
@@ -256,18 +257,20 @@ def test_the_newest_interval_is_judged_in_a_run_shorter_than_the_rise_window() -
 
     def at(s: int, emitted: float, behind: float | None) -> Sample:
         source = VertexSample("src", 1, 4, 0, emitted, 10.0 * s, behind, "Source")
-        source = VertexSample(**{**source.__dict__, "broker_backlog": behind is not None})
+        received = None if behind is None else emitted + behind
+        source = VertexSample(**{**source.__dict__, "received": received})
         work = VertexSample("work", 1, 4, emitted, emitted, 900.0 * s, None, "Work", ("src",))
         return Sample(1_000_000 + 1_000 * s, (source, work))
 
     run = [at(0, 0, None), at(8, 0, 0), at(12, 1_500, 500), at(16, 3_500, 500), at(20, 5_500, 500)]
     newest = advice.recent(run, 30_000)
     assert input_rate([x for x in newest if not x.inputs]) == pytest.approx(500)
-    # over pendingRecords (no broker), a run shorter than the rise window gives none
+    # without the broker's count (pendingRecords, or a v2 sample's backlog alone), a run
+    # shorter than the rise window gives none
     plain = [
         Sample(
             s.at_ms,
-            tuple(VertexSample(**{**v.__dict__, "broker_backlog": False}) for v in s.vertices),
+            tuple(VertexSample(**{**v.__dict__, "received": None}) for v in s.vertices),
         )
         for s in run
     ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import replace
+from itertools import pairwise
 
 import pytest
 
@@ -20,6 +21,7 @@ from services.history.parallelism import (
     VertexSample,
     aligned,
     decide,
+    input_rate,
     same_run,
     sent,
     sustained,
@@ -363,3 +365,29 @@ def test_a_skewed_vertex_is_judged_by_its_busiest_subtask() -> None:
     assert loads[1].busiest is None
     loads, _ = window(first, skewed(10, STEADY, 300))
     assert loads[1].capacity_by("MAX") == pytest.approx(loads[1].capacity)
+
+
+def test_what_arrived_is_the_brokers_end_offsets_not_flinks_metrics_of_other_ages() -> None:
+    # the benchmark's steps trace at 300 records a second (2026-12-06): the records the
+    # source wrote and the broker's backlog behind its reader's currentOffset, refreshed
+    # by Flink at other instants, summed to 32 and then 623 a second over 10 s intervals;
+    # the broker's end offsets say 300 both times
+    def at(s: float, written: float, backlog: float, received: float | None) -> Sample:
+        plain = sample(s, (written, written / 10, written, written * 4), backlog)
+        source = replace(plain.vertices[0], received=received)
+        return Sample(plain.at_ms, (source, plain.vertices[1]))
+
+    readings = [(0.0, 21_379, 2_631), (12.0, 24_373, 17), (22.0, 27_625, 3_027)]
+    for (s0, w0, b0), (s1, w1, b1) in pairwise(readings):
+        metrics, _ = window(at(s0, w0, b0, None), at(s1, w1, b1, None))
+        broker, _ = window(at(s0, w0, b0, 24_010 + 300 * s0), at(s1, w1, b1, 24_010 + 300 * s1))
+        assert input_rate(broker[:1]) == pytest.approx(300)
+        assert abs(input_rate(metrics[:1]) - 300) > 250  # 32, then 623
+    # a window whose samples read other partitions, or offsets that went back: not counted
+    changed = replace(at(10, 3_000, 0, 5_000).vertices[0], partitions=6)
+    loads, _ = window(
+        at(0, 0, 0, 2_000), Sample(T0 + 10_000, (changed, sample(10, STEADY, 0).vertices[1]))
+    )
+    assert loads[0].arrivals is None
+    loads, _ = window(at(0, 0, 0, 9_000), at(10, 3_000, 0, 2_000))
+    assert loads[0].arrivals is None

@@ -60,3 +60,17 @@ def test_a_topic_kept_longer_than_declared_is_a_drift_that_keeps_more() -> None:
     compacted = t.drifts("p.decisions", t.DECISIONS, {"cleanup.policy": "compact"})
     assert [(d.key, d.keeps_more) for d in compacted] == [("cleanup.policy", True)]
     assert not t.drifts("p.decisions", t.DECISIONS, {})  # nothing described: nothing judged
+
+
+def test_a_command_is_deleted_before_its_outcome_and_after_the_planners_lookback() -> None:
+    # a record is deleted between its retention and that plus a segment's time: every
+    # outcome must outlive its command (a restarted actuator would apply it again), and
+    # the ledger of commands must reach past what the planner can plan again (48 h)
+    from dataclasses import fields
+
+    from services.history.job import RunOptions
+
+    latest_command_gone = t.COMMANDS.retention_ms + t.SEGMENT_MS
+    assert t.COMMAND_OUTCOMES.retention_ms > latest_command_gone
+    lookback = next(f.default for f in fields(RunOptions) if f.name == "plan_lookback_hours")
+    assert t.COMMANDS.retention_ms > lookback * 3_600_000

@@ -167,6 +167,10 @@ def test_a_sources_backlog_is_the_brokers_end_offsets_beyond_its_readers_offsets
     assert sg.source_backlog(current, {("in", 0): (0, 50)}) == 0.0  # end behind: none
     assert sg.source_backlog(current, {}) is None  # the broker knew none of them
     assert sg.source_backlog({}, marks) is None
+    # what the topic received, over the same partitions: 1,100 + 540 (partition 2 not
+    # counted, as in the backlog)
+    assert sg.source_end_offsets(current, marks) == 1_640
+    assert sg.source_end_offsets({}, marks) is None
     assert sg.current_offsets("not a list", source) == {}
 
 
@@ -207,15 +211,18 @@ def test_a_sample_carries_the_brokers_backlog_and_goes_on_without_it_when_it_fai
     (sample,) = poller.poll({}, clocks.wall).signals
     source, keyed = sample["vertices"]
     assert (source["sourceBacklog"], source["pendingRecords"]) == (1_000.0, 12.0)
-    assert keyed["sourceBacklog"] is None  # not a source
+    assert source["sourceEndOffsets"] == 1_030  # v3: what the topic received
+    assert keyed["sourceBacklog"] is None and keyed["sourceEndOffsets"] is None  # no source
     assert asked == [[("in", 0), ("in", 1)]]
     codec = Codec(SchemaRegistry.load())
     decoded = codec.decode(codec.encode(r.FLINK_WORKLOAD_SIGNAL, sample))
     assert decoded.record["vertices"][0]["sourceBacklog"] == 1_000.0
+    assert decoded.record["vertices"][0]["sourceEndOffsets"] == 1_030
     failing["now"] = True
     clocks.advance(DEFAULT_SIGNALS_INTERVAL_MS)
     (sample,) = poller.poll({}, clocks.wall).signals
     assert sample["vertices"][0]["sourceBacklog"] is None  # said once; pendingRecords stands
+    assert sample["vertices"][0]["sourceEndOffsets"] is None
     assert sample["vertices"][0]["pendingRecords"] == 12.0
     without = ClusterPoller("local", rest, lambda: clocks.wall, lambda: clocks.ticks)  # type: ignore[arg-type]
     (sample,) = without.poll({}, clocks.wall).signals
