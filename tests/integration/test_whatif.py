@@ -198,8 +198,7 @@ def test_a_forecast_reads_its_jobs_partition_as_the_scheduler_folds_it(
     )
     assert producer.flush(30) == 0
     submitted = next(e for e in seen.events if isinstance(e, JobSubmitted))
-    vertex = submitted.vertices[0]
-    targets = {vertex.id: vertex.parallelism + 8}
+    targets = {vertex.id: 6 for vertex in submitted.vertices}  # more slots than it has
     now = NOW + 60_000
 
     found = forecast(kafka, key, targets, now)
