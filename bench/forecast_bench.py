@@ -75,9 +75,13 @@ def fill(settings: Settings, codec: Codec, events: list[Event]) -> None:
 
     producer = Producer(producer_config(settings, **{"linger.ms": 20}))
     for event in events:
-        producer.produce(
-            settings.topics.job_events, codec.encode(*to_record(event)), event.job_id.encode()
-        )
+        value = codec.encode(*to_record(event))
+        while True:
+            try:
+                producer.produce(settings.topics.job_events, value, event.job_id.encode())
+                break
+            except BufferError:  # the client's queue is full: let it send
+                producer.poll(0.1)
         producer.poll(0)
     if producer.flush(120):
         raise SystemExit("forecast-bench: the broker did not take every input")
