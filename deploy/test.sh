@@ -14,6 +14,8 @@
 #      compose stack's containers take little more: Docker puts them in a cgroup of their
 #      own, which shares the CPU with each of the host's busy threads as one more thread
 #      (docs/testing.md, "Where CI's minutes go").
+#   4. The exclusive tests marked `alone=True` (the Flink demo's agreement verdict), one
+#      at a time with the machine to themselves.
 # Arguments go to the pytest runs of steps 2 and 3 (the Makefile's PYTEST_ARGS), not to
 # the compose tests.
 set -uo pipefail
@@ -46,9 +48,10 @@ if [ "${1:-}" = --shared ]; then  # step 2, run by `scalefold local run` below
         --timeout $((600 * WORKERS)) --exclusive skip "${COVERAGE[@]}" "${REPORT[@]}" \
         --ignore=tests/docker "$@"
 fi
-if [ "${1:-}" = --exclusive ]; then  # step 3, likewise
-    shift
-    "$BIN/pytest" --exclusive only --no-cov "${REPORT[@]}" --ignore=tests/docker "$@"
+if [ "${1:-}" = --exclusive ]; then  # steps 3 and 4, likewise: --exclusive WHICH
+    which="$2"
+    shift 2
+    "$BIN/pytest" --exclusive "$which" --no-cov "${REPORT[@]}" --ignore=tests/docker "$@"
     status=$?
     # 5: none of them selected (PYTEST_ARGS chose others).
     if [ "$status" = 5 ]; then exit 0; else exit "$status"; fi
@@ -80,7 +83,7 @@ compose=$!
 # Whatever ends this script early ends the compose tests too (their own trap stops
 # their stacks and the engine).
 trap 'kill -TERM -- -"$compose" 2>/dev/null; wait "$compose"' EXIT
-"$BIN/scalefold" local run -- "$0" --exclusive "$@"
+"$BIN/scalefold" local run -- "$0" --exclusive beside "$@"
 exclusive=$?
 say "the tests marked exclusive: exit $exclusive; waiting for the docker-compose tests"
 wait "$compose"
@@ -88,5 +91,10 @@ composed=$?
 trap - EXIT
 cat "$COMPOSE_LOG" >&2
 say "the docker-compose tests: exit $composed"
+say "the tests marked exclusive(alone=True), with the machine to themselves"
+"$BIN/scalefold" local run -- "$0" --exclusive alone "$@"
+alone=$?
+say "the tests marked exclusive(alone=True): exit $alone"
 [ "$exclusive" = 0 ] || exit "$exclusive"
-exit "$composed"
+[ "$composed" = 0 ] || exit "$composed"
+exit "$alone"

@@ -31,9 +31,11 @@ def codec(registry: SchemaRegistry) -> Codec:
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--exclusive",
-        choices=("skip", "only"),
-        help="deselect the tests marked `exclusive` (skip) or all others (only); "
-        "`make test` runs the rest on two workers, then these one at a time",
+        choices=("skip", "only", "beside", "alone"),
+        help="deselect the tests marked `exclusive` (skip) or all others (only); beside: "
+        "only those that may share the machine with the docker-compose tests, alone: only "
+        "those marked `exclusive(alone=True)`, which may not; `make test` runs the rest on "
+        "three workers, then these one at a time (deploy/test.sh)",
     )
 
 
@@ -44,8 +46,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     selected: list[pytest.Item] = []
     deselected: list[pytest.Item] = []
     for item in items:
-        exclusive = item.get_closest_marker("exclusive") is not None
-        (selected if exclusive == (wanted == "only") else deselected).append(item)
+        marker = item.get_closest_marker("exclusive")
+        alone = marker is not None and bool(marker.kwargs.get("alone"))
+        wants = {
+            "skip": marker is None,
+            "only": marker is not None,
+            "beside": marker is not None and not alone,
+            "alone": alone,
+        }[wanted]
+        (selected if wants else deselected).append(item)
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = selected

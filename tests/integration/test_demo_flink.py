@@ -18,7 +18,10 @@ HANG_GUARD = 1200  # set-up (Flink, Spark) plus at most 5 minutes of story: hung
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.exclusive
+# alone: its agreement verdict compares Flink's state spans with the fold's within the
+# bridge's observation resolution (1.4 s here); beside the docker-compose tests on CI's
+# machine a span came out 1.58 s apart (2026-12-06): a known gap, docs/testing.md
+@pytest.mark.exclusive(alone=True)
 def test_the_flink_demo_closes_the_loop_on_a_real_flink() -> None:
     pictures = [RUN_DIR / f"timeline-{side}.png" for side in ("flink", "scalefold")]
     for picture in pictures:
