@@ -206,6 +206,70 @@ def plan_day(state: FleetState, rng: random.Random, shape: Shape) -> list[tuple[
     return planned
 
 
+class Archive:
+    """The bench's own copy of job-events, read as it is written: the topic keeps 14
+    (scaled) days, and the loss check replays the whole month."""
+
+    def __init__(self, settings: Settings) -> None:
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+        self._settings, self._topic = settings, settings.topics.job_events
+        self._consumer = Consumer(
+            librdkafka_config(settings, **{"group.id": f"{settings.topics.own('bench')}-archive"})
+        )
+        partitions = range(t.JOB_EVENTS.partitions)
+        self._consumer.assign(
+            [TopicPartition(self._topic, p, OFFSET_BEGINNING) for p in partitions]
+        )
+        self._log: list[Received] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="archive", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for message in self._consumer.consume(1000, 0.5):
+                if message.error() is None:
+                    received = Received(
+                        message.key(),
+                        message.value() or b"",
+                        message.partition() or 0,
+                        message.offset() or 0,
+                    )
+                    with self._lock:
+                        self._log.append(received)
+
+    def read(self) -> list[Received]:
+        """Everything written so far: waits until the copy holds each partition's end."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        asking = Consumer(librdkafka_config(self._settings, **{"group.id": "archive-ends"}))
+        try:
+            ends = {
+                p: asking.get_watermark_offsets(TopicPartition(self._topic, p), timeout=30)[1]
+                for p in range(t.JOB_EVENTS.partitions)
+            }
+        finally:
+            asking.close()
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            with self._lock:
+                log = list(self._log)
+            held: dict[int, int] = {}
+            for message in log:
+                held[message.partition] = message.offset + 1
+            if all(held.get(p, 0) >= end for p, end in ends.items() if end > 0):
+                return log
+            time.sleep(0.5)
+        raise RuntimeError(f"the archive of {self._topic} did not reach {ends} in 300 s")
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self._consumer.close()
+
+
 class Sender:
     """Sends planned events when their time comes, each dated then (never before the
     job's previous one), from a thread: the day's measurements never delay them."""
@@ -318,7 +382,9 @@ def services(
         *("--retention-hours", f"{vacuum_minutes / 60:.4f}", "--short-retention"),
     )
     return {
-        "scheduler": stack.scheduler_process(root, scheduler_port),
+        "scheduler": stack.scheduler_process(
+            root, scheduler_port, "--snapshot-hours", f"{clock.scaled_ms(t.DAY_MS) / 3_600_000:.6f}"
+        ),
         "actuator": stack.actuator_process(
             root, actuator_port, "--snapshot-minutes", f"{clock.scaled_ms(3_600_000) / 60_000:.4f}"
         ),
@@ -457,10 +523,17 @@ def checkpointed_per_day(
 
 
 def loss_check(
-    settings: Settings, codec: Codec, history: Path, alive: Any, days: tuple[int, int]
+    settings: Settings,
+    codec: Codec,
+    history: Path,
+    alive: Any,
+    days: tuple[int, int],
+    *,
+    archive: Archive,
 ) -> dict[str, Any]:
-    """`days`: the first day's start and a day's length (wall ms)."""
-    snapshot = quiescent_snapshot(settings, timeout=900, alive=alive)
+    """`days`: the first day's start and a day's length (wall ms); `archive`: the bench's
+    copy of job-events (the topic itself keeps 14 days)."""
+    snapshot = quiescent_snapshot(settings, timeout=900, alive=alive, read_log=archive.read)
     replayed = replay_log(codec, settings.topics.job_events, snapshot.log, EXTERNAL)
     held, on_topic = history_covers(settings, codec, history, replayed.rescales, alive)
 
@@ -471,6 +544,7 @@ def loss_check(
     job_of = {uuid: record["jobId"] for uuid, record in replayed.rescales.items()}
     history_jobs = Counter(job_of.get(uuid, "?") for uuid in held)
     jobs = set(replay_jobs) | set(history_jobs)
+    reach = whatif_reach(settings, codec, replayed.rescales)
     letters = read_topic(settings, settings.topics.dead_letters, timeout=60)
     reasons: Counter[str] = Counter()
     for message in letters:
@@ -490,6 +564,32 @@ def loss_check(
         "jobs_equal": sum(1 for j in jobs if replay_jobs[j] == history_jobs[j]),
         "dead_letters": dict(reasons),
         "jobs_checkpointed_per_day": checkpointed_per_day(codec, snapshot.log, *days),
+        **reach,
+    }
+
+
+def whatif_reach(
+    settings: Settings, codec: Codec, replayed: dict[str, dict[str, Any]]
+) -> dict[str, int]:
+    """Which jobs a what-if still folds, from what the topics hold at the end: from their
+    first input, from a snapshot (their first inputs gone), or not at all; and for those
+    from a snapshot, whether every rescale the fold from it gives is, at its last revision,
+    the one the whole month's replay gives."""
+    from services.scheduler.core.driver import replay
+    from services.scheduler.core.effects import RescaleUpdated
+    from services.scheduler.whatif import pinned, read_recorded
+
+    recorded = read_recorded(settings, codec, lambda key: True, timeout=60)
+    equal = 0
+    for job, start in recorded.starts.items():
+        _, effects = replay(pinned(recorded.inputs[job], {}), EXTERNAL, start=start.job)
+        latest = {e.rescale_uuid: e.record for e in effects if isinstance(e, RescaleUpdated)}
+        equal += all(replayed.get(uuid) == record for uuid, record in latest.items())
+    return {
+        "whatif_from_first_input": len(recorded.inputs) - len(recorded.starts),
+        "whatif_from_snapshot": len(recorded.starts),
+        "whatif_from_snapshot_equal": equal,
+        "whatif_gone": len(recorded.gone),
     }
 
 
@@ -563,6 +663,7 @@ def month(args: argparse.Namespace, up: Stack, clock: Clock, emit: Any) -> None:
         args.checkpoint_seconds * 1000,
     )
     state = FleetState()
+    archive = Archive(up.settings)
     sender = Sender(up.settings, codec)
     origin = time.time()
     first = [submit(state, rng.uniform(0, args.day_seconds / 2), shape) for _ in range(args.jobs)]
@@ -583,7 +684,9 @@ def month(args: argparse.Namespace, up: Stack, clock: Clock, emit: Any) -> None:
     )
     sender.close()
     days = (round(origin * 1000), round(args.day_seconds * 1000))
-    emit({"loss_check": loss_check(up.settings, codec, up.root / "history", up.alive, days)})
+    checked = loss_check(up.settings, codec, up.root / "history", up.alive, days, archive=archive)
+    emit({"loss_check": checked})
+    archive.close()
     emit({**measure(args.days + 1, up, state, sender), "after": True})
 
 

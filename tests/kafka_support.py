@@ -140,3 +140,14 @@ def consume(
 
 def count_at_least(n: int) -> Callable[[list[Received]], bool]:
     return lambda received: len(received) >= n
+
+
+def delete_records_before(settings: Settings, topic: str, partition: int, offset: int) -> None:
+    """What retention does to a partition: every record before `offset` is deleted (Kafka's
+    DeleteRecords; the partition's log start moves to `offset`)."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient(librdkafka_config(settings))
+    for future in admin.delete_records([TopicPartition(topic, partition, offset)]).values():
+        future.result(30)

@@ -495,12 +495,15 @@ def read_to_end(
     timeout: float = 30.0,
     patience: float = 600.0,
     keys: Collection[str] | None = None,
+    log_starts: dict[int, int] | None = None,
 ) -> Iterator[Any]:
     """Every message of `topic` from the beginning to its end when asked (confluent_kafka
     messages, in order per partition). The end is each partition's end-of-partition event, as
     offsets may have gaps (retention, compaction). `group` names the throwaway consumer
     group (`Topics.own(...)`); `patience` is how long a broker may be away meanwhile;
-    `keys`: only the partitions Kafka's default partitioner gives these keys (None: all)."""
+    `keys`: only the partitions Kafka's default partitioner gives these keys (None: all);
+    `log_starts`, if given, gets each partition's first offset still held once read (what
+    retention has deleted lies before it)."""
     import time
     import uuid
 
@@ -549,5 +552,15 @@ def read_to_end(
                 yield message
             elif error.code() == KafkaError._PARTITION_EOF:
                 pending.discard(message.partition())
+        if log_starts is not None:
+            low = retry_transient(
+                lambda: {
+                    p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[0]
+                    for p in chosen
+                },
+                f"start offsets of {topic}",
+                patience,
+            )
+            log_starts.update(low)
     finally:
         consumer.close()

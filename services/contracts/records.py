@@ -34,6 +34,9 @@ FLINK_BRIDGE_OFFSET = "scalefold.flink.FlinkBridgeOffset"
 """The Flink bridge's source offset of one Flink job (what it has forwarded of it)."""
 ACTUATOR_SNAPSHOT = "scalefold.actuator.ActuatorSnapshot"
 """The actuator's embedded cluster as a rebuild from the log up to some offsets computes it."""
+JOB_SNAPSHOT = "scalefold.scheduler.JobSnapshot"
+"""One job's scheduler state at a job-events offset: where a fold of the job starts once
+its earlier inputs have left job-events."""
 FLINK_WORKLOAD_SIGNAL = "scalefold.flink.FlinkWorkloadSignal"
 """One sample of a running Flink job's per-vertex workload metrics, from the Flink bridge."""
 FLINK_KEYED = frozenset({FLINK_RESCALE, FLINK_BRIDGE_OFFSET, FLINK_WORKLOAD_SIGNAL})

@@ -40,6 +40,7 @@ class TopicSpec:
 
     max_message_bytes: int | None = None
     segment_ms: int | None = None  # None: the broker's (7 days)
+    compression: str | None = None  # the broker's `compression.type`; None: the producer's
 
     def config(self) -> dict[str, str]:
         """Topic-level configuration for the admin client."""
@@ -48,6 +49,8 @@ class TopicSpec:
             config["max.message.bytes"] = str(self.max_message_bytes)
         if self.segment_ms is not None:
             config["segment.ms"] = str(self.segment_ms)
+        if self.compression is not None:
+            config["compression.type"] = self.compression
         return config
 
 
@@ -100,17 +103,40 @@ def _shown(key: str, value: str) -> str:
     return f"{ms} ms"
 
 
+DAY_MS = 24 * 3600 * 1000
+WEEK_MS = 7 * DAY_MS
+SEGMENT_MS = WEEK_MS
+"""Kafka's default `segment.ms` (`log.roll.ms`), which scalefold's delete topics keep: a
+record is deleted between its topic's retention and that plus a segment's time after it
+was written (a segment goes when its newest record is past the retention)."""
+
 JOB_EVENTS = TopicSpec(
     "job-events",
     partitions=6,
     key="jobId",
     values=records.INPUT_EVENTS,
-    doc="Every input of every job's scheduler, in the order the scheduler folds it; kept for "
-    "ever, the source of truth: `scalefold whatif` and a replay fold a job from its first "
-    "input (its submission), which no snapshot stands for yet (docs/operations.md).",
+    retention_ms=2 * WEEK_MS,
+    doc="Every input of every job's scheduler, in the order the scheduler folds it; kept 14 "
+    "days. The scheduler restarts from its changelogs and the actuator from its snapshot; "
+    "`scalefold whatif`, a replay and a forecast fold a job from its first input while the "
+    "topic holds it, and after that from its oldest snapshot on job-snapshots that the "
+    "inputs still follow (docs/contracts.md says what a user loses).",
 )
-WEEK_MS = 7 * 24 * 3600 * 1000
 
+JOB_SNAPSHOTS = TopicSpec(
+    "job-snapshots",
+    partitions=6,
+    key="jobId",
+    values=frozenset({records.JOB_SNAPSHOT}),
+    retention_ms=2 * WEEK_MS + SEGMENT_MS + DAY_MS,
+    segment_ms=DAY_MS,
+    compression="zstd",
+    doc="Each job's scheduler state at the first input of every day of its clock, with the "
+    "job-events offset it stands for; kept 22 days, longer than job-events keeps any "
+    "record (its 14 days and a segment), so every input the log holds follows a snapshot "
+    "or the job's first input. A segment a day: a snapshot goes a day after its retention. "
+    "zstd on the broker: a state is JSON, ~4x smaller so (read by librdkafka only).",
+)
 RESCALES = TopicSpec(
     "rescales",
     partitions=6,
@@ -131,11 +157,6 @@ DECISIONS = TopicSpec(
     "its cluster from its latest snapshot (actuator-snapshots, every hour by default) and "
     "what came after it, so a week's retention leaves it six days and more of slack.",
 )
-SEGMENT_MS = WEEK_MS
-"""Kafka's default `segment.ms` (`log.roll.ms`), which scalefold's delete topics keep: a
-record is deleted between its topic's retention and that plus a segment's time after it
-was written (a segment goes when its newest record is past the retention)."""
-
 COMMANDS = TopicSpec(
     "commands",
     partitions=6,
@@ -151,7 +172,7 @@ COMMAND_OUTCOMES = TopicSpec(
     partitions=6,
     key="commandId",
     values=frozenset({records.COMMAND_OUTCOME}),
-    retention_ms=WEEK_MS + SEGMENT_MS + 24 * 3600 * 1000,
+    retention_ms=WEEK_MS + SEGMENT_MS + DAY_MS,
     doc="One outcome per scaling command, from the actuator; kept 15 days: a command is gone "
     "from `commands` within its retention and a segment (14 days), so its outcome, which "
     "tells a restarted actuator it is done, outlives it.",
@@ -161,7 +182,7 @@ DEAD_LETTERS = TopicSpec(
     partitions=1,
     key="source key",
     values=frozenset({records.DEAD_LETTER}),
-    retention_ms=30 * 24 * 3600 * 1000,
+    retention_ms=30 * DAY_MS,
     doc="Inputs a service could not use, with the reason; kept 30 days.",
 )
 
@@ -172,7 +193,7 @@ ACTUATOR_SNAPSHOTS = TopicSpec(
     values=frozenset({records.ACTUATOR_SNAPSHOT}),
     cleanup=Cleanup.COMPACT,
     max_message_bytes=64 * 1024 * 1024,
-    segment_ms=24 * 3600 * 1000,
+    segment_ms=DAY_MS,
     doc="The actuator's embedded cluster as a rebuild from job-events and decisions up to "
     "the offsets it names computes it; compacted: the latest is where the next start reads "
     "on from. A model of 1,000 jobs is ~0.5 MiB (20,000: ~10), hence the larger records, "
@@ -202,7 +223,7 @@ FLINK_SIGNALS = TopicSpec(
     partitions=6,
     key="<cluster>.<Flink job id> (flink_job_key)",
     values=frozenset({records.FLINK_WORKLOAD_SIGNAL}),
-    retention_ms=7 * 24 * 3600 * 1000,
+    retention_ms=WEEK_MS,
     doc="Samples of real Flink jobs' per-vertex workload metrics, from the bridge (at least "
     "once); the history keeps them as a table, so the topic is a buffer: kept 7 days.",
 )
@@ -212,13 +233,14 @@ WORKLOAD = TopicSpec(
     partitions=6,
     key="record key (k<n>)",
     values=frozenset(),
-    retention_ms=24 * 3600 * 1000,
+    retention_ms=DAY_MS,
     doc="The workload job's input (deploy/flink/workload), text lines from `scalefold load`; "
     "not one of scalefold's contracts (no Avro), so not in ALL; kept a day.",
 )
 
 ALL: tuple[TopicSpec, ...] = (
     JOB_EVENTS,
+    JOB_SNAPSHOTS,
     RESCALES,
     DECISIONS,
     COMMANDS,
@@ -246,11 +268,14 @@ class Access:
 ACCESS: dict[str, Access] = {
     # The scheduler writes its own TimerFired ticks onto job-events.
     "scheduler": Access(
-        reads=(JOB_EVENTS,), writes=(JOB_EVENTS, RESCALES, DECISIONS, DEAD_LETTERS)
+        reads=(JOB_EVENTS,),
+        writes=(JOB_EVENTS, JOB_SNAPSHOTS, RESCALES, DECISIONS, DEAD_LETTERS),
     ),
-    # The history service reads the commands topic as its ledger of commands sent.
+    # The history service reads the commands topic as its ledger of commands sent, and a
+    # job's inputs, snapshots and Flink's rescales for a forecast.
     "history": Access(
-        reads=(RESCALES, COMMANDS, FLINK_RESCALES, FLINK_SIGNALS), writes=(COMMANDS, DEAD_LETTERS)
+        reads=(JOB_EVENTS, JOB_SNAPSHOTS, RESCALES, COMMANDS, FLINK_RESCALES, FLINK_SIGNALS),
+        writes=(COMMANDS, DEAD_LETTERS),
     ),
     # The actuator rebuilds its cluster from its snapshot, job-events and decisions, and
     # reports on it.
@@ -283,6 +308,10 @@ class Topics:
     @property
     def job_events(self) -> str:
         return self.name(JOB_EVENTS)
+
+    @property
+    def job_snapshots(self) -> str:
+        return self.name(JOB_SNAPSHOTS)
 
     @property
     def rescales(self) -> str:

@@ -184,6 +184,18 @@ class UpkeepConfig:
     """VACUUM deletes files that no version of the last this many hours needs."""
 
 
+def expire_log(path: Path) -> None:
+    """Delete the table's commits that are older than its log retention (`keep_for`) and
+    that its newest checkpoint stands for (delta-rs's `cleanup_metadata`, which keeps
+    every commit after that checkpoint). Spark cleans its tables' logs itself only as it
+    writes a checkpoint, and only of commits before the start of the day the retention
+    reaches back to (it truncates that cutoff to the day): up to a day more than the
+    retention, and in a month run in compressed time, every commit."""
+    from deltalake import DeltaTable
+
+    DeltaTable(str(path)).cleanup_metadata()
+
+
 def optimize(spark: SparkSession, path: Path) -> None:
     """Compact the table's small files: one file per date partition, up to Delta's size."""
     spark.sql(f"OPTIMIZE {quoted(path)}")
@@ -228,6 +240,7 @@ class Upkeep:
         optimize(self.spark, path)
         if unreferenced_files(path):
             self.spark.sql(f"VACUUM {quoted(path)}")
+        expire_log(path)
         for orphan in orphan_checksums(path):  # what the log's own cleanup left
             orphan.unlink(missing_ok=True)
 

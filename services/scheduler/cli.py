@@ -233,6 +233,15 @@ def register_service(commands: argparse._SubParsersAction[argparse.ArgumentParse
         help="replication of the topics Faust creates (its table changelog)",
     )
     scheduler.add_argument(
+        "--snapshot-hours",
+        type=_hours,
+        default=24.0,
+        metavar="HOURS",
+        help="a job's state goes to the job-snapshots topic at its first input of every "
+        "such interval of its own clock, for what-if, replay and forecasts once job-events "
+        "has let its earlier inputs go (default 24; 0: never)",
+    )
+    scheduler.add_argument(
         "--store",
         choices=("memory://", "rocksdb://"),
         default="rocksdb://",
@@ -251,6 +260,17 @@ def _wait(text: str) -> float:
     if not seconds >= 0:  # also refuses nan
         raise argparse.ArgumentTypeError(f"must be 0 or more, not {text}")
     return seconds
+
+
+def _hours(text: str) -> float:
+    """A number of hours, 0 or more, less than job-events' retention."""
+    from services.contracts.topics import JOB_EVENTS
+
+    hours = _wait(text)
+    if hours * 3_600_000 >= JOB_EVENTS.retention_ms:
+        days = JOB_EVENTS.retention_ms // 86_400_000
+        raise argparse.ArgumentTypeError(f"must be less than job-events' {days} days, not {text}")
+    return hours
 
 
 def _jobs(text: str) -> int:
@@ -288,6 +308,7 @@ def _scheduler(args: argparse.Namespace, context: Context) -> int:
         session_timeout_s=args.session_timeout,
         replication_factor=args.replication_factor,
         store=args.store,
+        snapshot_interval_ms=round(args.snapshot_hours * 3_600_000),
         group_instance_id=None if args.group_instance_id == "none" else args.group_instance_id,
         state_cache_jobs=args.state_cache,
         recovery_stall_timeout_s=args.recovery_stall_timeout,

@@ -24,16 +24,24 @@ from services.contracts.foresight import Forecast, ForecastUnknownError
 from services.scheduler.core.driver import Replay
 from services.scheduler.core.effects import RescaleUpdated
 from services.scheduler.core.fold import Defaults
+from services.scheduler.core.model import JobState
 
 HORIZON_MS = 10 * 60_000
 """How long after the change the fold's timers run: longer than Flink's default
 cooldown, stabilization and resource-wait timeouts together."""
 
 
-def recorded_bounds(events: Sequence[Event]) -> dict[str, tuple[int, int]]:
+def recorded_bounds(
+    events: Sequence[Event], start: JobState | None = None
+) -> dict[str, tuple[int, int]]:
     """Every vertex's (lower, upper) bounds, the last recorded ones (a submitted job's are
-    Flink's defaults: 1 to its parallelism)."""
+    Flink's defaults: 1 to its parallelism), after the snapshot `start`'s if given."""
     current: dict[str, tuple[int, int]] = {}
+    if start is not None:
+        info = start.info
+        current = {
+            v.id: (b.lower, b.upper) for v, b in zip(info.vertices, info.bounds, strict=True)
+        }
     for event in events:
         if isinstance(event, JobSubmitted):
             current = {v.id: (1, v.parallelism) for v in event.vertices}
@@ -42,9 +50,11 @@ def recorded_bounds(events: Sequence[Event]) -> dict[str, tuple[int, int]]:
     return current
 
 
-def requirements(events: Sequence[Event], targets: Mapping[str, int]) -> tuple[Requirement, ...]:
+def requirements(
+    events: Sequence[Event], targets: Mapping[str, int], start: JobState | None = None
+) -> tuple[Requirement, ...]:
     """Every vertex's bounds after the targets: the recorded ones with each target applied."""
-    current = recorded_bounds(events)
+    current = recorded_bounds(events, start)
     unknown = sorted(set(targets) - set(current))
     if unknown:
         raise ForecastUnknownError(f"the job has no vertex {', '.join(unknown)}")
@@ -65,24 +75,33 @@ def foresee(
     *,
     defaults: Defaults = (),
     horizon_ms: int = HORIZON_MS,
+    start: JobState | None = None,
 ) -> Forecast:
-    """The first rescale the targets start (module doc)."""
-    if not events:
+    """The first rescale the targets start (module doc); from the job's snapshot `start`
+    (its state through the inputs before `events`) if given."""
+    if not events and start is None:
         raise ForecastUnknownError(f"job {job_key} has no input the scheduler could fold")
-    at = max(now_ms, *(event.timestamp for event in events))
-    change = RequirementsUpdated(job_key, at, requirements(events, targets))
+    at = max(now_ms, start.now if start else 0, *(event.timestamp for event in events))
+    change = RequirementsUpdated(job_key, at, requirements(events, targets, start))
     run = Replay(defaults)
+    if start is not None:
+        run.resume(start)
     known: set[str] = set()
     for event in events:
         known |= _rescales(run.feed(event)).keys()
     known |= _rescales(run.run_timers(at)).keys()
     started = _rescales([*run.feed(change), *run.drain(at + horizon_ms)])
+    # a rescale the snapshot held in progress was announced before it: not the change's
     fresh = sorted(
-        (record for uuid, record in started.items() if uuid not in known),
+        (
+            record
+            for uuid, record in started.items()
+            if uuid not in known and (record["startTimestampInMillis"] or at) >= at
+        ),
         key=lambda record: record["startTimestampInMillis"],
     )
     within = f"{horizon_ms // 1000} s"
-    before = recorded_bounds(events)
+    before = recorded_bounds(events, start)
     if not fresh:
         return Forecast(job_key, None, None, {}, f"no rescale starts within {within}", before)
     first = fresh[0]
@@ -119,11 +138,12 @@ def forecast(settings: Settings, job_key: str, targets: Mapping[str, int], now_m
     from services.contracts import SchemaRegistry
     from services.contracts.kafka import TopicReadError
     from services.scheduler.core.config import ConfigError
-    from services.scheduler.whatif import read_recorded
+    from services.scheduler.whatif import WhatIfError, read_recorded
 
     codec = Codec(SchemaRegistry.load(settings.schemas_dir))
     try:
         recorded = read_recorded(settings, codec, lambda key: key == job_key, key=job_key)
-        return foresee(job_key, recorded.inputs.get(job_key, ()), targets, now_ms)
-    except (ConfigError, TopicReadError, KafkaConnectionError) as error:
+        events = recorded.events_of(job_key)
+        return foresee(job_key, events, targets, now_ms, start=recorded.start_of(job_key))
+    except (ConfigError, TopicReadError, KafkaConnectionError, WhatIfError) as error:
         raise ForecastUnknownError(str(error)) from None

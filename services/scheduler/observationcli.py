@@ -48,7 +48,11 @@ def folded(
         connect(settings, connect_timeout or CLI_CONNECT_TIMEOUT)
         recorded = read_recorded(settings, codec, lambda key: key == job or key.endswith(f".{job}"))
         key = resolve(job, recorded.inputs.keys() or recorded.known)
-        events = recorded.inputs.get(key)
+        events = recorded.events_of(key)
+        if key in recorded.starts:  # the pairs are judged from the job's first input on
+            raise WhatIfError(
+                f"job {key}'s first inputs have left job-events: its pairs are not judged"
+            )
         if not events:
             raise WhatIfError(f"job {key} has no input the scheduler could fold")
         flink = recorded.flink.get(key, ())

@@ -16,10 +16,12 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from itertools import pairwise
 from typing import IO, Any
+
+import msgspec
 
 from services.contracts import Codec, DecodeError, Settings
 from services.contracts import records as r
@@ -29,6 +31,8 @@ from services.scheduler.core.config import ConfigError
 from services.scheduler.core.driver import replay
 from services.scheduler.core.effects import RescaleUpdated
 from services.scheduler.core.fold import Defaults
+from services.scheduler.core.model import JobState
+from services.scheduler.core.serde import STATE_FORMAT, StateFormatError, loads
 from services.scheduler.replay import downtime, parse_defines
 
 SHOWN_JOBS = 10
@@ -40,13 +44,64 @@ class WhatIfError(ValueError):
 
 
 @dataclass(frozen=True)
+class Start:
+    """A job's state from job-snapshots: the scheduler's fold of its inputs through the
+    job-events `offset`, where a fold starts once the job's first inputs are gone."""
+
+    offset: int
+    job: JobState
+
+
+@dataclass(frozen=True)
 class Recorded:
     """The recorded inputs of some jobs (log order, per key) and Flink's own records of
-    them (the latest revision of each, by start), with every key the topic holds."""
+    them (the latest revision of each, by start), with every key the topic holds. A job in
+    `starts` is folded from that snapshot, its inputs being the ones after it; a job in
+    `gone` has lost its first inputs to job-events' retention with no snapshot after them."""
 
     inputs: Mapping[str, Sequence[Event]]
     flink: Mapping[str, Sequence[Mapping[str, Any]]]
     known: frozenset[str]
+    starts: Mapping[str, Start] = field(default_factory=dict)
+    gone: frozenset[str] = frozenset()
+
+    def start_of(self, job: str) -> JobState | None:
+        start = self.starts.get(job)
+        return None if start is None else start.job
+
+    def events_of(self, job: str) -> Sequence[Event]:
+        """The job's inputs to fold (after its start); WhatIfError if its first ones are gone."""
+        if job in self.gone:
+            raise WhatIfError(
+                f"job {job}'s first inputs have left job-events (kept "
+                f"{_retention_days()} days) and no snapshot on job-snapshots follows them"
+            )
+        events = self.inputs.get(job, ())
+        if not events and job not in self.starts:
+            raise WhatIfError(f"job {job} has no input the scheduler could fold")
+        return events
+
+
+def _retention_days() -> int:
+    from services.contracts.topics import JOB_EVENTS
+
+    return JOB_EVENTS.retention_ms // 86_400_000
+
+
+def fold_start(
+    inputs: Sequence[tuple[int, Event]], snapshots: Sequence[Start], log_start: int
+) -> tuple[Start | None, list[Event]] | None:
+    """Where a job's fold starts, and the inputs it folds: from the first input if the log
+    still holds the job's submission, else from the oldest snapshot whose successors the
+    log holds all of (its offset at or after `log_start` - 1, the first offset the job's
+    partition still holds). None: neither, the job's earlier inputs are gone."""
+    if inputs and isinstance(inputs[0][1], JobSubmitted):
+        return None, [event for _, event in inputs]
+    usable = [s for s in snapshots if s.offset >= log_start - 1]
+    if not usable:
+        return None if snapshots or inputs else (None, [])
+    start = min(usable, key=lambda s: s.offset)
+    return start, [event for offset, event in inputs if offset > start.offset]
 
 
 @dataclass(frozen=True)
@@ -136,9 +191,10 @@ def resolve(job: str, known: Iterable[str]) -> str:
     )
 
 
-def tally(events: Sequence[Event], defaults: Defaults) -> Tally:
-    """Fold a job's inputs (one job's) and sum up the rescales the fold recorded."""
-    run, effects = replay(events, defaults)
+def tally(events: Sequence[Event], defaults: Defaults, start: JobState | None = None) -> Tally:
+    """Fold a job's inputs (one job's; from its snapshot `start` if given) and sum up the
+    rescales the fold recorded."""
+    run, effects = replay(events, defaults, start=start)
     latest: dict[str, Mapping[str, Any]] = {}
     for effect in effects:
         if isinstance(effect, RescaleUpdated):
@@ -146,8 +202,8 @@ def tally(events: Sequence[Event], defaults: Defaults) -> Tally:
     jobs = run.last_states().values()
     return Tally(
         tuple(sorted(latest.values(), key=_start)),
-        sum(job.num_restarts for job in jobs),
-        horizon(events),
+        sum(job.num_restarts for job in jobs) - (start.num_restarts if start else 0),
+        max(horizon(events), start.now if start else 0),
     )
 
 
@@ -174,16 +230,37 @@ def sides(
     flink: Sequence[Mapping[str, Any]],
     overrides: Mapping[str, str],
     defaults: Defaults,
+    start: JobState | None = None,
 ) -> list[Side]:
-    """Flink's records (where there are some), the fold as recorded, the fold pinned."""
+    """Flink's records (where there are some), the fold as recorded, the fold pinned; from
+    the job's snapshot `start` if given (then only what Flink recorded since it, and the
+    what-if's keys pinned over the snapshot's configuration)."""
+    since = start.now if start is not None else None
+    flink = [rec for rec in flink if since is None or (rec["startTimestampInMillis"] or 0) > since]
     out = [Side(FLINK, flink_tally(flink, events))] if flink else []
-    out.append(Side("recorded", tally(pinned(events, {}), defaults)))
-    out.append(Side("what-if", tally(pinned(events, overrides), defaults)))
+    out.append(Side("recorded", tally(pinned(events, {}), defaults, start)))
+    pinned_start = None if start is None else pinned_state(start, overrides)
+    out.append(Side("what-if", tally(pinned(events, overrides), defaults, pinned_start)))
     return out
+
+
+def pinned_state(job: JobState, overrides: Mapping[str, str]) -> JobState:
+    """A stored state with the user's keys over its configuration (as `pinned` does to a
+    submission): a what-if from a snapshot changes the settings from there on."""
+    if not overrides:
+        return job
+    own = {k: v for k, v in job.settings if k not in overrides}
+    return msgspec.structs.replace(job, settings=tuple(sorted({**own, **overrides}.items())))
 
 
 FLINK = "Flink"
 """The side of Flink's own records."""
+
+
+def _when(ms: int) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _seconds(ms: int) -> str:
@@ -204,11 +281,19 @@ ROWS: tuple[tuple[str, Any], ...] = (
 )
 
 
-def report(job: str, shown: Sequence[Side], inputs: int, overrides: Mapping[str, str]) -> list[str]:
+def report(
+    job: str,
+    shown: Sequence[Side],
+    inputs: int,
+    overrides: Mapping[str, str],
+    since: JobState | None = None,
+) -> list[str]:
     """One job's what-if as lines: a table of the sides, `*` where the what-if differs
-    from the run as recorded, then each rescale of each side in order."""
+    from the run as recorded, then each rescale of each side in order. `since`: the
+    snapshot the folds started from, the job's earlier inputs being gone."""
     pins = ", ".join(f"{k}={v}" for k, v in sorted(overrides.items()))
-    lines = [f"job {job}: {inputs} recorded inputs; what-if: {pins}", ""]
+    first = "" if since is None else f" since its snapshot at {_when(since.now)}"
+    lines = [f"job {job}: {inputs} recorded inputs{first}; what-if: {pins}", ""]
     vertices = sorted({name for side in shown for name in side.tally.parallelism})
     table = [["", *(s.label for s in shown)]]
     table += [[name, *(cell(s.tally) for s in shown)] for name, cell in ROWS]
@@ -262,49 +347,116 @@ def fleet_report(rows: Sequence[tuple[str, Sequence[Side]]]) -> list[str]:
 def read_recorded(
     settings: Settings, codec: Codec, wanted: Any, timeout: float = 30.0, key: str | None = None
 ) -> Recorded:
-    """Every recorded input of the keys `wanted(key)` accepts, and Flink's records of
-    them, read from the beginning of both topics to their ends as of now. An input the
-    scheduler could not have folded (undecodable: it went to the dead letters) is left
-    out, as the scheduler left it out. `key`: one job's exact key, whose partition alone
-    is read (Kafka's default partitioner's, where the scheduler folds it and the bridge
-    writes it; the scheduler dead-letters an input on another), not the whole topics: a
-    forecast's read then grows with a sixth of the topics, not all of them."""
-    from services.contracts.kafka import read_to_end
-
-    group = settings.topics.own("cli") + "-whatif"
+    """Every recorded input of the keys `wanted(key)` accepts (after each job's snapshot
+    where its first inputs are gone: `fold_start`), and Flink's records of them, read from
+    the beginning of the topics to their ends as of now. An input the scheduler could not
+    have folded (undecodable: it went to the dead letters) is left out, as the scheduler
+    left it out. `key`: one job's exact key, whose partition alone is read (Kafka's
+    default partitioner's, where the scheduler folds it and the bridge writes it; the
+    scheduler dead-letters an input on another), not the whole topics: a forecast's read
+    then grows with a sixth of the topics, not all of them."""
+    reader = _Reader(settings, codec, wanted, timeout, None if key is None else [key])
+    found, known = reader.inputs()
+    snapshots = reader.snapshots()
     inputs: dict[str, list[Event]] = {}
-    known: set[str] = set()
-    only = None if key is None else [key]
-    topic = settings.topics.job_events
-    for message in read_to_end(settings, topic, group, timeout=timeout, keys=only):
-        key = (message.key() or b"").decode("utf-8", "replace")
-        known.add(key)
-        if not wanted(key):
+    starts: dict[str, Start] = {}
+    gone: set[str] = set()
+    for job in found.keys() | snapshots.keys():
+        taken = snapshots.get(job, [])
+        partition = reader.partition_of.get(job, taken[0][0] if taken else 0)
+        chosen = fold_start(found.get(job, []), [s for _, s in taken], reader.log_start(partition))
+        if chosen is None:
+            gone.add(job)
             continue
-        try:
-            decoded = codec.decode(message.value() or b"", expected=r.INPUT_EVENTS)
-            event = event_of(decoded.schema, decoded.record)
-        except (DecodeError, KeyError, TypeError, ValueError):
-            continue
-        if event.job_id == key:
-            inputs.setdefault(key, []).append(event)
-    flink: dict[str, dict[str, Mapping[str, Any]]] = {}
-    topic = settings.topics.flink_rescales
-    for message in read_to_end(settings, topic, group, timeout=timeout, keys=only):
-        key = (message.key() or b"").decode("utf-8", "replace")
-        if not wanted(key):
-            continue
-        try:
-            record = codec.decode(
-                message.value() or b"", expected=frozenset({r.FLINK_RESCALE})
-            ).record
-        except DecodeError:
-            continue
-        kept = flink.setdefault(key, {})
-        known_revision = kept.get(record["rescaleUuid"])
-        if known_revision is None or record["revision"] >= known_revision["revision"]:
-            kept[record["rescaleUuid"]] = record
-    return Recorded(inputs, {k: list(v.values()) for k, v in flink.items()}, frozenset(known))
+        start, inputs[job] = chosen
+        if start is not None:
+            starts[job] = start
+    return Recorded(
+        inputs, reader.flink(), frozenset(known | snapshots.keys()), starts, frozenset(gone)
+    )
+
+
+class _Reader:
+    """read_recorded's reads of the three topics, each from its beginning to its end."""
+
+    def __init__(
+        self, settings: Settings, codec: Codec, wanted: Any, timeout: float, only: Any
+    ) -> None:
+        self.settings, self.codec, self.wanted = settings, codec, wanted
+        self.timeout, self.only = timeout, only
+        self.group = settings.topics.own("cli") + "-whatif"
+        self.first: dict[int, int] = {}  # the first offset read of each partition
+        self.held: dict[int, int] = {}  # each partition's first offset held, once read
+        self.partition_of: dict[str, int] = {}
+
+    def _read(self, topic: str, **kwargs: Any) -> Iterator[tuple[str, Any]]:
+        from services.contracts.kafka import read_to_end
+
+        for message in read_to_end(
+            self.settings, topic, self.group, timeout=self.timeout, keys=self.only, **kwargs
+        ):
+            yield (message.key() or b"").decode("utf-8", "replace"), message
+
+    def log_start(self, partition: int) -> int:
+        """The first offset of a job-events partition the read holds all from."""
+        return self.first.get(partition, self.held.get(partition, 0))
+
+    def inputs(self) -> tuple[dict[str, list[tuple[int, Event]]], set[str]]:
+        """The wanted jobs' inputs with their offsets, and every key the topic holds."""
+        found: dict[str, list[tuple[int, Event]]] = {}
+        known: set[str] = set()
+        topic = self.settings.topics.job_events
+        for key, message in self._read(topic, log_starts=self.held):
+            self.first.setdefault(message.partition(), message.offset())
+            known.add(key)
+            if not self.wanted(key):
+                continue
+            try:
+                decoded = self.codec.decode(message.value() or b"", expected=r.INPUT_EVENTS)
+                event = event_of(decoded.schema, decoded.record)
+            except (DecodeError, KeyError, TypeError, ValueError):
+                continue
+            if event.job_id == key:
+                found.setdefault(key, []).append((message.offset(), event))
+                self.partition_of[key] = message.partition()
+        return found, known
+
+    def snapshots(self) -> dict[str, list[tuple[int, Start]]]:
+        """The wanted jobs' snapshots with their partitions; one this reader cannot read
+        (another state format, a damaged record) is left out."""
+        found: dict[str, list[tuple[int, Start]]] = {}
+        for key, message in self._read(self.settings.topics.job_snapshots):
+            if not self.wanted(key):
+                continue
+            try:
+                record = self.codec.decode(
+                    message.value() or b"", expected=frozenset({r.JOB_SNAPSHOT})
+                ).record
+                if record["stateFormat"] != STATE_FORMAT or record["jobId"] != key:
+                    continue
+                start = Start(record["offset"], loads(record["state"]))
+            except (DecodeError, StateFormatError):
+                continue
+            found.setdefault(key, []).append((record["partition"], start))
+        return found
+
+    def flink(self) -> dict[str, list[Mapping[str, Any]]]:
+        """Flink's records of the wanted jobs, the latest revision of each rescale."""
+        flink: dict[str, dict[str, Mapping[str, Any]]] = {}
+        for key, message in self._read(self.settings.topics.flink_rescales):
+            if not self.wanted(key):
+                continue
+            try:
+                record = self.codec.decode(
+                    message.value() or b"", expected=frozenset({r.FLINK_RESCALE})
+                ).record
+            except DecodeError:
+                continue
+            kept = flink.setdefault(key, {})
+            known_revision = kept.get(record["rescaleUuid"])
+            if known_revision is None or record["revision"] >= known_revision["revision"]:
+                kept[record["rescaleUuid"]] = record
+        return {k: list(v.values()) for k, v in flink.items()}
 
 
 def run_command(
@@ -322,20 +474,33 @@ def run_command(
         recorded = read_recorded(settings, codec, _wanted(args))
         if args.job:
             key = resolve(args.job, recorded.inputs.keys() or recorded.known)
-            events = recorded.inputs.get(key)
-            if not events:
-                raise WhatIfError(f"job {key} has no input the scheduler could fold")
-            shown = sides(events, recorded.flink.get(key, ()), overrides, defaults)
-            lines = report(key, shown, len(events), overrides)
+            events = recorded.events_of(key)
+            start = recorded.start_of(key)
+            shown = sides(events, recorded.flink.get(key, ()), overrides, defaults, start)
+            lines = report(key, shown, len(events), overrides, since=start)
         else:
             if not recorded.inputs:
                 raise WhatIfError(f"no recorded inputs of {_scope(args)}")
             lines = fleet_report(
                 [
-                    (key, sides(events, recorded.flink.get(key, ()), overrides, defaults))
+                    (
+                        key,
+                        sides(
+                            events,
+                            recorded.flink.get(key, ()),
+                            overrides,
+                            defaults,
+                            recorded.start_of(key),
+                        ),
+                    )
                     for key, events in sorted(recorded.inputs.items())
                 ]
             )
+            if recorded.gone:
+                lines.append(
+                    f"{len(recorded.gone)} jobs left out: their first inputs have left "
+                    "job-events and no snapshot follows them"
+                )
     except (WhatIfError, ConfigError, TopicReadError) as error:
         print(f"scalefold whatif: {error}", file=sys.stderr)
         return 2

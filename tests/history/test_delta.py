@@ -259,6 +259,35 @@ def test_upkeep_compacts_small_files_and_vacuums_the_replaced_ones(
     assert kept["delta.dataSkippingNumIndexedCols"] == "1"  # the statistics of new tables
 
 
+def test_upkeep_deletes_the_expired_log_that_a_checkpoint_stands_for(
+    spark: Any, codec: Codec, tmp_path: Path
+) -> None:
+    """Spark deletes a table's expired commits only before the start of the day its
+    retention reaches (it truncates the cutoff to the day): the upkeep deletes them to the
+    second, up to the newest checkpoint, and the table reads the same."""
+    from deltalake import DeltaTable
+
+    records = list(synthetic.fleet(jobs=2, rescales_per_job=3, start_ms=START))
+    path = tmp_path / "rescales"
+    for i in range(25):  # 25 commits: Spark checkpoints at versions 10 and 20
+        append(_batch(spark, codec, [records[i % len(records)]], i), path, "test-app", i)
+    keep_for(spark, path, 0)  # the log kept 60 s
+    log_dir = path / "_delta_log"
+    aged = time.time() - 300
+    for entry in log_dir.iterdir():
+        os.utime(entry, (aged, aged))
+    rows = DeltaTable(str(path)).to_pyarrow_table().num_rows
+    assert (log_dir / f"{0:020d}.json").exists()
+
+    Upkeep(spark, UpkeepConfig(optimize_minutes=1, retention_hours=0)).run(path)
+    commits = sorted(int(p.name.split(".")[0]) for p in log_dir.glob("*.json"))
+    assert commits[0] >= 20, commits  # the aged commits before the checkpoint at 20 are gone
+    orphans = [p for p in log_dir.glob("*.crc") if p.stem.isdigit() and int(p.stem) < commits[0]]
+    assert not orphans
+    assert DeltaTable(str(path)).to_pyarrow_table().num_rows == rows
+    assert spark.read.format("delta").load(str(path)).count() == rows
+
+
 def test_a_parquet_table_of_an_earlier_version_is_converted_in_place(
     spark: Any, codec: Codec, tmp_path: Path
 ) -> None:

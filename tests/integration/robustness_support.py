@@ -305,17 +305,25 @@ class Snapshot:
     rescales: list[Received]
 
 
-def quiescent_snapshot(settings: Settings, timeout: float, alive: Callable[[], None]) -> Snapshot:
+def quiescent_snapshot(
+    settings: Settings,
+    timeout: float,
+    alive: Callable[[], None],
+    read_log: Callable[[], list[Received]] | None = None,
+) -> Snapshot:
     """Wait until the scheduler has folded the whole log, and read it with its outputs.
 
     Taken as: folded == end of every partition, the rescales read, and then the
-    log and the folded offsets unchanged (nothing new happened while reading)."""
+    log and the folded offsets unchanged (nothing new happened while reading).
+    `read_log`: the whole job-events log to its current end, where retention has deleted
+    part of the topic (default: the topic, read from its beginning)."""
     deadline = give_up_at(timeout)
     topics = settings.topics
+    whole = read_log or (lambda: read_topic(settings, topics.job_events, timeout=60))
     looks: list[str] = []  # what each look saw, for the failure's message
     while time.monotonic() < deadline:
         alive()
-        log = read_topic(settings, topics.job_events, timeout=60)
+        log = whole()
         ends = _ends(log)
         folded = folded_offsets(settings)
         if folded != ends:
@@ -323,7 +331,7 @@ def quiescent_snapshot(settings: Settings, timeout: float, alive: Callable[[], N
             time.sleep(1)
             continue
         rescales = read_topic(settings, topics.rescales, timeout=60)
-        again = read_topic(settings, topics.job_events, timeout=60)
+        again = whole()
         if _ends(again) == ends and folded_offsets(settings) == ends:
             return Snapshot(log, rescales)
         looks.append(f"ends {ends} folded, then ends {_ends(again)} while reading the rescales")

@@ -26,7 +26,7 @@ from services.contracts.events import (
     TaskManagerRegistered,
 )
 from services.contracts.jobconfig import JOB_STORE_EXPIRATION
-from services.contracts.kafka import producer_config
+from services.contracts.kafka import librdkafka_config, producer_config
 from services.contracts.topics import JOB_EVENTS
 from services.scheduler.adapters.app import ROCKSDB_MEMORY
 from tests.disk_support import fill, small_disk
@@ -655,3 +655,74 @@ def test_a_full_disk_stops_a_batch_and_the_worker_waits_for_room_losing_nothing(
             for process in (worker, again):
                 if process is not None:
                     process.stop()
+
+
+def test_a_jobs_snapshots_stand_in_for_the_inputs_retention_deleted(  # type: ignore[no-untyped-def]
+    kafka: Settings, codec: Codec, scheduler
+) -> None:
+    """The scheduler writes a job's state to job-snapshots at its first input of each
+    interval (here a minute of the job's clock); once retention has deleted the job's first
+    inputs, a forecast folds on from the oldest snapshot the log still follows and answers
+    what it answered from the first input; with inputs gone that no snapshot follows, it
+    says so rather than fold what is left."""
+    from services.contracts.foresight import ForecastUnknownError
+    from services.contracts.kafka import read_to_end
+    from services.scheduler.foresight import forecast
+    from tests.integration.test_whatif import COOLDOWN, whatif
+    from tests.kafka_support import delete_records_before
+
+    events = example_events(codec, "requirements-update.jsonl")  # inputs at minutes 0, 1, 3, 4
+    job = events[0].job_id
+    located = produce_located(kafka, kafka.topics.job_events, encode_events(codec, events))
+    partition = located[0][0]
+    scheduler("--snapshot-hours", str(1 / 60))
+    total = sum(len(records) for records in replayed_records(events).values())
+    consume_records(codec, kafka, lambda got: len(got) >= total)
+    settled(kafka, kafka.topics.job_events, partition)  # its own timers' inputs written too
+    group = kafka.topics.own("test")
+    received_snapshots = list(read_to_end(kafka, kafka.topics.job_snapshots, group, keys=[job]))
+    snapshots = [codec.decode(m.value()).record for m in received_snapshots]
+    minutes = [s["stateTimestampMillis"] // 60_000 for s in snapshots]
+    assert minutes[:3] == [1, 3, 4], minutes  # one at the first input of each minute
+    assert {(s["jobId"], s["partition"]) for s in snapshots} == {(job, partition)}
+    assert snapshots[0]["offset"] == next(
+        o for (_, o), e in zip(located, events, strict=True) if e.timestamp >= 60_000
+    )
+
+    targets, now = {"source": 2, "sink": 2}, 600_000
+    before = forecast(kafka, job, targets, now)
+    assert before.trigger_cause == "UPDATE_REQUIREMENT"
+    second = snapshots[1]
+    delete_records_before(kafka, kafka.topics.job_events, partition, second["offset"] + 1)
+    assert forecast(kafka, job, targets, now) == before
+    shown = whatif(kafka, "--job", job, "-D", f"{COOLDOWN}=60s")
+    assert shown.returncode == 0, shown.stderr
+    assert "recorded inputs since its snapshot at 1970-01-01 00:03:20 UTC" in shown.stdout
+
+    # the snapshots gone too (as if kept shorter than the inputs): said, not guessed
+    ends = [(p, o + 1) for p, o in {(m.partition(), m.offset()) for m in received_snapshots}]
+    for snapshot_partition, end in ends:
+        delete_records_before(kafka, kafka.topics.job_snapshots, snapshot_partition, end)
+    with pytest.raises(ForecastUnknownError, match="first inputs have left job-events"):
+        forecast(kafka, job, targets, now)
+    shown = whatif(kafka, "--job", job, "-D", f"{COOLDOWN}=60s")
+    assert shown.returncode == 2 and "no snapshot on job-snapshots follows" in shown.stderr
+
+
+def settled(kafka: Settings, topic: str, partition: int, quiet_s: float = 3.0) -> None:
+    """Wait until nothing more is written to the partition for `quiet_s`."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(librdkafka_config(kafka, **{"group.id": "settled"}))
+    try:
+        deadline, last, since = give_up_at(120), -1, time.monotonic()
+        while time.monotonic() < deadline:
+            end = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
+            if end != last:
+                last, since = end, time.monotonic()
+            elif time.monotonic() - since >= quiet_s:
+                return
+            time.sleep(0.5)
+        raise AssertionError(f"{topic}[{partition}] still written to after 120 s")
+    finally:
+        consumer.close()

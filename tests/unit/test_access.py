@@ -112,6 +112,7 @@ def test_each_client_needs_its_own_topics_and_group() -> None:
     scheduler = {(n.resource, n.name): n.operations for n in needs(topics, "scheduler")}
     assert scheduler == {
         ("topic", "p.job-events"): ("READ", "WRITE"),
+        ("topic", "p.job-snapshots"): ("WRITE",),
         ("topic", "p.rescales"): ("WRITE",),
         ("topic", "p.decisions"): ("WRITE",),
         ("topic", "p.dead-letters"): ("WRITE",),

@@ -104,6 +104,8 @@ class ServiceSettings:
     # a recovery that reads nothing for this long while the broker answers: the worker
     # exits to be started again (0: never)
     recovery_stall_timeout_s: float = 120.0
+    # how often (on each job's own clock) a job's state goes to job-snapshots
+    snapshot_interval_ms: int = 24 * 3600 * 1000
 
     @property
     def app_id(self) -> str:
@@ -782,7 +784,9 @@ def create_service(settings: ServiceSettings, codec: Codec) -> SchedulerService:
         "Per job-events partition, the offset through which all is folded.",
     )
     topic = job_events_topic(app, kafka)
-    processor = Processor(codec, kafka.topics, settings.defaults)
+    processor = Processor(
+        codec, kafka.topics, settings.defaults, snapshot_interval_ms=settings.snapshot_interval_ms
+    )
     output = Output(kafka, kafka.topics.dead_letters)
     table.output = folded.output = output
     service = SchedulerService(settings, codec, app, table, folded, processor, output)

@@ -20,7 +20,7 @@ from services.contracts import records as r
 from services.contracts.deadletters import dead_letter, encode_dead_letter, letter_key, shown
 from services.contracts.events import Event, from_record
 from services.contracts.kafka import partition_for
-from services.contracts.topics import JOB_EVENTS
+from services.contracts.topics import DAY_MS, JOB_EVENTS
 from services.scheduler.core import handle
 from services.scheduler.core.effects import (
     Decision,
@@ -31,7 +31,7 @@ from services.scheduler.core.effects import (
 )
 from services.scheduler.core.fold import Defaults
 from services.scheduler.core.model import JobState
-from services.scheduler.core.serde import dumps, loads
+from services.scheduler.core.serde import STATE_FORMAT, dumps, loads
 
 _OFFSET = struct.Struct(">q")
 
@@ -98,10 +98,13 @@ class Processor:
         codec: Codec,
         topics: Topics,
         defaults: Defaults = (),
+        *,
         clock: Callable[[], float] = time.time,
         partitions: int = JOB_EVENTS.partitions,
+        snapshot_interval_ms: int = DAY_MS,
     ) -> None:
         self.codec = codec
+        self.snapshot_interval_ms = snapshot_interval_ms
         self.topics = topics
         self.defaults = defaults
         self.partitions = partitions
@@ -146,6 +149,10 @@ class Processor:
             return self._dead(message, "OutputTooLarge", reason)
         if step.job is not None:
             outcome.stored = Stored(message.offset, step.job)
+            if stored is not None and snapshot_due(
+                stored.job.now, step.job.now, self.snapshot_interval_ms
+            ):
+                self._emit_snapshot(outcome.stored, message, outcome)
         elif stored is not None:  # only a finished job's release takes a state away
             outcome.released = True
         return outcome
@@ -196,6 +203,21 @@ class Processor:
         outcome.outgoing.append(Outgoing(self.topics.decisions, job_id.encode(), value))
         outcome.decisions += len(record["items"])
 
+    def _emit_snapshot(self, stored: Stored, message: Incoming, outcome: Outcome) -> None:
+        job = stored.job
+        record = {
+            "jobId": job.job_id,
+            "partition": message.partition,
+            "offset": stored.offset,
+            "stateTimestampMillis": job.now,
+            "stateFormat": STATE_FORMAT,
+            "state": dumps(job),
+        }
+        value = self.codec.encode(r.JOB_SNAPSHOT, record)
+        if len(value) > MAX_OUTPUT_BYTES:
+            return  # a state Kafka would refuse: the next interval's snapshot stands in
+        outcome.outgoing.append(Outgoing(self.topics.job_snapshots, job.job_id.encode(), value))
+
     def _dead(self, message: Incoming, error_class: str, reason: str) -> Outcome:
         record = dead_letter(
             topic=message.topic,
@@ -211,6 +233,13 @@ class Processor:
         value = encode_dead_letter(self.codec, record)
         out = Outgoing(self.topics.dead_letters, letter_key(message.key), value)
         return Outcome(self.job_of(message), outgoing=[out], dead_letters=1)
+
+
+def snapshot_due(before_ms: int, after_ms: int, interval_ms: int) -> bool:
+    """Whether a fold that moved a job's clock from `before_ms` to `after_ms` is its first
+    of an interval (days from the epoch, by default): a function of the log alone, so a
+    replay or a restarted worker writes the same snapshots."""
+    return interval_ms > 0 and after_ms // interval_ms > before_ms // interval_ms
 
 
 def decisions_record(

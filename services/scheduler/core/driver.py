@@ -40,6 +40,10 @@ class Replay:
         self._store(event.job_id, step.job)
         yield from step.effects
 
+    def resume(self, job: JobState) -> None:
+        """Carry on from a job's stored state (a snapshot) instead of its first input."""
+        self._store(job.job_id, job)
+
     def run_timers(self, until: int) -> Iterator[Effect]:
         """Run every job's timers due at or before `until`, earliest first."""
         for _ in range(MAX_DRAIN_STEPS):
@@ -75,10 +79,17 @@ class Replay:
 
 
 def replay(
-    events: Iterable[Event], defaults: Defaults = (), until: int | None = None, drain: bool = True
+    events: Iterable[Event],
+    defaults: Defaults = (),
+    until: int | None = None,
+    drain: bool = True,
+    start: JobState | None = None,
 ) -> tuple[Replay, list[Effect]]:
-    """Fold `events` and return the final jobs and every effect, in order."""
+    """Fold `events` (from `start`, a job's stored state, if given) and return the final
+    jobs and every effect, in order."""
     run = Replay(defaults)
+    if start is not None:
+        run.resume(start)
     effects: list[Effect] = []
     for event in events:
         effects.extend(run.feed(event))

@@ -28,6 +28,8 @@ from services.scheduler.core.timeline import terminated
 #    than half of a running job's state): they are derived from the rescale count; nor
 #    does it keep a terminated rescale, whose last record has been emitted.
 FORMAT = 4
+STATE_FORMAT = f"msgspec-json/{FORMAT}"
+"""What a state of this format is called where it leaves the scheduler (job-snapshots)."""
 
 
 class StateFormatError(ValueError):
