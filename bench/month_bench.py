@@ -717,13 +717,16 @@ def _mib(value: float | None) -> str:
     return "" if value is None else f"{value / MIB:,.1f}"
 
 
+TOPICS_SHOWN = ("job-events", "job-snapshots", "rescales", "decisions")
+
+
 def report(rows: list[dict[str, Any]]) -> list[str]:
     """The days as a Markdown table (docs/operations.md), then the loss check."""
     lines = [
-        "| day | load | job-events | rescales | decisions | changelogs | tables | Parquet "
-        "(< 10 KB) | Delta log | scheduler (RocksDB) | actuator | history | broker | summary "
-        "| sql |",
-        "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+        "| day | load | job-events | job-snapshots | rescales | decisions | changelogs | tables "
+        "| Parquet (< 10 KB) | Delta log | scheduler (RocksDB) | actuator | history | broker "
+        "| summary | sql |",
+        "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for row in rows:
         if "tables" not in row:
@@ -733,7 +736,7 @@ def report(rows: list[dict[str, Any]]) -> list[str]:
         cells = [
             "after" if row.get("after") else str(row["day"]),
             f"{row['load']:.1f}",
-            *(_mib(topics.get(name)) for name in ("job-events", "rescales", "decisions")),
+            *(_mib(topics.get(name)) for name in TOPICS_SHOWN),
             _mib(changelogs),
             _mib(sum(t["bytes"] for t in tables)),
             f"{sum(t['parquet'] for t in tables)} ({sum(t['small'] for t in tables)})",
@@ -758,7 +761,7 @@ def picture(rows: list[dict[str, Any]], path: Path) -> None:
     x = [row["day"] for row in days]
     fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharex=True)
     disk, files, memory, latency = axes[0][0], axes[0][1], axes[1][0], axes[1][1]
-    for name in ("job-events", "rescales", "decisions"):
+    for name in TOPICS_SHOWN:
         disk.plot(x, [row["topics_bytes"].get(name, 0) / MIB for row in days], label=name)
     disk.plot(
         x,

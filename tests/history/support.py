@@ -68,15 +68,17 @@ def read_topic(settings: Settings, topic: str, timeout: float = 30.0) -> list[Re
     try:
         partitions = consumer.list_topics(topic, timeout=timeout).topics[topic].partitions
 
-        def end_offsets() -> dict[int, int]:
+        def watermarks() -> dict[int, tuple[int, int]]:
             return {
-                p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1]
+                p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
                 for p in partitions
             }
 
         # as the services do: a broker just restarted is electing its partitions' leaders
-        ends = retry_transient(end_offsets, f"end offsets of {topic}", timeout)
-        pending = {p for p, end in ends.items() if end > 0}
+        marks = retry_transient(watermarks, f"offsets of {topic}", timeout)
+        ends = {p: end for p, (_, end) in marks.items()}
+        # a partition whose records retention has all deleted holds nothing to read
+        pending = {p for p, (start, end) in marks.items() if end > start}
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in pending])
         deadline = give_up_at(timeout)
         while pending and time.monotonic() < deadline:
