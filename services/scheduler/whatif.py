@@ -92,10 +92,11 @@ def fold_start(
     inputs: Sequence[tuple[int, Event]], snapshots: Sequence[Start], log_start: int
 ) -> tuple[Start | None, list[Event]] | None:
     """Where a job's fold starts, and the inputs it folds: from the first input if the log
-    still holds the job's submission, else from the oldest snapshot whose successors the
-    log holds all of (its offset at or after `log_start` - 1, the first offset the job's
-    partition still holds). None: neither, the job's earlier inputs are gone."""
-    if inputs and isinstance(inputs[0][1], JobSubmitted):
+    still holds the job's submission (or all its partition ever held: `log_start` 0),
+    else from the oldest snapshot whose successors the log holds all of (its offset at or
+    after `log_start` - 1, the first offset the job's partition still holds). None:
+    neither, the job's earlier inputs are gone."""
+    if log_start == 0 or (inputs and isinstance(inputs[0][1], JobSubmitted)):
         return None, [event for _, event in inputs]
     usable = [s for s in snapshots if s.offset >= log_start - 1]
     if not usable:
@@ -398,8 +399,11 @@ class _Reader:
             yield (message.key() or b"").decode("utf-8", "replace"), message
 
     def log_start(self, partition: int) -> int:
-        """The first offset of a job-events partition the read holds all from."""
-        return self.first.get(partition, self.held.get(partition, 0))
+        """The first offset of a job-events partition the read holds all from: the log's
+        start (what lies between it and the first record read is no record: transaction
+        markers), or the first record read if retention deleted more while reading."""
+        starts = [o[partition] for o in (self.first, self.held) if partition in o]
+        return min(starts, default=0)
 
     def inputs(self) -> tuple[dict[str, list[tuple[int, Event]]], set[str]]:
         """The wanted jobs' inputs with their offsets, and every key the topic holds."""
