@@ -18,8 +18,8 @@ supervisors start them again.
 **The clock.** A day is `--day-seconds` of wall time; every horizon counted in days is
 divided by the same factor (1,440 at 60 s): every topic's `retention.ms` and `segment.ms`,
 the scheduler's compacted changelogs' too (the broker checks every 5 s),
-`jobstore.expiration-time` (3,600 s -> 3 s) and the actuator's `--snapshot-minutes` (60 ->
-2.5 s). A topic kept
+`jobstore.expiration-time` (3,600 s -> 3 s), the actuator's `--snapshot-minutes` (60 ->
+2.5 s) and the scheduler's `--snapshot-hours` (24 -> 60 s). A topic kept
 7 days then holds 7 days of the fleet's records, as it would: the rate and the horizon
 are scaled alike, so the bytes a horizon holds, the jobs a worker keeps and the rows the
 history reads carry over. What does not scale is what the wall clock paces: the history's
@@ -33,12 +33,14 @@ docs/operations.md says how they extend to a real day.
 10 KB, Delta log files), the streaming checkpoints, the scheduler's RocksDB, each service's
 RSS (with its children: the history's JVM), and the wall time of `history summary` and of
 a `history sql` count. **At the end** every live job is cancelled (so the log comes to rest),
-and the loss check: a replay of the job-events topic through the scheduler's Processor vs
+and the loss check: a replay of the whole month's job-events (the bench's own copy, read
+as the topic is written: the topic keeps 14 days) through the scheduler's Processor vs
 the history's table, per job, and every rescale the rescales topic still holds (its
 retention, 7 days, trims the rest) in the table at its latest revision; the dead letters by
-reason; and per
-day the jobs the embedded cluster checkpointed (a restarted actuator that forgot a job
-stops checkpointing it).
+reason; per day the jobs the embedded cluster checkpointed (a restarted actuator that
+forgot a job stops checkpointing it); and what a what-if still reaches from the topics:
+the jobs it folds from their first input, from a snapshot on job-snapshots (and whether
+every rescale that fold gives is the whole replay's), and those it refuses.
 """
 
 from __future__ import annotations

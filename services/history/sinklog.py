@@ -20,6 +20,7 @@ included, as the protocol says; `uncommitted_files` adds the paths of the log's
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -128,8 +129,13 @@ def remove_uncommitted(table_dir: Path) -> list[Path]:
     return removed
 
 
+LOG_FILE = re.compile(r"\d{20}\.(json|crc|checkpoint\.parquet)")
+"""The name of a log file Delta keeps (a commit, its checksum, a checkpoint)."""
+
+
 def orphan_checksums(table_dir: Path) -> list[Path]:
-    """The log's checksum files (`<version>.crc`) whose commit (`<version>.json`) is gone.
+    """The log's checksum files (`<version>.crc`) whose commit (`<version>.json`) is gone,
+    and Hadoop's checksums (`.<name>.crc`) of log files that are gone.
     Spark writes a checksum beside each commit it makes (OPTIMIZE, VACUUM, its appends);
     delta-rs, which MERGEs the latest tables and cleans their expired log, deletes the
     commits but not Spark's checksums: they stayed for ever (a month benchmark's
@@ -138,10 +144,18 @@ def orphan_checksums(table_dir: Path) -> list[Path]:
     if not log.is_dir():
         return []
     oldest = min((path.stem for path in log.glob("*.json")), default=None)
-    if oldest is None:
-        return []
     # the names are zero-padded versions: as strings they sort as numbers
-    return sorted(p for p in log.glob("*.crc") if p.stem.isdigit() and p.stem < oldest)
+    own = {p for p in log.glob("*.crc") if oldest and p.stem.isdigit() and p.stem < oldest}
+    # Hadoop's local checksum of a log file (`.<name>.crc`, hidden) whose file is gone or
+    # goes now: Spark writes one beside every file, delta-rs's cleanup deletes only the file
+    # (a log file's, not a temporary one's that a commit is renaming this instant)
+    hidden = {
+        p
+        for p in log.glob(".*.crc")
+        if LOG_FILE.match(name := p.name.removeprefix(".").removesuffix(".crc"))
+        and ((target := log / name) in own or not target.exists())
+    }
+    return sorted({*own, *hidden})
 
 
 def last_compacted(table_dir: Path, within: int = 200) -> int | None:

@@ -284,6 +284,8 @@ def test_upkeep_deletes_the_expired_log_that_a_checkpoint_stands_for(
     assert commits[0] >= 20, commits  # the aged commits before the checkpoint at 20 are gone
     orphans = [p for p in log_dir.glob("*.crc") if p.stem.isdigit() and int(p.stem) < commits[0]]
     assert not orphans
+    hadoop = [p.name[1:-4] for p in log_dir.glob(".*.crc")]  # Hadoop's, of each log file
+    assert hadoop and all((log_dir / name).exists() for name in hadoop)
     assert DeltaTable(str(path)).to_pyarrow_table().num_rows == rows
     assert spark.read.format("delta").load(str(path)).count() == rows
 

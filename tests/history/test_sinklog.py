@@ -93,6 +93,12 @@ def test_checksums_of_commits_the_log_let_go_are_orphans(tmp_path: Path) -> None
     (log / f"{names[0]}.json").unlink()  # the expired log cleaned up, its checksums not
     assert orphan_checksums(table) == [log / f"{names[0]}.crc"]
     assert orphan_checksums(tmp_path / "none") == []
+    # Hadoop's hidden checksums: of a log file gone or going, not of one there or a temp's
+    hadoop = [log / f".{names[0]}.json.crc", log / f".{names[0]}.crc.crc"]
+    kept = [log / f".{names[1]}.json.crc", log / f"..{names[5 - 1]}.json.1234.tmp.crc"]
+    for path in (*hadoop, *kept):
+        path.write_bytes(b"crc\0")
+    assert orphan_checksums(table) == sorted([*hadoop, log / f"{names[0]}.crc"])
 
 
 def test_a_data_dir_is_used_by_one_job_at_a_time(tmp_path: Path) -> None:
