@@ -53,8 +53,6 @@ def folded(
             raise WhatIfError(
                 f"job {key}'s first inputs have left job-events: its pairs are not judged"
             )
-        if not events:
-            raise WhatIfError(f"job {key} has no input the scheduler could fold")
         flink = recorded.flink.get(key, ())
         found = ambiguities(events, defaults, flink)
         return key, found, resolution_ms(events, defaults, flink)

@@ -55,7 +55,7 @@ from services.contracts.kafka import (
     producer_config,
     retry_transient,
 )
-from services.contracts.topics import JOB_EVENTS
+from services.contracts.topics import DAY_MS, JOB_EVENTS
 from services.scheduler.adapters import fastpath
 from services.scheduler.adapters.assignor import DeclaredPartitionAssignor
 from services.scheduler.adapters.metrics import Metrics
@@ -105,7 +105,7 @@ class ServiceSettings:
     # exits to be started again (0: never)
     recovery_stall_timeout_s: float = 120.0
     # how often (on each job's own clock) a job's state goes to job-snapshots
-    snapshot_interval_ms: int = 24 * 3600 * 1000
+    snapshot_interval_ms: int = DAY_MS
 
     @property
     def app_id(self) -> str:
