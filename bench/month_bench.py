@@ -19,7 +19,8 @@ supervisors start them again.
 divided by the same factor (1,440 at 60 s): every topic's `retention.ms` and `segment.ms`,
 the scheduler's compacted changelogs' too (the broker checks every 5 s),
 `jobstore.expiration-time` (3,600 s -> 3 s), the actuator's `--snapshot-minutes` (60 ->
-2.5 s) and the scheduler's `--snapshot-hours` (24 -> 60 s). A topic kept
+2.5 s) and `--command-memory-hours` (15 days -> 15 min), and the scheduler's
+`--snapshot-hours` (24 -> 60 s). A topic kept
 7 days then holds 7 days of the fleet's records, as it would: the rate and the horizon
 are scaled alike, so the bytes a horizon holds, the jobs a worker keeps and the rows the
 history reads carry over. What does not scale is what the wall clock paces: the history's
@@ -53,12 +54,14 @@ import os
 import random
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import threading
 import time
 import urllib.request
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -388,7 +391,12 @@ def services(
             root, scheduler_port, "--snapshot-hours", f"{clock.scaled_ms(t.DAY_MS) / 3_600_000:.6f}"
         ),
         "actuator": stack.actuator_process(
-            root, actuator_port, "--snapshot-minutes", f"{clock.scaled_ms(3_600_000) / 60_000:.4f}"
+            root,
+            actuator_port,
+            "--snapshot-minutes",
+            f"{clock.scaled_ms(3_600_000) / 60_000:.4f}",
+            "--command-memory-hours",
+            f"{clock.scaled_ms(t.COMMAND_OUTCOMES.retention_ms) / 3_600_000:.6f}",
         ),
         "history": stack.history_process(root, *history),
     }
@@ -748,8 +756,52 @@ def report(rows: list[dict[str, Any]]) -> list[str]:
             *(f"{row[key]:.1f}" if row[key] is not None else "-" for key in ("summary_s", "sql_s")),
         ]
         lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", *growth(rows)]
     lines += [f"\n{json.dumps(row['loss_check'])}" for row in rows if "loss_check" in row]
     return lines
+
+
+HORIZON_DAY = 15
+"""The first day past every horizon: `job-events`' 14 days, `command-outcomes`' 15."""
+
+
+def growth(rows: list[dict[str, Any]], since: int = HORIZON_DAY) -> list[str]:
+    """Each curve's slope per day from `since` on (least squares, with its standard
+    error: a slope within two of them is not told apart from flat by these days)."""
+    days = [row for row in rows if "tables" in row and not row.get("after") and row["day"] >= since]
+    if len(days) < 3:
+        return []
+
+    def rss(name: str) -> Callable[[dict[str, Any]], float]:
+        return lambda row: row["rss_mib"].get(name) or 0.0
+
+    def topic(name: str) -> Callable[[dict[str, Any]], float]:
+        return lambda row: row["topics_bytes"].get(name, 0) / MIB
+
+    curves: dict[str, Callable[[dict[str, Any]], float]] = {
+        **{f"{name} (MiB)": topic(name) for name in TOPICS_SHOWN},
+        "tables (MiB)": lambda row: sum(t["bytes"] for t in row["tables"].values()) / MIB,
+        "Parquet files": lambda row: sum(t["parquet"] for t in row["tables"].values()),
+        "Delta log files": lambda row: sum(t["log_files"] for t in row["tables"].values()),
+        **{f"{name} RSS (MiB)": rss(name) for name in ("scheduler", "actuator", "history")},
+        "scheduler RSS less RocksDB (MiB)": lambda row: (
+            rss("scheduler")(row) - sum(row.get("scheduler_rocksdb_mib", {}).values())
+        ),
+    }
+    x = [float(row["day"]) for row in days]
+    lines = [f"Growth a day from day {since} to day {days[-1]['day']}:", ""]
+    for label, value in curves.items():
+        y = [float(value(row)) for row in days]
+        slope, error = _slope(x, y)
+        lines.append(f"- {label}: {slope:+.2f} ± {error:.2f}")
+    return lines
+
+
+def _slope(x: list[float], y: list[float]) -> tuple[float, float]:
+    slope, intercept = statistics.linear_regression(x, y)
+    residual = sum((b - (slope * a + intercept)) ** 2 for a, b in zip(x, y, strict=True))
+    spread = sum((a - statistics.fmean(x)) ** 2 for a in x)
+    return slope, (residual / (len(x) - 2) / spread) ** 0.5
 
 
 def picture(rows: list[dict[str, Any]], path: Path) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from services.actuator import flinkargs
+from services.contracts.topics import COMMAND_OUTCOMES
 
 if TYPE_CHECKING:
     from services.clicontext import Context
@@ -60,6 +61,15 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "the log on (default 60; 0: only at each start). The decisions topic's retention "
         "must outlast it (7 days by default)",
     )
+    actuator.add_argument(
+        "--command-memory-hours",
+        type=float,
+        default=COMMAND_OUTCOMES.retention_ms / 3_600_000,
+        metavar="HOURS",
+        help="how long the actuator remembers a finished command and a released job, so "
+        "that a command delivered again is not applied twice (default %(default).0f: as long "
+        "as the command-outcomes topic keeps an outcome; a restart knows no more than that)",
+    )
     flinkargs.add_arguments(actuator)
     actuator.set_defaults(handler=_actuator)
 
@@ -87,7 +97,12 @@ def _actuator(args: argparse.Namespace, context: Context) -> int:
     actuator = Actuator(
         settings,
         Codec(SchemaRegistry.load(settings.schemas_dir)),
-        EmbeddedCluster(timing, args.seed, spare_slots=args.spare_slots),
+        EmbeddedCluster(
+            timing,
+            args.seed,
+            spare_slots=args.spare_slots,
+            memory_ms=max(1, round(args.command_memory_hours * 3_600_000)),
+        ),
         apply_delay_ms=int(args.apply_delay * 1000),
         snapshot_interval_s=args.snapshot_minutes * 60,
     )

@@ -42,6 +42,7 @@ import msgspec
 
 from services.actuator.evidence import Apply, JobFacts, Superseded, check
 from services.contracts import jobconfig as c
+from services.contracts import topics
 from services.contracts.commands import OutcomeStatus, ScalingAction, ScalingCommand
 from services.contracts.events import (
     RUNTIME_CHECKPOINT_IDS,
@@ -54,6 +55,10 @@ from services.contracts.events import (
 )
 from services.contracts.ordering import natural_key
 
+MEMORY_MS = topics.COMMAND_OUTCOMES.retention_ms
+"""How long the cluster keeps a command's and an ended job's entries, by default: as
+long as `command-outcomes` keeps the command's outcome (15 days)."""
+SWEEPS_PER_MEMORY = 360
 RELEASED = re.compile(r"released by command (\S+)(?: of (\S+))?")
 """A release's loss reason: the command, and every TaskManager it chose (so a restart
 can finish a release a crash cut short)."""
@@ -190,14 +195,23 @@ class EmbeddedCluster:
     released: dict[str, int] = field(default_factory=dict)
     """Jobs the scheduler released (JOB_RELEASED) -> that record's source offset. Their
     runtime is forgotten, so the cluster holds what live jobs need (one entry here per
-    ended job); what the log holds of them up to that offset is theirs no longer."""
+    ended job, until `sweep`); what the log holds of them up to that offset is theirs no
+    longer."""
+    memory_ms: int = MEMORY_MS
+    """How long, on the log's clock, a command's and an ended job's entries are kept."""
+    log_ms: int = 0  # the log's clock: the newest timestamp of the cluster's own events
+    # When a sweep first saw each command id (applied, chosen) and each released job
+    learned: dict[str, int] = field(default_factory=dict)
+    released_at: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
 
     def empty(self) -> EmbeddedCluster:
         """A cluster configured as this one, holding nothing yet."""
-        return EmbeddedCluster(self.timing, self.seed, spare_slots=self.spare_slots)
+        return EmbeddedCluster(
+            self.timing, self.seed, spare_slots=self.spare_slots, memory_ms=self.memory_ms
+        )
 
     def job(self, job_id: str) -> JobRuntime:
         job = self.jobs.get(job_id)
@@ -287,6 +301,7 @@ class EmbeddedCluster:
     def observe_own(self, event: Event, offset: int) -> None:
         """Recognise what the cluster itself did before a restart in one job event, at
         `offset` on its job-events partition (a released job's are not looked at)."""
+        self._tick(event.timestamp)
         if offset <= self.released.get(event.job_id, -1):
             return
         job = self.jobs.get(event.job_id)
@@ -329,6 +344,36 @@ class EmbeddedCluster:
             cooldown_millis=self.cooldowns.get(job.job_id),
             holder=f"job {job.job_id}",
         )
+
+    def _tick(self, timestamp: int) -> None:
+        """Advance the log's clock; sweep each time it enters a new sweep interval."""
+        if timestamp > self.log_ms:
+            due = self.log_ms // self.sweep_ms() < timestamp // self.sweep_ms()
+            self.log_ms = timestamp
+            if due:
+                self.sweep()
+
+    def sweep_ms(self) -> int:
+        return max(1, self.memory_ms // SWEEPS_PER_MEMORY)
+
+    def sweep(self) -> None:
+        """Forget the commands and the released jobs a sweep first saw `memory_ms` ago on
+        the log's clock. A command is gone from `commands` and its outcome from
+        `command-outcomes` by then (topics.MEMORY_MS), so it cannot come again, and a
+        restarted actuator would not know it either; a released job's decisions are
+        re-sent only from the scheduler's last commit, seconds old, never a fortnight.
+        Stamping at the sweep, not where each is learned, keeps every path that learns
+        one (a command applied, read back, restored from an older snapshot) as it was; a
+        fact is kept up to a sweep's interval (1/360 of the memory) longer than asked."""
+        now = self.log_ms
+        for held, seen in ((self.applied, self.learned), (self.released, self.released_at)):
+            for key in held.keys() - seen.keys():
+                seen[key] = now
+            for key in [key for key, at in seen.items() if now - at >= self.memory_ms]:
+                held.pop(key, None)
+                seen.pop(key)
+                if held is self.applied:
+                    self.chosen.pop(key, None)
 
     def _applied(self, command_id: str, *task_managers: str) -> None:
         seen = self.applied.get(command_id, ())

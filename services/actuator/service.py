@@ -148,7 +148,8 @@ class Actuator:
             producer_config(settings, **{"linger.ms": 5, "message.timeout.ms": 0})
         )
         self.refused: list[str] = []  # outputs other than dead letters the broker refused
-        self.outcomes: set[str] = set()
+        self.outcomes: dict[str, int] = {}  # finished command -> its completion (sweep_outcomes)
+        self.outcomes_swept = 0
         self.in_flight: dict[str, list[list[Any]]] = {}  # command id -> its ledger entries
         self.schedule: list[tuple[int, int, Any]] = []
         self.sequence = itertools.count()
@@ -194,7 +195,7 @@ class Actuator:
         topics = self.settings.topics
         for record in self._read_all(topics.command_outcomes):
             if "commandId" in record:
-                self.outcomes.add(record["commandId"])
+                self.outcomes[record["commandId"]] = record["completedAtMillis"]
         partitions = self._all_partitions([topics.job_events, topics.decisions])
         self.checked = self._checked_offsets([p for t, p in partitions if t == topics.decisions])
         snapshot = replay.restored(replay.latest_snapshot(self.settings, self.codec), self.cluster)
@@ -319,6 +320,17 @@ class Actuator:
             log.warning("commands consumer: %s", error)
         self._commit()
         self._commit_checked(now)
+        self._sweep_outcomes(now)
+
+    def _sweep_outcomes(self, now: int) -> None:
+        """Forget the finished commands `command-outcomes` no longer keeps (the cluster's
+        memory: 15 days by default): a restart would not know them either, and none of
+        them can be delivered again (`commands` keeps 7 days)."""
+        if now - self.outcomes_swept < self.cluster.sweep_ms():
+            return
+        self.outcomes_swept = now
+        horizon = now - self.cluster.memory_ms
+        self.outcomes = {done: at for done, at in self.outcomes.items() if at > horizon}
 
     # -- what the cluster observes ---------------------------------------------------
 
@@ -509,7 +521,7 @@ class Actuator:
                 self.codec.encode(r.COMMAND_OUTCOME, record.to_record()),
             )
             self._flush()
-            self.outcomes.add(outcome.command_id)
+            self.outcomes[outcome.command_id] = record.completed_at_millis
             self._count(outcome.status)
             log.info(
                 "command %s (%s, %s): %s %s",

@@ -42,10 +42,14 @@ class Model(msgspec.Struct, frozen=True):
     provisioned: dict[str, dict[str, tuple[int, int]]]
     cooldowns: dict[str, int]
     released: dict[str, int]
+    # Since msgpack/2's first snapshots (a missing field is an empty one: see `sweep`)
+    log_ms: int = 0
+    learned: dict[str, int] = msgspec.field(default_factory=dict)
+    released_at: dict[str, int] = msgspec.field(default_factory=dict)
 
 
 MODEL_FIELDS: tuple[str, ...] = Model.__struct_fields__
-CONFIGURED_FIELDS = frozenset({"timing", "seed", "rng", "spare_slots"})
+CONFIGURED_FIELDS = frozenset({"timing", "seed", "rng", "spare_slots", "memory_ms"})
 """EmbeddedCluster's fields that are the actuator's settings, not folded from the log."""
 
 _encoder = msgspec.msgpack.Encoder()

@@ -115,8 +115,8 @@ class Log:
         self._append(TOPICS.decisions, job, CODEC.encode(r.SCHEDULER_DECISIONS, record))
 
 
-def a_fleets_log() -> list[Message]:
-    log = Log()
+def a_fleets_log(log: Log | None = None) -> list[Message]:
+    log = log or Log()
     for job in ("a", "b", "ends"):
         tm = provisioned_id(job, f"c-{job}", 1)
         at = log.event(TaskManagerRegistered(job, 1, f"tm-{job}", 1, None))
@@ -173,6 +173,34 @@ def test_a_fold_from_any_snapshot_on_equals_the_fold_from_the_beginning() -> Non
         tail = EmbeddedCluster(TIMING)
         restore(again, tail)
         assert model(folded(messages[cut:], tail)) == model(whole), f"cut at {cut}"
+
+
+def test_commands_and_released_jobs_are_forgotten_their_memory_after_a_sweep_saw_them() -> None:
+    log = Log()
+    a_fleets_log(log)  # stamped 1-8 ms: no sweep yet (one each 10 ms of the log's clock)
+    checkpoint = EMBEDDED_CHECKPOINT_IDS + 4
+    for at in (1_000, 4_599, 4_600):
+        log.event(
+            JobLifecycle("a", at, JobEventKind.CHECKPOINT_COMPLETED, checkpoint_id=checkpoint)
+        )
+    messages, memory = log.messages, 3_600
+    cuts = {"seen": len(messages) - 2, "kept": len(messages) - 1, "gone": len(messages)}
+    seen, kept, gone = (
+        folded(messages[:cut], EmbeddedCluster(TIMING, memory_ms=memory)) for cut in cuts.values()
+    )
+    assert seen.learned and set(seen.learned.values()) == {1_000}
+    assert seen.released_at == {"ends": 1_000}
+    held = ("applied", "chosen", "learned", "released", "released_at")
+    assert [getattr(kept, name) for name in held] == [getattr(seen, name) for name in held]
+    assert kept.applied and kept.released  # 3,599 ms on: still held
+    assert (gone.applied, gone.chosen, gone.learned) == ({}, {}, {})
+    assert (gone.released, gone.released_at) == ({}, {})
+    assert set(gone.jobs) == {"a", "b"} and gone.cooldowns["a"] == 30_000
+    for cut in range(len(messages) + 1):  # the log's clock, not the fold's start, decides
+        tail = EmbeddedCluster(TIMING, memory_ms=memory)
+        head = folded(messages[:cut], EmbeddedCluster(TIMING, memory_ms=memory))
+        restore(capture(head, {}, 0), tail)
+        assert model(folded(messages[cut:], tail)) == model(gone), f"cut at {cut}"
 
 
 def test_a_restored_cluster_keeps_its_own_configuration() -> None:
