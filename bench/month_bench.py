@@ -761,16 +761,19 @@ def report(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-HORIZON_DAY = 15
-"""The first day past every horizon: `job-events`' 14 days, `command-outcomes`' 15."""
+MEMORY_DAY = 15
+"""The first day past the services' horizons: the actuator's command memory (15 days)."""
 
 
-def growth(rows: list[dict[str, Any]], since: int = HORIZON_DAY) -> list[str]:
-    """Each curve's slope per day from `since` on (least squares, with its standard
-    error: a slope within two of them is not told apart from flat by these days)."""
-    days = [row for row in rows if "tables" in row and not row.get("after") and row["day"] >= since]
-    if len(days) < 3:
-        return []
+def horizon_day(spec: t.TopicSpec) -> int:
+    """The first day a topic's oldest segment has gone: retention plus a segment's time."""
+    return -(-(spec.retention_ms + (spec.segment_ms or t.SEGMENT_MS)) // t.DAY_MS)
+
+
+def growth(rows: list[dict[str, Any]]) -> list[str]:
+    """Each curve's slope per day from its horizon's day on (least squares, with its
+    standard error: a slope within two of them is not told apart from flat by these days)."""
+    days = [row for row in rows if "tables" in row and not row.get("after")]
 
     def rss(name: str) -> Callable[[dict[str, Any]], float]:
         return lambda row: row["rss_mib"].get(name) or 0.0
@@ -778,22 +781,32 @@ def growth(rows: list[dict[str, Any]], since: int = HORIZON_DAY) -> list[str]:
     def topic(name: str) -> Callable[[dict[str, Any]], float]:
         return lambda row: row["topics_bytes"].get(name, 0) / MIB
 
-    curves: dict[str, Callable[[dict[str, Any]], float]] = {
-        **{f"{name} (MiB)": topic(name) for name in TOPICS_SHOWN},
-        "tables (MiB)": lambda row: sum(t["bytes"] for t in row["tables"].values()) / MIB,
-        "Parquet files": lambda row: sum(t["parquet"] for t in row["tables"].values()),
-        "Delta log files": lambda row: sum(t["log_files"] for t in row["tables"].values()),
-        **{f"{name} RSS (MiB)": rss(name) for name in ("scheduler", "actuator", "history")},
-        "scheduler RSS less RocksDB (MiB)": lambda row: (
-            rss("scheduler")(row) - sum(row.get("scheduler_rocksdb_mib", {}).values())
+    def table(key: str) -> Callable[[dict[str, Any]], float]:
+        return lambda row: sum(t[key] for t in row["tables"].values())
+
+    specs = {spec.suffix: spec for spec in t.ALL}
+    curves: dict[str, tuple[int, Callable[[dict[str, Any]], float]]] = {
+        **{f"{name} (MiB)": (horizon_day(specs[name]), topic(name)) for name in TOPICS_SHOWN},
+        "tables (MiB)": (MEMORY_DAY, lambda row: table("bytes")(row) / MIB),
+        "Parquet files": (MEMORY_DAY, table("parquet")),
+        "Delta log files": (MEMORY_DAY, table("log_files")),
+        **{
+            f"{name} RSS (MiB)": (MEMORY_DAY, rss(name))
+            for name in ("scheduler", "actuator", "history")
+        },
+        "scheduler RSS less RocksDB (MiB)": (
+            MEMORY_DAY,
+            lambda row: rss("scheduler")(row) - sum(row.get("scheduler_rocksdb_mib", {}).values()),
         ),
     }
-    x = [float(row["day"]) for row in days]
-    lines = [f"Growth a day from day {since} to day {days[-1]['day']}:", ""]
-    for label, value in curves.items():
-        y = [float(value(row)) for row in days]
-        slope, error = _slope(x, y)
-        lines.append(f"- {label}: {slope:+.2f} ± {error:.2f}")
+    lines = ["Growth a day after each curve's horizon (from day: slope ± its standard error):", ""]
+    for label, (since, value) in curves.items():
+        after = [row for row in days if row["day"] >= since]
+        if len(after) >= 3:
+            slope, error = _slope(
+                [float(row["day"]) for row in after], [value(row) for row in after]
+            )
+            lines.append(f"- {label} (from day {since}): {slope:+.2f} ± {error:.2f}")
     return lines
 
 

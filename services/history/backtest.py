@@ -18,8 +18,15 @@ policy chooses, window by window, the way the decision sees a running job:
 It prints what a setting costs and gives: rescales, total downtime, backlog p50, p99 and
 max over the windows, and slot-seconds (one slot-sharing group: the largest vertex's
 parallelism). The model is linear (a subtask's capacity does not change with the
-parallelism), which is DS2's assumption; what it leaves out, it leaves out for every
-setting alike.
+parallelism), which is DS2's assumption, but for the **skew** of its subtasks: where the
+samples report a vertex's busiest subtask (`busyTimeMsPerSecond`'s max), the model keeps,
+per parallelism the job ran at, how much busier than their average the busiest was (the
+median over those windows), and takes a vertex to sustain only what its busiest subtask
+does: keyed records that fall unevenly on the subtasks saturate one while the average
+reads half (docs/autoscaling.md, "The rule"). A parallelism the job never ran at takes the
+skew of the nearest one it did (the higher of two as near). The replayed loads report that
+busiest subtask too, so the policy's `MAX` aggregator reads them as it reads a live job's.
+What the model leaves out, it leaves out for every setting alike.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ import itertools
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from services.history import parallelism as pl
 
@@ -45,6 +52,18 @@ class Model:
     selectivity: dict[str, float]
     max_parallelism: dict[str, int | None]
     parallelism: dict[str, int]
+    skew: dict[str, dict[int, float]] = field(default_factory=dict)
+    """Per vertex and parallelism it ran at: its busiest subtask's busy share over the
+    average (1: even; absent: not reported)."""
+
+    def skew_at(self, vertex: str, parallelism: int) -> float:
+        """How much busier than the average the busiest subtask is at `parallelism`: as
+        measured there, else at the nearest parallelism measured (the higher of two)."""
+        measured = self.skew.get(vertex)
+        if not measured:
+            return 1.0
+        nearest = min(measured, key=lambda p: (abs(p - parallelism), -p))
+        return measured[nearest]
 
     def reach(self) -> dict[str, float]:
         """The records each vertex takes per record its sources emit."""
@@ -58,7 +77,7 @@ class Model:
         """The source rate the job keeps up with at `parallelism` (its bottleneck's)."""
         reach = self.reach()
         rates = [
-            capacity * parallelism[v] / reach[v]
+            capacity * parallelism[v] / (reach[v] * self.skew_at(v, parallelism[v]))
             for v in self.vertices
             if (capacity := self.capacity[v]) is not None and reach[v] > 0
         ]
@@ -94,6 +113,7 @@ def measure(samples: Sequence[pl.Sample]) -> tuple[Model | None, list[Window]]:
     trace: list[Window] = []
     capacities: dict[str, list[float]] = {}
     selectivities: dict[str, list[float]] = {}
+    skews: dict[tuple[str, int], list[float]] = {}
     first_loads: list[pl.Load] = []
     for first, last in itertools.pairwise(samples):
         if not pl.same_run(first, last):
@@ -105,6 +125,9 @@ def measure(samples: Sequence[pl.Sample]) -> tuple[Model | None, list[Window]]:
         for load in loads:
             if load.capacity is not None and load.busy >= 0.05:
                 capacities.setdefault(load.vertex_id, []).append(load.capacity)
+                if load.busiest is not None:
+                    skew = load.share(pl.MAX) / load.busy
+                    skews.setdefault((load.vertex_id, load.parallelism), []).append(skew)
             if load.records_in > 0:
                 selectivities.setdefault(load.vertex_id, []).append(load.selectivity)
         first_loads = first_loads or loads
@@ -126,6 +149,14 @@ def measure(samples: Sequence[pl.Sample]) -> tuple[Model | None, list[Window]]:
         },
         max_parallelism={x.vertex_id: x.max_parallelism for x in first_loads},
         parallelism={x.vertex_id: x.parallelism for x in first_loads},
+        skew={
+            x.vertex_id: {
+                p: statistics.median(measured)
+                for (v, p), measured in sorted(skews.items())
+                if v == x.vertex_id
+            }
+            for x in first_loads
+        },
     )
     return model, trace
 
@@ -199,6 +230,7 @@ def _loads(
         taken = processed * reach[v]
         capacity = model.capacity[v]
         busy = taken / capacity * 1000 if capacity else 0.0
+        average = busy / (seconds * 1000 * parallelism[v]) if seconds > 0 else 0.0
         source = not model.inputs[v]
         loads.append(
             pl.Load(
@@ -213,6 +245,9 @@ def _loads(
                 busy_ms=busy,
                 backlog=backlog if source else None,
                 backlog_growth=growth if source else None,
+                busiest=min(1.0, average * model.skew_at(v, parallelism[v]))
+                if model.skew.get(v)
+                else None,
             )
         )
     return loads

@@ -11,18 +11,23 @@ from services.history.parallelism import PolicyConfig, Sample, VertexSample
 T0 = 1_795_935_400_000
 
 
-def samples(rates: list[float]) -> list[Sample]:
+def samples(rates: list[float], skew: float | None = None) -> list[Sample]:
     """A job sampled every 10 s while its source emitted `rates[i]` records a second and
     kept up: the source takes 0.2 ms a record, `work` (two subtasks) 2 ms (500 records per
-    busy second of a subtask)."""
+    busy second of a subtask); with `skew`, work's busiest subtask is that many times as
+    busy as their average (the gauge Flink reports)."""
     found, n = [], 0.0
     for i in range(len(rates) + 1):
+        rate = rates[min(i, len(rates) - 1)] if rates else 0.0
+        busiest = None if skew is None else rate * 2.0 / 2 * skew  # ms a second
         found.append(
             Sample(
                 T0 + i * 10_000,
                 (
                     VertexSample("source", 2, 8, 0, n, n * 0.2, 0.0, "Source"),
-                    VertexSample("work", 2, 8, n, n, n * 2.0, None, "Work", ("source",)),
+                    VertexSample(
+                        "work", 2, 8, n, n, n * 2.0, None, "Work", ("source",), None, True, busiest
+                    ),
                 ),
             )
         )
@@ -71,3 +76,22 @@ def test_the_table_has_a_line_as_run_and_one_per_setting() -> None:
     lines = bt.as_text("c1.j1", model, trace, tries, 6_000)
     assert lines[0].startswith("c1.j1: 5 windows, 50 s of recorded load")
     assert [line.split()[0] for line in lines[2:]] == ["as", "defaults", "utilization"]
+
+
+def test_a_skewed_vertex_sustains_what_its_busiest_subtask_does() -> None:
+    model, _ = bt.measure(samples([300, 400, 300], skew=1.5))
+    assert model is not None
+    assert model.skew == {"source": {}, "work": {2: pytest.approx(1.5)}}
+    assert model.capacity["work"] == pytest.approx(500)  # per busy second, on average
+    assert model.sustained({"source": 2, "work": 2}) == pytest.approx(1_000 / 1.5)
+    assert model.skew_at("work", 8) == pytest.approx(1.5)  # the nearest measured
+    even, _ = bt.measure(samples([300, 400, 300]))
+    assert even is not None and even.skew == {"source": {}, "work": {}}
+    # 600 a second: 60 % busy on average, the busiest 90 %: MAX scales, AVG does not
+    load = [bt.Window(10, 600)] * 30
+    skewed = bt.replay(model, load, PolicyConfig(stabilization_ms=60_000), 1_000)
+    averaged = bt.replay(
+        model, load, PolicyConfig(stabilization_ms=60_000, busy_time_aggregator="AVG"), 1_000
+    )
+    assert skewed.rescales >= 1 and max(skewed.parallelism[-1].values()) > 2
+    assert averaged.rescales == 0 and averaged.backlog_max == 0
