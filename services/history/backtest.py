@@ -271,7 +271,9 @@ def as_text(
     setting's."""
     seconds = sum(w.seconds for w in trace)
     capacities = ", ".join(
-        f"{model.names[v] or v} {c:.1f} rec/s" if c else f"{model.names[v] or v} idle"
+        f"{model.names[v] or v} {c:.1f} rec/s{_skews(model, v)}"
+        if c
+        else f"{model.names[v] or v} idle"
         for v, c in model.capacity.items()
     )
     downtime = "recorded" if restart_ms is not None else "job.autoscaler.restart.time"
@@ -292,3 +294,12 @@ def as_text(
             f"{o.slot_seconds:>8.0f}"
         )
     return lines
+
+
+def _skews(model: Model, vertex: str) -> str:
+    """` (busiest subtask / average: 1.16 at 2, ...)`, where a subtask was busier."""
+    skews = model.skew.get(vertex) or {}
+    if all(skew < 1.05 for skew in skews.values()):
+        return ""
+    shown = ", ".join(f"{skew:.2f} at {p}" for p, skew in sorted(skews.items()))
+    return f" (busiest subtask / average: {shown})"

@@ -95,3 +95,5 @@ def test_a_skewed_vertex_sustains_what_its_busiest_subtask_does() -> None:
     )
     assert skewed.rescales >= 1 and max(skewed.parallelism[-1].values()) > 2
     assert averaged.rescales == 0 and averaged.backlog_max == 0
+    header = bt.as_text("c1.j1", model, load, [], None)[0]
+    assert "Work 500.0 rec/s (busiest subtask / average: 1.50 at 2)" in header
