@@ -277,10 +277,11 @@ def as_text(
         for v, c in model.capacity.items()
     )
     downtime = "recorded" if restart_ms is not None else "job.autoscaler.restart.time"
+    width = min(72, max([44, *(len(name) for name, _ in tries)]))
     lines = [
         f"{key}: {len(trace)} windows, {seconds:.0f} s of recorded load; a subtask's capacity: "
         f"{capacities}; a rescale's downtime: {downtime}",
-        f"{'setting':<44} {'rescales':>8} {'downtime':>9} {'backlog p50':>11} {'p99':>9} "
+        f"{'setting':<{width}} {'rescales':>8} {'downtime':>9} {'backlog p50':>11} {'p99':>9} "
         f"{'max':>9} {'slot-s':>8}",
     ]
     rows = [("as run (no decision)", replay(model, trace, pl.PolicyConfig(), 0, decide=False))]
@@ -289,7 +290,7 @@ def as_text(
         rows.append((name, replay(model, trace, config, down)))
     for name, o in rows:
         lines.append(
-            f"{name[:44]:<44} {o.rescales:>8} {o.downtime_ms / 1000:>8.1f}s "
+            f"{_fit(name, width):<{width}} {o.rescales:>8} {o.downtime_ms / 1000:>8.1f}s "
             f"{o.backlog_p50:>11.0f} {o.backlog_p99:>9.0f} {o.backlog_max:>9.0f} "
             f"{o.slot_seconds:>8.0f}"
         )
@@ -303,3 +304,8 @@ def _skews(model: Model, vertex: str) -> str:
         return ""
     shown = ", ".join(f"{skew:.2f} at {p}" for p, skew in sorted(skews.items()))
     return f" (busiest subtask / average: {shown})"
+
+
+def _fit(name: str, width: int) -> str:
+    """A setting's name in `width` characters: its end kept, where the settings differ."""
+    return name if len(name) <= width else "…" + name[len(name) - width + 1 :]
