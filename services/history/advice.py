@@ -24,8 +24,7 @@ from services.history.flink_tables import LATEST_TABLE as FLINK_RESCALES
 from services.history.lake import Lake, flink_job
 from services.history.signal_tables import RAW_TABLE as SIGNALS
 
-DEFAULT_WINDOW_MS = 60_000
-"""The window a decision looks at (`job.autoscaler.metrics.window`)."""
+DEFAULT_WINDOW_MS = pl.DEFAULT_WINDOW_MS
 WINDOW = "job.autoscaler.metrics.window"
 
 

@@ -53,6 +53,10 @@ class Model:
     max_parallelism: dict[str, int | None]
     parallelism: dict[str, int]
     skew: dict[str, dict[int, float]] = field(default_factory=dict)
+    keyed: dict[str, bool] = field(default_factory=dict)
+    """Whether keyBy feeds it: its targets align to its key groups, as a live job's."""
+    partitions: dict[str, int | None] = field(default_factory=dict)
+    """A Kafka source's partitions: its targets align to them."""
     """Per vertex and parallelism it ran at: its busiest subtask's busy share over the
     average (1: even; absent: not reported)."""
 
@@ -149,6 +153,8 @@ def measure(samples: Sequence[pl.Sample]) -> tuple[Model | None, list[Window]]:
         },
         max_parallelism={x.vertex_id: x.max_parallelism for x in first_loads},
         parallelism={x.vertex_id: x.parallelism for x in first_loads},
+        keyed={x.vertex_id: x.keyed for x in first_loads},
+        partitions={x.vertex_id: x.partitions for x in first_loads},
         skew={
             x.vertex_id: {
                 p: statistics.median(measured)
@@ -168,14 +174,20 @@ def replay(
     restart_ms: int,
     *,
     decide: bool = True,
+    window_ms: int = pl.DEFAULT_WINDOW_MS,
 ) -> Outcome:
     """The trace run through the model at the parallelism the policy (`decide`) or the
-    first window's (not) chooses."""
+    first window's (not) chooses. The policy decides as it does on a live job: once the
+    current run of the tasks (since the start, or since the last rescale's downtime
+    ended: Flink's counters restart with the tasks) covers `window_ms`, on the loads over
+    the run's last `window_ms`, a rise judged on its last `config.scale_up_window_ms`
+    too (advice.py's `newest_run`, `unfilled` and `recent`)."""
     parallelism = dict(model.parallelism)
     state, now_ms, down_ms = pl.PolicyState(), 0, 0
     backlog, rescales, downtime, slot_seconds = 0.0, 0, 0, 0.0
     after: list[dict[str, int]] = []
     backlogs: list[float] = []
+    run: list[_Step] = []  # the current run of the tasks, window by window
     for window in trace:
         seconds = window.seconds
         now_ms += int(seconds * 1000)
@@ -187,10 +199,18 @@ def replay(
         before = backlog
         backlog = max(0.0, backlog + arrived - processed)
         slot_seconds += max(parallelism.values()) * seconds
-        if decide and running > 0:
-            growth = (backlog - before) * running / seconds  # over the running part
-            loads = _loads(model, parallelism, processed, running, backlog=backlog, growth=growth)
-            decision, state = pl.decide(loads, config, state, now_ms, restart_ms)
+        if stopped > 0:
+            run = []  # the tasks restarted: a new run
+        if running > 0:
+            run.append(_Step(running, processed, (backlog - before) * running / seconds))
+        if decide and run and sum(step.seconds for step in run) * 1000 >= window_ms:
+            loads = _loads(model, parallelism, _last(run, window_ms), backlog)
+            rising = (
+                _loads(model, parallelism, _last(run, config.scale_up_window_ms), backlog)
+                if config.scale_up_window_ms and len(run) >= 2
+                else []
+            )
+            decision, state = pl.decide(loads, config, state, now_ms, restart_ms, recent=rising)
             if decision.send:
                 state = pl.sent(state, now_ms)
                 rescales += 1
@@ -212,18 +232,35 @@ def replay(
     )
 
 
-def _loads(
-    model: Model,
-    parallelism: dict[str, int],
-    processed: float,
-    seconds: float,
-    *,
-    backlog: float,
-    growth: float,
-) -> list[pl.Load]:
-    """The loads the decision would have seen over `seconds` of the model running at
-    `parallelism`, its sources emitting `processed` records, their backlog growing by
-    `growth` to `backlog`."""
+@dataclass(frozen=True)
+class _Step:
+    """What the model did over one window of the trace while the tasks ran."""
+
+    seconds: float
+    processed: float
+    """Records its sources emitted."""
+    growth: float
+    """How much their backlog grew."""
+
+
+def _last(run: Sequence[_Step], within_ms: int) -> _Step:
+    """The run's last `within_ms` as one step (at least that long, where the run is)."""
+    taken: list[_Step] = []
+    for step in reversed(run):
+        taken.append(step)
+        if sum(s.seconds for s in taken) * 1000 >= within_ms:
+            break
+    return _Step(
+        sum(s.seconds for s in taken),
+        sum(s.processed for s in taken),
+        sum(s.growth for s in taken),
+    )
+
+
+def _loads(model: Model, parallelism: dict[str, int], step: _Step, backlog: float) -> list[pl.Load]:
+    """The loads the decision would have seen over `step` of the model running at
+    `parallelism`, its sources' backlog now `backlog`."""
+    processed, seconds, growth = step.processed, step.seconds, step.growth
     reach = model.reach()
     loads = []
     for v in model.vertices:
@@ -245,6 +282,8 @@ def _loads(
                 busy_ms=busy,
                 backlog=backlog if source else None,
                 backlog_growth=growth if source else None,
+                partitions=model.partitions.get(v) if source else None,
+                keyed=model.keyed.get(v, False),
                 busiest=min(1.0, average * model.skew_at(v, parallelism[v]))
                 if model.skew.get(v)
                 else None,
@@ -263,12 +302,12 @@ def as_text(
     key: str,
     model: Model,
     trace: Sequence[Window],
-    tries: Sequence[tuple[str, pl.PolicyConfig]],
+    tries: Sequence[tuple[str, pl.PolicyConfig, int]],
     restart_ms: int | None,
 ) -> list[str]:
     """The model, then one line per setting: as the job ran (no decision), then each of
-    `tries` (name, settings), with the job's recorded downtime (`restart_ms`) or the
-    setting's."""
+    `tries` (name, settings, metric window in ms), with the job's recorded downtime
+    (`restart_ms`) or the setting's."""
     seconds = sum(w.seconds for w in trace)
     capacities = ", ".join(
         f"{model.names[v] or v} {c:.1f} rec/s{_skews(model, v)}"
@@ -277,7 +316,7 @@ def as_text(
         for v, c in model.capacity.items()
     )
     downtime = "recorded" if restart_ms is not None else "job.autoscaler.restart.time"
-    width = min(72, max([44, *(len(name) for name, _ in tries)]))
+    width = min(72, max([44, *(len(name) for name, _, _ in tries)]))
     lines = [
         f"{key}: {len(trace)} windows, {seconds:.0f} s of recorded load; a subtask's capacity: "
         f"{capacities}; a rescale's downtime: {downtime}",
@@ -285,9 +324,9 @@ def as_text(
         f"{'max':>9} {'slot-s':>8}",
     ]
     rows = [("as run (no decision)", replay(model, trace, pl.PolicyConfig(), 0, decide=False))]
-    for name, config in tries:
+    for name, config, window_ms in tries:
         down = config.restart_ms if restart_ms is None else restart_ms
-        rows.append((name, replay(model, trace, config, down)))
+        rows.append((name, replay(model, trace, config, down, window_ms=window_ms)))
     for name, o in rows:
         lines.append(
             f"{_fit(name, width):<{width}} {o.rescales:>8} {o.downtime_ms / 1000:>8.1f}s "

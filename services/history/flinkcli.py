@@ -168,9 +168,9 @@ def backtest_command(args: argparse.Namespace, context: Context) -> int:
     from services.history import backtest as bt
 
     try:
-        tries = [("defaults", advice.settings([])[0])]
+        tries = [("defaults", *advice.settings([]))]
         for text in args.tries:
-            tries.append((text, advice.settings(text.split(","))[0]))
+            tries.append((text, *advice.settings(text.split(","))))
     except ValueError as error:
         print(f"scalefold flink backtest: {error}", file=sys.stderr)
         return 2

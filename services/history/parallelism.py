@@ -102,6 +102,8 @@ SCALE_UP_WINDOW = "scalefold.autoscaler.scale-up.window"
 EVENLY_SPREAD, MAXIMIZE_UTILISATION = "EVENLY_SPREAD", "MAXIMIZE_UTILISATION"
 ADJUST_MODES = (EVENLY_SPREAD, MAXIMIZE_UTILISATION)
 MAX, AVG = "MAX", "AVG"
+DEFAULT_WINDOW_MS = 60_000
+"""The window a decision looks at (`job.autoscaler.metrics.window`, advice.py)."""
 BUSY_TIME_AGGREGATORS = (MAX, AVG)
 """The operator's aggregators of a vertex's busy time over its subtasks but MIN (the
 bridge reads no least busy subtask)."""

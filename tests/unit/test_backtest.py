@@ -11,7 +11,7 @@ from services.history.parallelism import PolicyConfig, Sample, VertexSample
 T0 = 1_795_935_400_000
 
 
-def samples(rates: list[float], skew: float | None = None) -> list[Sample]:
+def samples(rates: list[float], skew: float | None = None, keyed: bool = True) -> list[Sample]:
     """A job sampled every 10 s while its source emitted `rates[i]` records a second and
     kept up: the source takes 0.2 ms a record, `work` (two subtasks) 2 ms (500 records per
     busy second of a subtask); with `skew`, work's busiest subtask is that many times as
@@ -26,7 +26,7 @@ def samples(rates: list[float], skew: float | None = None) -> list[Sample]:
                 (
                     VertexSample("source", 2, 8, 0, n, n * 0.2, 0.0, "Source"),
                     VertexSample(
-                        "work", 2, 8, n, n, n * 2.0, None, "Work", ("source",), None, True, busiest
+                        "work", 2, 8, n, n, n * 2.0, None, "Work", ("source",), None, keyed, busiest
                     ),
                 ),
             )
@@ -70,8 +70,8 @@ def test_the_table_has_a_line_as_run_and_one_per_setting() -> None:
     model, trace = bt.measure(samples([600, 800, 900, 2_400, 2_400]))
     assert model is not None
     tries = [
-        ("defaults", PolicyConfig()),
-        ("utilization 0.5", PolicyConfig(target_utilization=0.5)),
+        ("defaults", PolicyConfig(), 60_000),
+        ("utilization 0.5", PolicyConfig(target_utilization=0.5), 60_000),
     ]
     lines = bt.as_text("c1.j1", model, trace, tries, 6_000)
     assert lines[0].startswith("c1.j1: 5 windows, 50 s of recorded load")
@@ -97,3 +97,29 @@ def test_a_skewed_vertex_sustains_what_its_busiest_subtask_does() -> None:
     assert averaged.rescales == 0 and averaged.backlog_max == 0
     header = bt.as_text("c1.j1", model, load, [], None)[0]
     assert "Work 500.0 rec/s (busiest subtask / average: 1.50 at 2)" in header
+
+
+def changes(outcome: bt.Outcome, first: dict[str, int]) -> list[int]:
+    """The windows after which the parallelism changed."""
+    before = [first, *outcome.parallelism]
+    return [i for i in range(len(outcome.parallelism)) if before[i + 1] != before[i]]
+
+
+def test_the_replay_decides_on_a_full_window_of_one_run_as_a_live_job_does() -> None:
+    model, _ = bt.measure(samples([600, 800, 900]))
+    assert model is not None
+    config = PolicyConfig(stabilization_ms=10_000)
+    at_once = [bt.Window(10, 2_400)] * 30
+    for window_ms, first in ((30_000, 2), (60_000, 5)):  # decided at the end of window `first`
+        outcome = bt.replay(model, at_once, config, 5_000, window_ms=window_ms)
+        assert changes(outcome, model.parallelism)[:1] == [first]
+    # keyed, Work goes 2 -> 8 (its 8 key groups); not keyed, 2 -> 5, and a second rise right
+    # after it waits for the new run's full window: 5 s down in the next window, then six
+    # more windows of the run
+    assert outcome.parallelism[5]["work"] == 8
+    loose, _ = bt.measure(samples([600, 800, 900], keyed=False))
+    assert loose is not None
+    twice = [bt.Window(10, 1_400)] * 6 + [bt.Window(10, 3_200)] * 30
+    outcome = bt.replay(loose, twice, config, 5_000, window_ms=60_000)
+    assert changes(outcome, loose.parallelism)[:2] == [5, 12]
+    assert [outcome.parallelism[i]["work"] for i in (5, 12)] == [5, 8]
