@@ -232,6 +232,7 @@ class EmbeddedCluster:
         if source_offset <= self.released.get(job_id, -1):
             return False
         self.released.pop(job_id, None)
+        self.released_at.pop(job_id, None)  # released again later: stamped anew
         job = self.job(job_id)
         if source_offset <= job.decided_through:
             return False
@@ -359,7 +360,7 @@ class EmbeddedCluster:
     def sweep(self) -> None:
         """Forget the commands and the released jobs a sweep first saw `memory_ms` ago on
         the log's clock. A command is gone from `commands` and its outcome from
-        `command-outcomes` by then (topics.MEMORY_MS), so it cannot come again, and a
+        `command-outcomes` by then (MEMORY_MS, the default), so it cannot come again, and a
         restarted actuator would not know it either; a released job's decisions are
         re-sent only from the scheduler's last commit, seconds old, never a fortnight.
         Stamping at the sweep, not where each is learned, keeps every path that learns

@@ -196,6 +196,9 @@ def test_commands_and_released_jobs_are_forgotten_their_memory_after_a_sweep_saw
     assert (gone.applied, gone.chosen, gone.learned) == ({}, {}, {})
     assert (gone.released, gone.released_at) == ({}, {})
     assert set(gone.jobs) == {"a", "b"} and gone.cooldowns["a"] == 30_000
+    again = folded(messages[: cuts["seen"]], EmbeddedCluster(TIMING, memory_ms=memory))
+    assert again.fresh("ends", 10_000)  # a new job under the released one's id
+    assert "ends" not in again.released and "ends" not in again.released_at
     for cut in range(len(messages) + 1):  # the log's clock, not the fold's start, decides
         tail = EmbeddedCluster(TIMING, memory_ms=memory)
         head = folded(messages[:cut], EmbeddedCluster(TIMING, memory_ms=memory))
