@@ -11,9 +11,13 @@ policy chooses, window by window, the way the decision sees a running job:
 - the job processes what arrived and what is behind, up to the rate its bottleneck
   sustains at the current parallelism (each vertex's capacity times its parallelism over the
   share of the source's records that reach it);
-- after each window the policy decides on the loads the model produced; a rescale it
-  sends stops processing for the downtime (the job's own recorded one, or the setting's)
-  and the job runs on at the new parallelism.
+- once the current run of the tasks covers the metric window (from the start, or from
+  the end of a rescale's downtime: a live job's counters restart with its tasks), the
+  policy decides after each window on the loads the model produced over the run's last
+  metric window (a rise on its last scale-up window too), a keyed vertex and a Kafka
+  source aligned as on a live job; a rescale it sends stops processing for the downtime
+  (the job's own recorded one, or the setting's) and the job runs on at the new
+  parallelism.
 
 It prints what a setting costs and gives: rescales, total downtime, backlog p50, p99 and
 max over the windows, and slot-seconds (one slot-sharing group: the largest vertex's
@@ -53,12 +57,12 @@ class Model:
     max_parallelism: dict[str, int | None]
     parallelism: dict[str, int]
     skew: dict[str, dict[int, float]] = field(default_factory=dict)
+    """Per vertex and parallelism it ran at: its busiest subtask's busy share over the
+    average (1: even; absent: not reported)."""
     keyed: dict[str, bool] = field(default_factory=dict)
     """Whether keyBy feeds it: its targets align to its key groups, as a live job's."""
     partitions: dict[str, int | None] = field(default_factory=dict)
     """A Kafka source's partitions: its targets align to them."""
-    """Per vertex and parallelism it ran at: its busiest subtask's busy share over the
-    average (1: even; absent: not reported)."""
 
     def skew_at(self, vertex: str, parallelism: int) -> float:
         """How much busier than the average the busiest subtask is at `parallelism`: as
