@@ -761,7 +761,7 @@ def report(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-MEMORY_DAY = 15
+MEMORY_DAY = -(-t.COMMAND_OUTCOMES.retention_ms // t.DAY_MS)
 """The first day past the services' horizons: the actuator's command memory (15 days)."""
 
 
@@ -781,15 +781,15 @@ def growth(rows: list[dict[str, Any]]) -> list[str]:
     def topic(name: str) -> Callable[[dict[str, Any]], float]:
         return lambda row: row["topics_bytes"].get(name, 0) / MIB
 
-    def table(key: str) -> Callable[[dict[str, Any]], float]:
-        return lambda row: sum(t[key] for t in row["tables"].values())
+    def tables(key: str) -> Callable[[dict[str, Any]], float]:
+        return lambda row: sum(table[key] for table in row["tables"].values())
 
     specs = {spec.suffix: spec for spec in t.ALL}
     curves: dict[str, tuple[int, Callable[[dict[str, Any]], float]]] = {
         **{f"{name} (MiB)": (horizon_day(specs[name]), topic(name)) for name in TOPICS_SHOWN},
-        "tables (MiB)": (MEMORY_DAY, lambda row: table("bytes")(row) / MIB),
-        "Parquet files": (MEMORY_DAY, table("parquet")),
-        "Delta log files": (MEMORY_DAY, table("log_files")),
+        "tables (MiB)": (MEMORY_DAY, lambda row: tables("bytes")(row) / MIB),
+        "Parquet files": (MEMORY_DAY, tables("parquet")),
+        "Delta log files": (MEMORY_DAY, tables("log_files")),
         **{
             f"{name} RSS (MiB)": (MEMORY_DAY, rss(name))
             for name in ("scheduler", "actuator", "history")
