@@ -24,7 +24,6 @@ from services.history.flink_tables import LATEST_TABLE as FLINK_RESCALES
 from services.history.lake import Lake, flink_job
 from services.history.signal_tables import RAW_TABLE as SIGNALS
 
-DEFAULT_WINDOW_MS = pl.DEFAULT_WINDOW_MS
 WINDOW = "job.autoscaler.metrics.window"
 
 
@@ -55,7 +54,7 @@ def settings(pairs: Sequence[str]) -> tuple[pl.PolicyConfig, int]:
         pl.UTILIZATION_BOUNDARY: "utilization_boundary",
     }
     chosen: dict[str, Any] = {}
-    window = DEFAULT_WINDOW_MS
+    window = pl.DEFAULT_WINDOW_MS
     for pair in pairs:
         key, _, value = pair.partition("=")
         key, value = key.strip(), value.strip()

@@ -60,7 +60,7 @@ class Mode(StrEnum):
 class AutoscalerOptions:
     mode: Mode = Mode.ADVISE
     policy: pl.PolicyConfig = field(default_factory=pl.PolicyConfig)
-    window_ms: int = advice.DEFAULT_WINDOW_MS
+    window_ms: int = pl.DEFAULT_WINDOW_MS
     interval_seconds: float = 10.0
     """How often each job's step runs (the standalone autoscaler's control loop: 10 s)."""
     stale_ms: int = 5 * 60_000

@@ -192,6 +192,7 @@ def replay(
     after: list[dict[str, int]] = []
     backlogs: list[float] = []
     run: list[_Step] = []  # the current run of the tasks, window by window
+    run_s = 0.0  # its length
     for window in trace:
         seconds = window.seconds
         now_ms += int(seconds * 1000)
@@ -204,10 +205,11 @@ def replay(
         backlog = max(0.0, backlog + arrived - processed)
         slot_seconds += max(parallelism.values()) * seconds
         if stopped > 0:
-            run = []  # the tasks restarted: a new run
+            run, run_s = [], 0.0  # the tasks restarted: a new run
         if running > 0:
             run.append(_Step(running, processed, (backlog - before) * running / seconds))
-        if decide and run and sum(step.seconds for step in run) * 1000 >= window_ms:
+            run_s += running
+        if decide and run and run_s * 1000 >= window_ms:
             loads = _loads(model, parallelism, _last(run, window_ms), backlog)
             rising = (
                 _loads(model, parallelism, _last(run, config.scale_up_window_ms), backlog)
@@ -249,16 +251,16 @@ class _Step:
 
 def _last(run: Sequence[_Step], within_ms: int) -> _Step:
     """The run's last `within_ms` as one step (at least that long, where the run is)."""
-    taken: list[_Step] = []
+    seconds = processed = growth = 0.0
     for step in reversed(run):
-        taken.append(step)
-        if sum(s.seconds for s in taken) * 1000 >= within_ms:
+        seconds, processed, growth = (
+            seconds + step.seconds,
+            processed + step.processed,
+            growth + step.growth,
+        )
+        if seconds * 1000 >= within_ms:
             break
-    return _Step(
-        sum(s.seconds for s in taken),
-        sum(s.processed for s in taken),
-        sum(s.growth for s in taken),
-    )
+    return _Step(seconds, processed, growth)
 
 
 def _loads(model: Model, parallelism: dict[str, int], step: _Step, backlog: float) -> list[pl.Load]:
