@@ -3,33 +3,42 @@
 
 From a job's samples (advice.py reads them) come a **trace**, the rate records arrived at
 in each window (what its sources emitted plus their backlog's growth), and a **model** of
-the job, each vertex's capacity (records per busy second of one subtask, the median over
-the windows in which it was busy) and selectivity (records out per record in), measured
-where the job ran. The replay then runs the trace through the model at the parallelism the
-policy chooses, window by window, the way the decision sees a running job:
+the job measured where the job ran: each vertex's selectivity (records out per record
+in) and the **cost** of its records, a subtask's busy share as a straight line in the
+records it takes a second (a share it is busy whatever its records, and the records per
+busy second of the rest), fitted over the windows in which it took records (where the
+rates are too alike to tell, or the line does not rise from a share at none, none is
+fixed and its capacity is all its records over all its busy time: DS2's). A window with
+no records measures nothing: in the recorded ramp run (2026-12-06) the source was busy
+over 5 % only while its tasks started, one such window without a record, and the median
+of those windows' capacities, the model's until then, read 447 records per busy second
+where it took 600 a subtask at 1 % busy (22,600 over the run). The replay then runs the
+trace through the model at the parallelism the policy chooses, window by window, the way
+the decision sees a running job:
 
 - the job processes what arrived and what is behind, up to the rate its bottleneck
-  sustains at the current parallelism (each vertex's capacity times its parallelism over the
-  share of the source's records that reach it);
+  sustains at the current parallelism (each vertex's busy share at most a second, over
+  the share of the source's records that reach it);
 - once the current run of the tasks covers the metric window (from the start, or from
   the end of a rescale's downtime: a live job's counters restart with its tasks), the
   policy decides after each window on the loads the model produced over the run's last
   metric window (a rise on its last scale-up window too), a keyed vertex and a Kafka
-  source aligned as on a live job; a rescale it sends stops processing for the downtime
-  (the job's own recorded one, or the setting's) and the job runs on at the new
-  parallelism.
+  source aligned as on a live job, and sends what is worth its downtime (as live:
+  `parallelism.worth`); a rescale stops processing for the downtime (the job's own
+  recorded one, or the setting's) and the job runs on at the new parallelism.
 
 It prints what a setting costs and gives: rescales, total downtime, backlog p50, p99 and
 max over the windows, and slot-seconds (one slot-sharing group: the largest vertex's
-parallelism). The model is linear (a subtask's capacity does not change with the
-parallelism), which is DS2's assumption, but for the **skew** of its subtasks: where the
-samples report a vertex's busiest subtask (`busyTimeMsPerSecond`'s max), the model keeps,
-per parallelism the job ran at, how much busier than their average the busiest was (the
-median over those windows), and takes a vertex to sustain only what its busiest subtask
-does: keyed records that fall unevenly on the subtasks saturate one while the average
-reads half (docs/autoscaling.md, "The rule"). A parallelism the job never ran at takes the
-skew of the nearest one it did (the higher of two as near). The replayed loads report that
-busiest subtask too, so the policy's `MAX` aggregator reads them as it reads a live job's.
+parallelism). The cost of a record does not change with the parallelism, which is DS2's
+assumption, but for the **skew** of its subtasks: where the samples report a vertex's
+busiest subtask (`busyTimeMsPerSecond`'s max), the model keeps, per parallelism the job
+ran at, how many times the average records the busiest took (from its busy share over
+the average, the fixed share set aside; the median over the windows at least 5 % busy),
+and takes a vertex to sustain only what its busiest subtask does: keyed records that fall
+unevenly on the subtasks saturate one while the average reads half (docs/autoscaling.md,
+"The rule"). A parallelism the job never ran at takes the skew of the nearest one it did
+(the higher of two as near). The replayed loads report that busiest subtask too, so the
+policy's `MAX` aggregator reads them as it reads a live job's.
 What the model leaves out, it leaves out for every setting alike.
 """
 
@@ -46,8 +55,9 @@ from services.history import parallelism as pl
 
 @dataclass(frozen=True)
 class Model:
-    """A job's vertices as measured: topological order, capacity per subtask (None: never
-    busy), selectivity, inputs, bounds, and the parallelism it ran at first."""
+    """A job's vertices as measured: topological order, capacity per subtask (records per
+    busy second beyond its fixed share; None: never busy), selectivity, inputs, bounds,
+    and the parallelism it ran at first."""
 
     vertices: tuple[str, ...]
     names: dict[str, str | None]
@@ -57,15 +67,18 @@ class Model:
     max_parallelism: dict[str, int | None]
     parallelism: dict[str, int]
     skew: dict[str, dict[int, float]] = field(default_factory=dict)
-    """Per vertex and parallelism it ran at: its busiest subtask's busy share over the
-    average (1: even; absent: not reported)."""
+    """Per vertex and parallelism it ran at: how many times the average records its
+    busiest subtask took (1: even; absent: not reported)."""
     keyed: dict[str, bool] = field(default_factory=dict)
     """Whether keyBy feeds it: its targets align to its key groups, as a live job's."""
     partitions: dict[str, int | None] = field(default_factory=dict)
     """A Kafka source's partitions: its targets align to them."""
+    fixed: dict[str, float] = field(default_factory=dict)
+    """Per vertex, the share of a second a subtask is busy whatever its records (absent:
+    none): its busy share is this plus its records a second over `capacity`."""
 
     def skew_at(self, vertex: str, parallelism: int) -> float:
-        """How much busier than the average the busiest subtask is at `parallelism`: as
+        """How many times the average records the busiest subtask takes at `parallelism`: as
         measured there, else at the nearest parallelism measured (the higher of two)."""
         measured = self.skew.get(vertex)
         if not measured:
@@ -85,11 +98,19 @@ class Model:
         """The source rate the job keeps up with at `parallelism` (its bottleneck's)."""
         reach = self.reach()
         rates = [
-            capacity * parallelism[v] / (reach[v] * self.skew_at(v, parallelism[v]))
+            (1 - self.fixed.get(v, 0.0))
+            * capacity
+            * parallelism[v]
+            / (reach[v] * self.skew_at(v, parallelism[v]))
             for v in self.vertices
             if (capacity := self.capacity[v]) is not None and reach[v] > 0
         ]
         return min(rates) if rates else math.inf
+
+    def busy(self, vertex: str, per_subtask: float) -> float:
+        """The share of a second a subtask is busy taking `per_subtask` records a second."""
+        capacity = self.capacity[vertex]
+        return self.fixed.get(vertex, 0.0) + per_subtask / capacity if capacity else 0.0
 
 
 @dataclass(frozen=True)
@@ -119,9 +140,8 @@ def measure(samples: Sequence[pl.Sample]) -> tuple[Model | None, list[Window]]:
     """The job's model and its trace from its samples (in time order): windows between
     consecutive samples of one run; None when no window could be used."""
     trace: list[Window] = []
-    capacities: dict[str, list[float]] = {}
     selectivities: dict[str, list[float]] = {}
-    skews: dict[tuple[str, int], list[float]] = {}
+    busy: dict[str, list[_Busy]] = {}
     first_loads: list[pl.Load] = []
     for first, last in itertools.pairwise(samples):
         if not pl.same_run(first, last):
@@ -131,24 +151,23 @@ def measure(samples: Sequence[pl.Sample]) -> tuple[Model | None, list[Window]]:
             continue
         trace.append(Window(loads[0].seconds, pl.input_rate([x for x in loads if not x.inputs])))
         for load in loads:
-            if load.capacity is not None and load.busy >= 0.05:
-                capacities.setdefault(load.vertex_id, []).append(load.capacity)
-                if load.busiest is not None:
-                    skew = load.share(pl.MAX) / load.busy
-                    skews.setdefault((load.vertex_id, load.parallelism), []).append(skew)
+            if load.capacity is not None and load.records_in > 0:
+                per_subtask = load.records_in / load.seconds / load.parallelism
+                ratio = load.share(pl.MAX) / load.busy if load.busiest is not None else None
+                reading = _Busy(load.parallelism, per_subtask, load.busy, ratio, load.seconds)
+                busy.setdefault(load.vertex_id, []).append(reading)
             if load.records_in > 0:
                 selectivities.setdefault(load.vertex_id, []).append(load.selectivity)
         first_loads = first_loads or loads
     if not first_loads:
         return None, trace
+    costs = {v: _cost(readings) for v, readings in busy.items()}
     model = Model(
         vertices=tuple(x.vertex_id for x in first_loads),
         names={x.vertex_id: x.name for x in first_loads},
         inputs={x.vertex_id: x.inputs for x in first_loads},
         capacity={
-            x.vertex_id: statistics.median(capacities[x.vertex_id])
-            if x.vertex_id in capacities
-            else None
+            x.vertex_id: costs[x.vertex_id][1] if x.vertex_id in costs else None
             for x in first_loads
         },
         selectivity={
@@ -160,15 +179,73 @@ def measure(samples: Sequence[pl.Sample]) -> tuple[Model | None, list[Window]]:
         keyed={x.vertex_id: x.keyed for x in first_loads},
         partitions={x.vertex_id: x.partitions for x in first_loads},
         skew={
-            x.vertex_id: {
-                p: statistics.median(measured)
-                for (v, p), measured in sorted(skews.items())
-                if v == x.vertex_id
-            }
+            x.vertex_id: _skews_by_parallelism(busy.get(x.vertex_id, []), costs.get(x.vertex_id))
             for x in first_loads
         },
+        fixed={v: fixed for v, (fixed, _) in costs.items() if fixed > 0},
     )
     return model, trace
+
+
+@dataclass(frozen=True)
+class _Busy:
+    """One vertex over one window in which it took records: its parallelism, records a
+    second a subtask took, the share of the window its subtasks were busy on average, its
+    busiest subtask's share over that average (None: not reported), the window's length."""
+
+    parallelism: int
+    per_subtask: float
+    busy: float
+    ratio: float | None
+    seconds: float
+
+
+SKEW_BUSY = 0.05
+"""Less busy than this on average, a window's busiest subtask says nothing of the keys'
+spread (a few records, or the tasks starting)."""
+
+
+FIXED_FLOOR = 0.005
+"""A fixed busy share under half a percent of a second is not told apart from none."""
+
+
+def _cost(readings: Sequence[_Busy]) -> tuple[float, float]:
+    """A subtask's busy share as a straight line in its records a second, fitted by least
+    squares over the windows: (the share at none, records per busy second of the rest).
+    Where the line does not rise from a share in [FIXED_FLOOR, 1) at none, or the rates
+    are too alike to tell (the fastest under 1.5 times the slowest, or fewer than three
+    windows), none is fixed and the capacity is all the records over all the busy time
+    (DS2's true processing rate, over the whole recording)."""
+    records = sum(r.per_subtask * r.parallelism * r.seconds for r in readings)
+    busy_s = sum(r.busy * r.parallelism * r.seconds for r in readings)
+    pooled = records / busy_s
+    xs = [r.per_subtask for r in readings]
+    ys = [r.busy for r in readings]
+    if len(xs) < 3 or max(xs) < 1.5 * min(xs):
+        return 0.0, pooled
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    spread = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / spread
+    fixed = my - slope * mx
+    if slope <= 0 or not FIXED_FLOOR <= fixed < 1:
+        return 0.0, pooled
+    return fixed, 1 / slope
+
+
+def _skews_by_parallelism(
+    readings: Sequence[_Busy], cost: tuple[float, float] | None
+) -> dict[int, float]:
+    """Per parallelism, how many times the average records its busiest subtask takes (the
+    median over the windows at least SKEW_BUSY busy): from its busy share over the
+    average's, less the share every subtask spends whatever its records (`cost`'s). With
+    none fixed, the ratio itself."""
+    fixed = cost[0] if cost else 0.0
+    found: dict[int, list[float]] = {}
+    for r in readings:
+        if r.ratio is None or r.busy < SKEW_BUSY or r.busy - fixed <= 0.01:
+            continue
+        found.setdefault(r.parallelism, []).append((r.ratio * r.busy - fixed) / (r.busy - fixed))
+    return {p: statistics.median(skews) for p, skews in sorted(found.items())}
 
 
 def replay(
@@ -185,7 +262,8 @@ def replay(
     current run of the tasks (since the start, or since the last rescale's downtime
     ended: Flink's counters restart with the tasks) covers `window_ms`, on the loads over
     the run's last `window_ms`, a rise judged on its last `config.scale_up_window_ms`
-    too (advice.py's `newest_run`, `unfilled` and `recent`)."""
+    too (advice.py's `newest_run`, `unfilled` and `recent`), and sends only what is worth
+    its downtime (parallelism.worth, as decisions.evaluate)."""
     parallelism = dict(model.parallelism)
     state, now_ms, down_ms = pl.PolicyState(), 0, 0
     backlog, rescales, downtime, slot_seconds = 0.0, 0, 0, 0.0
@@ -217,7 +295,7 @@ def replay(
                 else []
             )
             decision, state = pl.decide(loads, config, state, now_ms, restart_ms, recent=rising)
-            if decision.send:
+            if decision.send and pl.worth(decision, config) is None:
                 state = pl.sent(state, now_ms)
                 rescales += 1
                 downtime += restart_ms
@@ -271,9 +349,10 @@ def _loads(model: Model, parallelism: dict[str, int], step: _Step, backlog: floa
     loads = []
     for v in model.vertices:
         taken = processed * reach[v]
-        capacity = model.capacity[v]
-        busy = taken / capacity * 1000 if capacity else 0.0
-        average = busy / (seconds * 1000 * parallelism[v]) if seconds > 0 else 0.0
+        p = parallelism[v]
+        per_subtask = taken / seconds / p if seconds > 0 else 0.0
+        average = model.busy(v, per_subtask) if seconds > 0 else 0.0
+        busy = average * seconds * 1000 * p
         source = not model.inputs[v]
         loads.append(
             pl.Load(
@@ -290,7 +369,7 @@ def _loads(model: Model, parallelism: dict[str, int], step: _Step, backlog: floa
                 backlog_growth=growth if source else None,
                 partitions=model.partitions.get(v) if source else None,
                 keyed=model.keyed.get(v, False),
-                busiest=min(1.0, average * model.skew_at(v, parallelism[v]))
+                busiest=min(1.0, model.busy(v, per_subtask * model.skew_at(v, p)))
                 if model.skew.get(v)
                 else None,
             )
@@ -316,7 +395,7 @@ def as_text(
     (`restart_ms`) or the setting's."""
     seconds = sum(w.seconds for w in trace)
     capacities = ", ".join(
-        f"{model.names[v] or v} {c:.1f} rec/s{_skews(model, v)}"
+        f"{model.names[v] or v} {c:.1f} rec/s{_fixed(model, v)}{_skews(model, v)}"
         if c
         else f"{model.names[v] or v} idle"
         for v, c in model.capacity.items()
@@ -342,13 +421,19 @@ def as_text(
     return lines
 
 
+def _fixed(model: Model, vertex: str) -> str:
+    """`, busy 18 % at any rate`, where a subtask's busy time has a fixed part."""
+    fixed = model.fixed.get(vertex, 0.0)
+    return f", busy {fixed:.0%} at any rate" if fixed else ""
+
+
 def _skews(model: Model, vertex: str) -> str:
-    """` (busiest subtask / average: 1.16 at 2, ...)`, where a subtask was busier."""
+    """` (busiest subtask's records / average: 1.16 at 2, ...)`, where one took more."""
     skews = model.skew.get(vertex) or {}
     if all(skew < 1.05 for skew in skews.values()):
         return ""
     shown = ", ".join(f"{skew:.2f} at {p}" for p, skew in sorted(skews.items()))
-    return f" (busiest subtask / average: {shown})"
+    return f" (busiest subtask's records / average: {shown})"
 
 
 def _fit(name: str, width: int) -> str:

@@ -96,7 +96,7 @@ def test_a_skewed_vertex_sustains_what_its_busiest_subtask_does() -> None:
     assert skewed.rescales >= 1 and max(skewed.parallelism[-1].values()) > 2
     assert averaged.rescales == 0 and averaged.backlog_max == 0
     header = bt.as_text("c1.j1", model, load, [], None)[0]
-    assert "Work 500.0 rec/s (busiest subtask / average: 1.50 at 2)" in header
+    assert "Work 500.0 rec/s (busiest subtask's records / average: 1.50 at 2)" in header
 
 
 def changes(outcome: bt.Outcome, first: dict[str, int]) -> list[int]:
@@ -123,3 +123,64 @@ def test_the_replay_decides_on_a_full_window_of_one_run_as_a_live_job_does() -> 
     outcome = bt.replay(loose, twice, config, 5_000, window_ms=60_000)
     assert changes(outcome, loose.parallelism)[:2] == [5, 12]
     assert [outcome.parallelism[i]["work"] for i in (5, 12)] == [5, 8]
+
+
+def busy_samples(rates: list[float], fixed: float, source_start_ms: float = 0.0) -> list[Sample]:
+    """As `samples`, but each of work's two subtasks is busy `fixed` of every second
+    whatever its records, and the source spends `source_start_ms` busy in the first
+    window with no record (its tasks starting), then 0.01 ms a record."""
+    found, n, work_busy, source_busy = [], 0.0, 0.0, 0.0
+    for i in range(len(rates) + 1):
+        found.append(
+            Sample(
+                T0 + i * 10_000,
+                (
+                    VertexSample("source", 2, 8, 0, n, source_busy, 0.0, "Source"),
+                    VertexSample("work", 2, 8, n, n, work_busy, None, "Work", ("source",)),
+                ),
+            )
+        )
+        if i < len(rates):
+            records = rates[i] * 10
+            n += records
+            work_busy += fixed * 10_000 * 2 + records * 2.0
+            source_busy += source_start_ms if i == 0 else records * 0.01
+    return found
+
+
+def test_a_fixed_busy_share_is_fitted_beside_the_cost_of_a_record() -> None:
+    model, _ = bt.measure(busy_samples([200, 400, 600, 800], fixed=0.1))
+    assert model is not None
+    assert model.fixed == {"work": pytest.approx(0.1)}
+    assert model.capacity["work"] == pytest.approx(500)  # per busy second beyond the fixed
+    # its two subtasks keep up with what leaves each 90 % of a second at 2 ms a record
+    assert model.sustained({"source": 2, "work": 2}) == pytest.approx(900)
+    header = bt.as_text("c1.j1", model, [], [], None)[0]
+    assert "Work 500.0 rec/s, busy 10% at any rate" in header
+    # too alike to tell a fixed part from the records' cost: DS2's straight line
+    alike, _ = bt.measure(busy_samples([600, 650, 700], fixed=0.1))
+    assert alike is not None and alike.fixed == {}
+    assert alike.capacity["work"] == pytest.approx(650 * 10 / (0.2 * 10 + 650 * 10 * 0.002))
+
+
+def test_a_window_without_records_measures_no_capacity() -> None:
+    """The ramp run's source (2026-12-06): busy only while its tasks started, a window
+    with no record among them; its median capacity over the busy windows read 447 records
+    a second where it took 600 a subtask at 1 % busy, and the replay rescaled it twice."""
+    model, _ = bt.measure(busy_samples([0, 300, 600, 900, 1_200], 0.0, source_start_ms=2_000))
+    assert model is not None
+    assert model.capacity["source"] == pytest.approx(100_000)  # 0.01 ms a record
+    assert model.capacity["work"] == pytest.approx(500)
+
+
+def test_the_replay_sends_only_what_is_worth_its_downtime() -> None:
+    """The source's lower target beside Work at 8 frees no slot: live, the decision is not
+    sent (parallelism.worth: NOT_WORTH); the replay does not send it either."""
+    model, _ = bt.measure(samples([600, 800, 900]))
+    assert model is not None
+    wide = bt.Model(**{**model.__dict__, "parallelism": {"source": 4, "work": 8}})
+    steady = [bt.Window(10, 2_800)] * 60  # work 70 % busy at 8; the source wants 1
+    config = PolicyConfig(stabilization_ms=60_000, scale_down_delay_ms=60_000)
+    outcome = bt.replay(wide, steady, config, 1_000)
+    assert outcome.rescales == 0 and changes(outcome, wide.parallelism) == []
+    assert outcome.backlog_max == 0
