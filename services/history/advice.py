@@ -217,6 +217,7 @@ def advise(
             now_ms,
             restart,
             recent=recent(run, config.scale_up_window_ms),
+            skews=pl.skews(pl.recorded(samples)),
         )
         if problems:
             decision = pl.Decision(False, "the samples cannot be used: " + "; ".join(problems))

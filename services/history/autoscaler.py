@@ -69,6 +69,9 @@ class AutoscalerOptions:
     """A job's unchanged step is recorded again after this long."""
     retention_hours: float = 24.0
     """Files the compaction replaced are deleted after this long."""
+    skew_memory_ms: int = 24 * 3_600_000
+    """How far back a job's samples are read, once a start, for the skew of its busiest
+    subtask at each parallelism it ran at (parallelism.recorded; then kept as it runs)."""
 
 
 Send = Callable[[ScalingCommand], None]
@@ -102,6 +105,9 @@ class Autoscaler:
         """Per job: its median recorded downtime, with the version of Flink's rescales
         table it was read at (`_restart_ms`)."""
         self._flink_version = -1
+        self._readings: dict[str, tuple[int, pl.Readings]] = {}
+        """Per job: its busiest subtask's skews (parallelism.Readings), with the instant
+        of the newest sample they count."""
 
     def tick(self, now_ms: int) -> list[dict[str, Any]]:
         """Every sampled job's step; the rows written."""
@@ -130,6 +136,7 @@ class Autoscaler:
             stale_ms=o.stale_ms,
             now_ms=now_ms,
             restart_ms=restart,
+            skews=self._skews(key, samples, now_ms),
         )
         self._states[key] = after
         outcome, reason, forecast, command_id = step.outcome, step.reason, None, None
@@ -148,6 +155,7 @@ class Autoscaler:
             self._marks.pop(key, None)
             self._forecasts.pop(key, None)
             self._restarts.pop(key, None)
+            self._readings.pop(key, None)
             return row(step, outcome, reason, mode=str(o.mode), now_ms=now_ms)
         new = mark(step, outcome)
         due = now_ms - self._recorded_at.get(key, now_ms - o.record_every_ms) >= o.record_every_ms
@@ -163,6 +171,24 @@ class Autoscaler:
             forecast=forecast,
             command_id=command_id,
         )
+
+    def _skews(
+        self, key: str, samples: list[pl.Sample], now_ms: int
+    ) -> dict[str, dict[int, float]]:
+        """The job's busiest-subtask skews by parallelism: on its first step since the
+        start from its samples of the last `skew_memory_ms`, then from each step's new
+        samples (the one before them paired with the first)."""
+        if key not in self._readings:
+            since = now_ms - self._options.skew_memory_ms
+            history = advice.job_samples(self._lake, key, since_ms=since).get(key, [])
+            mark = history[-1].at_ms if history else -1
+            self._readings[key] = (mark, pl.recorded(history))
+        mark, readings = self._readings[key]
+        fresh = next((i for i, sample in enumerate(samples) if sample.at_ms > mark), None)
+        if fresh is not None:
+            readings = pl.recorded(samples[max(0, fresh - 1) :], readings=readings)
+            self._readings[key] = (samples[-1].at_ms, readings)
+        return pl.skews(readings)
 
     def _restart_ms(self, key: str) -> int | None:
         """advice.restart_ms, read again only once Flink's rescales table has a new

@@ -263,13 +263,16 @@ def replay(
     ended: Flink's counters restart with the tasks) covers `window_ms`, on the loads over
     the run's last `window_ms`, a rise judged on its last `config.scale_up_window_ms`
     too (advice.py's `newest_run`, `unfilled` and `recent`), and sends only what is worth
-    its downtime (parallelism.worth, as decisions.evaluate)."""
+    its downtime (parallelism.worth, as decisions.evaluate); a vertex's busiest subtask
+    judged at another parallelism by the skew it showed there in the replay, as the live
+    autoscaler keeps them (parallelism.recorded)."""
     parallelism = dict(model.parallelism)
     state, now_ms, down_ms = pl.PolicyState(), 0, 0
     backlog, rescales, downtime, slot_seconds = 0.0, 0, 0, 0.0
     after: list[dict[str, int]] = []
     backlogs: list[float] = []
     run: list[_Step] = []  # the current run of the tasks, window by window
+    readings: pl.Readings = {}  # the skews it saw, as the live autoscaler keeps them
     run_s = 0.0  # its length
     for window in trace:
         seconds = window.seconds
@@ -294,7 +297,16 @@ def replay(
                 if config.scale_up_window_ms and len(run) >= 2
                 else []
             )
-            decision, state = pl.decide(loads, config, state, now_ms, restart_ms, recent=rising)
+            readings = pl.remember(readings, loads)
+            decision, state = pl.decide(
+                loads,
+                config,
+                state,
+                now_ms,
+                restart_ms,
+                recent=rising,
+                skews=pl.skews(readings),
+            )
             if decision.send and pl.worth(decision, config) is None:
                 state = pl.sent(state, now_ms)
                 rescales += 1

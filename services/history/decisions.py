@@ -106,9 +106,10 @@ def evaluate(
     stale_ms: int,
     now_ms: int,
     restart_ms: int | None,
+    skews: Mapping[str, Mapping[int, float]] | None = None,
 ) -> tuple[Step, pl.PolicyState]:
     """A job's step up to its forecast, from its samples (time order), and the policy's
-    state if nothing is sent."""
+    state if nothing is sent; `skews`: the job's recorded skews (parallelism.decide)."""
     if not samples or now_ms - samples[-1].at_ms > stale_ms:
         age = (
             "no workload sample within the window"
@@ -129,7 +130,7 @@ def evaluate(
         step = Step(job_key, pl.Decision(False, why), Outcome.NO_WINDOW, why, first, last, len(run))
         return step, state
     rise = advice.recent(run, config.scale_up_window_ms)
-    decision, after = pl.decide(loads, config, state, now_ms, restart_ms, recent=rise)
+    decision, after = pl.decide(loads, config, state, now_ms, restart_ms, recent=rise, skews=skews)
     if not decision.send:
         return Step(job_key, decision, Outcome.KEPT, decision.reason, first, last, len(run)), after
     costly = pl.worth(decision, config)

@@ -35,6 +35,19 @@ samples: the bridge reads it) times its parallelism, never more than the average
 AVG judges it by Flink's accumulated busy time alone, as scalefold did until 2026-12-06.
 Where no sample reports the gauge, the average.
 
+**The busiest subtask at another parallelism.** MAX scales the busiest subtask's share
+linearly to any parallelism, which holds where the job runs and is pessimistic below it:
+the benchmark's `Work` at 8 after a peak, its busiest 1.88 times the average, keeps 8 at
+400 records a second where 4 (its busiest 1.31 times the average there) would do. Where
+the job ran at other parallelisms, `decide` takes their recorded skews (`skews`:
+`recorded` from its samples, a window each at least SKEW_BUSY busy, the median per
+parallelism; the history's autoscaler keeps them as it runs and reads them back from the
+job's samples on a start) and resizes a vertex to the least aligned parallelism whose
+busiest subtask, as skewed as recorded there or at the nearest one recorded (the higher
+of two as near; the current one as measured now), is within the utilization target at
+the target rate, the widest allowed where none is. With no skew recorded elsewhere, or
+AVG, the straight line alone.
+
 **A rise** is judged on the recent part of the window as well (`scale_up_window_ms`, 30 s
 by default; 0: off): when the sources' input rate over it is higher than over the whole
 window, the higher rate sets the targets. A window that began before a step of the load
@@ -82,7 +95,9 @@ the defaults are scalefold's, chosen for jobs that rescale in seconds, not minut
 
 from __future__ import annotations
 
+import itertools
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -414,12 +429,15 @@ def decide(
     restart_ms: int | None = None,
     *,
     recent: Sequence[Load] = (),
+    skews: Mapping[str, Mapping[int, float]] | None = None,
 ) -> tuple[Decision, PolicyState]:
     """The decision for one job over one window (`window`'s loads, topological order),
     and the state to decide the next one with if it is not sent (`sent` gives the state
     if it is). `restart_ms`: the downtime of this job's recorded restarts (None:
     `config.restart_ms`); `recent`: the loads over the window's last
-    `config.scale_up_window_ms` (module doc, "A rise"; none: the window alone)."""
+    `config.scale_up_window_ms` (module doc, "A rise"; none: the window alone); `skews`:
+    per vertex, its busiest subtask's skew at each parallelism the job ran at (`Skews`;
+    module doc, "The busiest subtask at another parallelism")."""
     downtime = config.restart_ms if restart_ms is None else restart_ms
     if not loads:
         return Decision(False, "no usable window of samples"), state
@@ -452,7 +470,7 @@ def decide(
             share = load.records_out / (emitted * load.seconds) if emitted > 0 else 1 / len(sources)
             rate = (rate_in + extra) * share
         targets_out[load.vertex_id] = rate * load.selectivity
-        vertex = _vertex(load, rate, config)
+        vertex = _vertex(load, rate, config, (skews or {}).get(load.vertex_id, {}))
         if vertex.target < vertex.current:
             since = lower_since.setdefault(load.vertex_id, now_ms)
             if now_ms - since < config.scale_down_delay_ms:
@@ -571,8 +589,11 @@ def _vname(v: VertexDecision) -> str:
     return v.name or v.vertex_id
 
 
-def _vertex(load: Load, rate: float, config: PolicyConfig) -> VertexDecision:
-    """One vertex's target parallelism for `rate` records a second."""
+def _vertex(
+    load: Load, rate: float, config: PolicyConfig, recorded: Mapping[int, float]
+) -> VertexDecision:
+    """One vertex's target parallelism for `rate` records a second; `recorded`: its
+    busiest subtask's skew at the parallelisms the job ran at (`Skews`)."""
     aggregator = config.busy_time_aggregator
     capacity = load.capacity_by(aggregator)
     base = VertexDecision(
@@ -609,7 +630,103 @@ def _vertex(load: Load, rate: float, config: PolicyConfig) -> VertexDecision:
     if spread != target:
         kind = "partitions" if load.partitions else "key groups"
         why = f"{why}, {spread} for its {groups} {kind}"
+    known = {p: s for p, s in recorded.items() if p != load.parallelism}
+    if aggregator == MAX and known and load.busiest is not None and load.capacity and load.busy:
+        at = dict(known) | {load.parallelism: load.share(MAX) / load.busy}
+        top = upper or max(spread, load.parallelism)
+        fit = _by_skew(rate, load, skew=at, config=config, groups=groups, upper=top)
+        if fit is not None and fit[0] != spread:
+            spread, busiest = fit
+            why = (
+                f"{why}; {spread} by its busiest subtask at {spread}, "
+                f"{skew_near(at, spread):.2f} times the average"
+                f"{' as recorded' if spread in known else ''}: {busiest:.0%} busy"
+            )
     return replace(base, target=spread, reason=why)
+
+
+SKEW_BUSY = 0.05
+"""Less busy than this on average, a window's busiest subtask says nothing of how the
+records spread (a few records, or the tasks starting)."""
+SKEW_READINGS = 60
+"""The readings `remember` keeps per vertex and parallelism, the newest."""
+
+Readings = Mapping[str, Mapping[int, tuple[float, ...]]]
+"""Per vertex and parallelism the job ran at: its busiest subtask's share of busy time
+over the average, window by window (`remember`)."""
+
+
+def skew_of(load: Load) -> float | None:
+    """How many times as busy as their average the vertex's busiest subtask was over the
+    window (None: no gauge reported, or too idle to say: under SKEW_BUSY)."""
+    if load.busiest is None or load.busy < SKEW_BUSY:
+        return None
+    return max(1.0, load.busiest / load.busy)
+
+
+def remember(readings: Readings, loads: Sequence[Load], keep: int = SKEW_READINGS) -> Readings:
+    """`readings` with each load's skew added at its parallelism (the newest `keep`)."""
+    found = {v: dict(at) for v, at in readings.items()}
+    for load in loads:
+        skew = skew_of(load)
+        if skew is not None:
+            at = found.setdefault(load.vertex_id, {})
+            at[load.parallelism] = (*at.get(load.parallelism, ()), skew)[-keep:]
+    return found
+
+
+def recorded(
+    samples: Sequence[Sample], keep: int = SKEW_READINGS, readings: Readings | None = None
+) -> Readings:
+    """`readings` (none: empty) with those of a job's samples (time order) added: a window
+    between each two consecutive samples of one run."""
+    found: Readings = readings or {}
+    for first, last in itertools.pairwise(samples):
+        if same_run(first, last):
+            loads, problems = window(first, last)
+            if not problems:
+                found = remember(found, loads, keep)
+    return found
+
+
+def skews(readings: Readings) -> dict[str, dict[int, float]]:
+    """Per vertex and parallelism, the median of its readings: what `decide` takes."""
+    return {
+        v: {p: statistics.median(values) for p, values in at.items() if values}
+        for v, at in readings.items()
+    }
+
+
+def skew_near(skew: Mapping[int, float], parallelism: int) -> float:
+    """The skew at `parallelism`: where it was recorded, else at the nearest parallelism
+    recorded (the higher of two as near)."""
+    nearest = min(skew, key=lambda p: (abs(p - parallelism), -p))
+    return skew[nearest]
+
+
+def _by_skew(
+    rate: float,
+    load: Load,
+    *,
+    skew: Mapping[int, float],
+    config: PolicyConfig,
+    groups: int | None,
+    upper: int,
+) -> tuple[int, float] | None:
+    """The least aligned parallelism at which the busiest subtask, as skewed as recorded
+    there (`skew_near`), is within the utilization target at `rate`, with how busy;
+    the widest allowed where none is (None: no capacity measured)."""
+    average = load.capacity  # records per busy second of one subtask, on average
+    if not average:
+        return None
+    found = None
+    for p in range(1, upper + 1):
+        q = aligned(p, load.parallelism, groups, upper, config.adjust_mode)
+        busiest = rate / q * skew_near(skew, q) / average
+        found = (q, busiest)
+        if busiest <= config.target_utilization:
+            return found
+    return found
 
 
 def aligned(target: int, current: int, groups: int | None, upper: int | None, mode: str) -> int:

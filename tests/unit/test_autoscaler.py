@@ -22,6 +22,7 @@ from services.contracts.events import (
 from services.contracts.foresight import Forecast, ForecastUnknownError
 from services.contracts.jobconfig import SUBMISSION_STABILIZATION
 from services.contracts.settings import Settings
+from services.history import parallelism as pl
 from services.history.autoscaler import Autoscaler, AutoscalerOptions, Mode
 from services.history.decisions import TABLE, summary_lines
 from services.history.lake import Lake
@@ -211,3 +212,53 @@ def test_a_bad_setting_is_one_line_before_the_broker_is_asked(tmp_path: Path) ->
     assert done.stderr.strip().splitlines() == [
         "scalefold history run: -D job.autoscaler.utilization.target must be in (0, 1]"
     ]
+
+
+def skewed(at_s: int, taken: float, p: int, skew: float) -> dict[str, Any]:
+    """Job j3 at `at_s`: `work`, keyed over 8 key groups at `p` subtasks of 240 records per
+    busy second, has taken `taken` records since its tasks started, its busiest subtask
+    `skew` times as busy as their average over the last 10 s at 400 records a second."""
+    from tests.unit.test_advice import vertex
+
+    busiest = 400 / p / 240 * skew * 1000
+    work = vertex("work", ["source"], (taken, taken, taken / 240 * 1000))
+    work |= {"parallelism": p, "keyedInput": True, "busyTimeMsPerSecondMax": busiest}
+    source = vertex("source", [], (0, taken, taken * 0.05), pendingRecords=0)
+    return {
+        "cluster": "c1",
+        "jobId": "j3",
+        "jobState": "RUNNING",
+        "observedAtMillis": T0 + at_s * 1000,
+        "vertices": [source, work],
+    }
+
+
+def test_the_busiest_subtask_at_a_parallelism_the_job_ran_at_is_remembered(
+    tmp_path: Path,
+) -> None:
+    """The burst trace's tail: j3 at 8 after a burst, 400 records a second, its busiest
+    subtask 1.88 times the average (39 % busy): MAX's straight line keeps 8. Two hours
+    earlier it ran at 4 for a while, its busiest there 1.31 times the average: read back
+    from the history at the autoscaler's first step (as after a restart), 4 is within the
+    target; with a memory shorter than two hours, it is not read."""
+    from services.history.pytables import Message, flink_signal_row
+    from tests.unit.test_advice import write
+
+    earlier = [skewed(at, 400.0 * at, 4, 1.31) for at in range(0, 70, 10)]
+    now_s = 7_200
+    recent = [skewed(now_s - 60 + at, 400.0 * at, 8, 1.88) for at in range(0, 70, 10)]
+    rows = [flink_signal_row(Message(r, 1, 0, i, None)) for i, r in enumerate([*earlier, *recent])]
+    for row in rows:
+        del row["unknown_fields"]
+    write(tmp_path / "tables" / "flink_signals", rows)
+    policy = pl.PolicyConfig(scale_down_delay_ms=0)
+    options = AutoscalerOptions(window_ms=60_000, policy=policy)
+    now = T0 + now_s * 1000 + 1_000
+    (step,) = Autoscaler(tmp_path, Settings(), options, folding([])).tick(now)
+    assert step["job_key"] == "c1.j3" and "Work 8 -> 4" in step["reason"]
+    work = step["vertices"][1]
+    assert work["target"] == 4
+    assert "4 by its busiest subtask at 4, 1.31 times the average as recorded" in work["reason"]
+    short = AutoscalerOptions(window_ms=60_000, policy=policy, skew_memory_ms=600_000)
+    (forgot,) = Autoscaler(tmp_path, Settings(), short, folding([])).tick(now)
+    assert forgot["vertices"][1]["target"] == 8  # the run at 4 is older than its memory

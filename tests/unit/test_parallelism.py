@@ -22,8 +22,11 @@ from services.history.parallelism import (
     aligned,
     decide,
     input_rate,
+    recorded,
     same_run,
     sent,
+    skew_near,
+    skews,
     sustained,
     window,
     worth,
@@ -391,3 +394,83 @@ def test_what_arrived_is_the_brokers_end_offsets_not_flinks_metrics_of_other_age
     assert loads[0].arrivals is None
     loads, _ = window(at(0, 0, 0, 9_000), at(10, 3_000, 0, 2_000))
     assert loads[0].arrivals is None
+
+
+def keyed_sample(at_s: float, rate: float, p: int, skew: float) -> Sample:
+    """The benchmark's job after `at_s` seconds of `rate` records a second: `Work` keyed
+    over 8 key groups at `p` subtasks of 240 records per busy second, its busiest subtask
+    `skew` times as busy as their average."""
+    taken = rate * at_s
+    average = rate / p / 240  # a subtask's busy share
+    work = VertexSample(
+        "work",
+        p,
+        8,
+        taken,
+        taken,
+        taken / 240 * 1000,
+        None,
+        "Work",
+        ("src",),
+        None,
+        True,
+        busiest_ms_per_s=min(1000.0, average * skew * 1000),
+    )
+    source = VertexSample("src", 2, 8, 0, taken, taken * 0.05, 0.0, "Source")
+    return Sample(T0 + int(at_s * 1000), (source, work))
+
+
+def test_a_lower_parallelism_is_judged_by_its_busiest_subtask_as_recorded_there() -> None:
+    # the burst trace's tail (2026-12-06): Work at 8 after the burst, 400 records a second;
+    # its busiest subtask holds 15 of the 64 keys, 1.88 times the average: 39 % busy, so
+    # MAX's straight line reads 128 records per busy second a subtask and wants 5 (8, its
+    # key groups): it keeps 8. Where the job ran at 4, its busiest there took 1.31 times
+    # the average: at 4, 60 % busy at the target rate (440: a restart's arrivals caught
+    # up too), within the target
+    first, last = keyed_sample(0, 400, 8, 1.88), keyed_sample(60, 400, 8, 1.88)
+    loads, problems = window(first, last)
+    assert not problems
+    plain, _ = decide(loads, CONFIG, PolicyState(), last.at_ms)
+    assert plain.targets["work"] == 8
+    ran = {"work": {2: 1.16, 4: 1.31}}
+    config = replace(CONFIG, scale_down_delay_ms=0)
+    by_skew, _ = decide(loads, config, PolicyState(), last.at_ms, skews=ran)
+    assert by_skew.send and by_skew.targets["work"] == 4
+    assert "4 by its busiest subtask at 4, 1.31 times the average as recorded: 60% busy" in (
+        by_skew.vertices[1].reason
+    )
+    # the scale-down delay still applies, and AVG judges by the average alone
+    waiting, _ = decide(loads, CONFIG, PolicyState(), last.at_ms, skews=ran)
+    assert not waiting.send and "waits" in waiting.vertices[1].reason
+    avg = replace(config, busy_time_aggregator="AVG")
+    assert (
+        decide(loads, avg, PolicyState(), last.at_ms, skews=ran)[0]
+        == decide(loads, avg, PolicyState(), last.at_ms)[0]
+    )
+
+
+def test_a_rise_past_what_any_parallelism_takes_goes_to_the_widest_either_way() -> None:
+    # the steps trace's step: 1,200 a second at 2; at 4 and 8 the busiest subtask took
+    # 1.31 and 1.88 times the average (118 % busy at 8): none within the target, so 8
+    first, last = keyed_sample(0, 1_200, 2, 1.16), keyed_sample(60, 1_200, 2, 1.16)
+    loads, _ = window(first, last)
+    ran = {"work": {4: 1.31, 8: 1.88}}
+    plain = decide(loads, CONFIG, PolicyState(), last.at_ms)[0]
+    by_skew = decide(loads, CONFIG, PolicyState(), last.at_ms, skews=ran)[0]
+    assert plain.targets["work"] == by_skew.targets["work"] == 8
+
+
+def test_the_skews_are_remembered_per_parallelism_from_the_samples() -> None:
+    samples = [keyed_sample(10 * i, 400, 2, 1.16) for i in range(4)]
+    samples += [keyed_sample(40 + 10 * i, 400, 4, 1.31) for i in range(3)]  # a new run
+    readings = recorded(samples)
+    assert len(readings["work"][2]) == 3 and len(readings["work"][4]) == 2
+    assert skews(readings)["work"] == {2: pytest.approx(1.16), 4: pytest.approx(1.31)}
+    assert "src" not in readings  # no gauge reported
+    few = recorded(samples, keep=2)
+    assert len(few["work"][2]) == 2
+    # a window too idle to say (under 5 % busy) is not a reading
+    idle = [keyed_sample(10 * i, 10, 2, 1.5) for i in range(3)]
+    assert recorded(idle) == {}
+    assert skew_near({2: 1.16, 8: 1.88}, 5) == 1.88  # as near: the higher
+    assert skew_near({2: 1.16, 8: 1.88}, 4) == 1.16
