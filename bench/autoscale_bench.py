@@ -62,6 +62,8 @@ OUT = RUN_ROOT / "autoscale-bench"
 PEER_JAR = PROJECT_ROOT.parent / "shared" / "peers" / "flink-autoscaler-standalone-1.15.0.jar"
 SLOTS, TASKMANAGERS, MAX_PARALLELISM, START_PARALLELISM = 4, 2, 8, 2
 COST_US = 4_000
+KEYS = 64
+"""The load's keys (`--keys`)."""
 SETTINGS = {
     "job.autoscaler.utilization.target": "0.7",
     "job.autoscaler.target.utilization.boundary": "0.2",
@@ -625,7 +627,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--keys",
         type=int,
-        default=64,
+        default=KEYS,
         help="the load's keys: 64 leave Work's busiest subtask 15 at 8, a ceiling of about "
         "1,070 records a second (python -m bench.key_skew)",
     )

@@ -40,7 +40,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.autoscale_bench import SETTINGS, percentile
+from bench.autoscale_bench import (
+    KEYS,
+    MAX_PARALLELISM,
+    SETTINGS,
+    START_PARALLELISM,
+    percentile,
+)
 from bench.key_skew import ceiling
 from services.contracts.jobconfig import duration_ms
 from services.history.parallelism import (
@@ -50,7 +56,7 @@ from services.history.parallelism import (
 )
 from services.tools.load import SHAPES, Trace, shape
 
-START = 2
+START = START_PARALLELISM
 
 
 @dataclass(frozen=True)
@@ -254,8 +260,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--duration", type=float, default=720.0, help="the trace's seconds")
     parser.add_argument("--tail", type=float, default=60.0, help="seconds after it, no load")
-    parser.add_argument("--keys", type=int, default=64, help="the load's keys")
-    parser.add_argument("--key-groups", type=int, default=8, help="Work's max parallelism")
+    parser.add_argument("--keys", type=int, default=KEYS, help="the load's keys")
+    parser.add_argument(
+        "--key-groups", type=int, default=MAX_PARALLELISM, help="Work's max parallelism"
+    )
     parser.add_argument(
         "--capacity",
         type=float,
