@@ -537,7 +537,16 @@ def worth(decision: Decision, config: PolicyConfig) -> str | None:
       (Flink's default), which takes as many slots as its widest vertex: lowering a
       narrower one restarts the job and frees nothing (the benchmark's steps trace: the
       source 2 -> 1 beside `Work` at 8, by both autoscalers)."""
-    if not decision.send or decision.input_rate is None:
+    if not decision.send:
+        return None
+    up = any(v.target > v.current for v in decision.vertices)
+    widest = max(v.current for v in decision.vertices)
+    if not up and max(v.target for v in decision.vertices) >= widest:
+        return (  # whatever was measured: the benchmark's idle tail sent the source down
+            f"it frees no slot: the job's slots are its widest vertex's ({widest}), "
+            "which keeps its parallelism"
+        )
+    if decision.input_rate is None:
         return None
     rate, backlog = decision.input_rate, decision.backlog or 0.0
     down_s = (decision.restart_ms or 0) / 1000
@@ -545,15 +554,8 @@ def worth(decision: Decision, config: PolicyConfig) -> str | None:
     target = sustained(decision.vertices, decision.targets)
     if current is None or target is None:
         return None  # no capacity measured: nothing to weigh with
-    up = any(v.target > v.current for v in decision.vertices)
     if up:
         return _costly_up(rate, backlog, down_s, current, target)
-    widest = max(v.current for v in decision.vertices)
-    if max(v.target for v in decision.vertices) >= widest:
-        return (
-            f"it frees no slot: the job's slots are its widest vertex's ({widest}), "
-            "which keeps its parallelism"
-        )
     return _costly_down(rate, backlog + rate * down_s, target, config.catch_up_ms / 1000)
 
 

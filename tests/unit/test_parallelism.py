@@ -231,6 +231,11 @@ def test_a_scale_down_that_frees_no_slot_is_not_worth_its_restart() -> None:
     assert "frees no slot" in (worth(narrower, CONFIG) or "")
     wider_down = Decision(True, "rescale", (src, replace(work, target=6)), 1_000.0, 0.0, 100)
     assert worth(wider_down, CONFIG) is None
+    # nothing arriving and `Work` idle (no capacity measured): still none freed (the
+    # burst trace's tail, 2026-12-06: the source went 2 -> 1 there, restarting the job)
+    idle = (replace(src, capacity=None), replace(work, capacity=None, target_rate=0.0))
+    assert "frees no slot" in (worth(Decision(True, "rescale", idle, 0.0, 0.0, 0), CONFIG) or "")
+    assert "frees no slot" in (worth(Decision(True, "rescale", idle, None, None, 0), CONFIG) or "")
 
 
 def test_a_kafka_source_is_bounded_by_its_partitions() -> None:
