@@ -436,7 +436,7 @@ def decide(
     if it is). `restart_ms`: the downtime of this job's recorded restarts (None:
     `config.restart_ms`); `recent`: the loads over the window's last
     `config.scale_up_window_ms` (module doc, "A rise"; none: the window alone); `skews`:
-    per vertex, its busiest subtask's skew at each parallelism the job ran at (`Skews`;
+    per vertex, its busiest subtask's skew at each parallelism the job ran at (`skews`;
     module doc, "The busiest subtask at another parallelism")."""
     downtime = config.restart_ms if restart_ms is None else restart_ms
     if not loads:
@@ -592,10 +592,10 @@ def _vname(v: VertexDecision) -> str:
 
 
 def _vertex(
-    load: Load, rate: float, config: PolicyConfig, recorded: Mapping[int, float]
+    load: Load, rate: float, config: PolicyConfig, skew_by_p: Mapping[int, float]
 ) -> VertexDecision:
-    """One vertex's target parallelism for `rate` records a second; `recorded`: its
-    busiest subtask's skew at the parallelisms the job ran at (`Skews`)."""
+    """One vertex's target parallelism for `rate` records a second; `skew_by_p`: its
+    busiest subtask's skew at the parallelisms the job ran at (`skews`)."""
     aggregator = config.busy_time_aggregator
     capacity = load.capacity_by(aggregator)
     base = VertexDecision(
@@ -632,12 +632,13 @@ def _vertex(
     if spread != target:
         kind = "partitions" if load.partitions else "key groups"
         why = f"{why}, {spread} for its {groups} {kind}"
-    known = {p: s for p, s in recorded.items() if p != load.parallelism}
+    known = {p: s for p, s in skew_by_p.items() if p != load.parallelism}
     if aggregator == MAX and known and load.busiest is not None and load.capacity and load.busy:
         at = dict(known) | {load.parallelism: load.share(MAX) / load.busy}
         top = upper or max(spread, load.parallelism)
         fit = _by_skew(rate, load, skew=at, config=config, groups=groups, upper=top)
-        if fit is not None and fit[0] != spread:
+        rise = spread > load.parallelism  # never lowered by skews read elsewhere
+        if fit is not None and fit[0] != spread and not (rise and fit[0] < load.parallelism):
             spread, busiest = fit
             why = (
                 f"{why}; {spread} by its busiest subtask at {spread}, "

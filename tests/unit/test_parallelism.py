@@ -463,6 +463,10 @@ def test_a_rise_past_what_any_parallelism_takes_goes_to_the_widest_either_way() 
     plain = decide(loads, CONFIG, PolicyState(), last.at_ms)[0]
     by_skew = decide(loads, CONFIG, PolicyState(), last.at_ms, skews=ran)[0]
     assert plain.targets["work"] == by_skew.targets["work"] == 8
+    # a vertex over its bound is never lowered by a skew read elsewhere, however even
+    at4 = window(keyed_sample(0, 1_000, 4, 1.31), keyed_sample(60, 1_000, 4, 1.31))[0]
+    odd = decide(at4, CONFIG, PolicyState(), last.at_ms, skews={"work": {2: 0.3}})[0]
+    assert odd.targets["work"] == 8
 
 
 def test_the_skews_are_remembered_per_parallelism_from_the_samples() -> None:
