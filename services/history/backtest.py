@@ -200,11 +200,6 @@ class _Busy:
     seconds: float
 
 
-SKEW_BUSY = 0.05
-"""Less busy than this on average, a window's busiest subtask says nothing of the keys'
-spread (a few records, or the tasks starting)."""
-
-
 FIXED_FLOOR = 0.005
 """A fixed busy share under half a percent of a second is not told apart from none."""
 
@@ -236,13 +231,13 @@ def _skews_by_parallelism(
     readings: Sequence[_Busy], cost: tuple[float, float] | None
 ) -> dict[int, float]:
     """Per parallelism, how many times the average records its busiest subtask takes (the
-    median over the windows at least SKEW_BUSY busy): from its busy share over the
+    median over the windows at least pl.SKEW_BUSY busy): from its busy share over the
     average's, less the share every subtask spends whatever its records (`cost`'s). With
     none fixed, the ratio itself."""
     fixed = cost[0] if cost else 0.0
     found: dict[int, list[float]] = {}
     for r in readings:
-        if r.ratio is None or r.busy < SKEW_BUSY or r.busy - fixed <= 0.01:
+        if r.ratio is None or r.busy < pl.SKEW_BUSY or r.busy - fixed <= 0.01:
             continue
         found.setdefault(r.parallelism, []).append((r.ratio * r.busy - fixed) / (r.busy - fixed))
     return {p: statistics.median(skews) for p, skews in sorted(found.items())}
