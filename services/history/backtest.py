@@ -153,7 +153,7 @@ def measure(samples: Sequence[pl.Sample]) -> tuple[Model | None, list[Window]]:
         for load in loads:
             if load.capacity is not None and load.records_in > 0:
                 per_subtask = load.records_in / load.seconds / load.parallelism
-                ratio = load.share(pl.MAX) / load.busy if load.busiest is not None else None
+                ratio = pl.skew_of(load)
                 reading = _Busy(load.parallelism, per_subtask, load.busy, ratio, load.seconds)
                 busy.setdefault(load.vertex_id, []).append(reading)
             if load.records_in > 0:
@@ -191,7 +191,8 @@ def measure(samples: Sequence[pl.Sample]) -> tuple[Model | None, list[Window]]:
 class _Busy:
     """One vertex over one window in which it took records: its parallelism, records a
     second a subtask took, the share of the window its subtasks were busy on average, its
-    busiest subtask's share over that average (None: not reported), the window's length."""
+    busiest subtask's share over that average (`parallelism.skew_of`; None: not reported,
+    or too idle to say), the window's length."""
 
     parallelism: int
     per_subtask: float
@@ -237,7 +238,7 @@ def _skews_by_parallelism(
     fixed = cost[0] if cost else 0.0
     found: dict[int, list[float]] = {}
     for r in readings:
-        if r.ratio is None or r.busy < pl.SKEW_BUSY or r.busy - fixed <= 0.01:
+        if r.ratio is None or r.busy - fixed <= 0.01:
             continue
         found.setdefault(r.parallelism, []).append((r.ratio * r.busy - fixed) / (r.busy - fixed))
     return {p: statistics.median(skews) for p, skews in sorted(found.items())}
