@@ -120,19 +120,28 @@ class Presence:
     listed_at: int | None = None  # the monotonic instant of the last usable listing's request
     appeared: dict[str, Window | None] = field(default_factory=dict)
     departed: dict[str, Window] = field(default_factory=dict)
+    left: dict[str, step.Left] = field(default_factory=dict)
+    """What each departed TaskManager was listed as, and when it had appeared."""
+    _views: dict[str, tr.TaskManagerView] = field(default_factory=dict)
 
     def update(self, views: tuple[tr.TaskManagerView, ...], asked: int, answered: Instant) -> None:
         """A usable listing, asked at monotonic `asked`, answered at `answered`."""
         window = None if self.listed_at is None else answered.since(self.listed_at)
-        offering = {tm.id for tm in views if tm.slots > 0}
-        for tm in sorted(offering - self.appeared.keys()):
+        offering = {tm.id: tm for tm in views if tm.slots > 0}
+        for tm in sorted(offering.keys() - self.appeared.keys()):
             self.appeared[tm] = window
-        for tm in sorted(self.appeared.keys() - offering):
-            del self.appeared[tm]
+            self.left.pop(tm, None)
+        for tm in sorted(self.appeared.keys() - offering.keys()):
+            appeared = self.appeared.pop(tm)
             if window is not None:
                 self.departed[tm] = window
+                if (view := self._views.get(tm)) is not None:
+                    self.left[tm] = step.Left(view, appeared)
+        self._views = offering
         while len(self.departed) > KEPT_DEPARTURES:
             del self.departed[next(iter(self.departed))]
+        while len(self.left) > KEPT_DEPARTURES:
+            del self.left[next(iter(self.left))]
         self.listed_at = asked
 
 
@@ -174,6 +183,7 @@ class ClusterPoller:
         self._requirements_at: dict[str, int] = {}  # job -> its last answer's request (ticks)
         self._placed: dict[str, step.Placement] = {}  # job -> where its tasks last ran
         self._offers: dict[tuple[str, str], Window] = {}  # (job, TaskManager) -> its offer
+        self._held: dict[str, set[str]] = {}  # job -> the TaskManagers its offsets named
         self._unusable_logs: set[str] = set()  # listed TaskManagers whose log is not read
         self._said: set[str] = set()
         self._lettered: set[tuple[str, str, str]] = set()
@@ -205,6 +215,7 @@ class ClusterPoller:
             if answers is not None:
                 self._sample(jid, answers, result)
                 seen = step.observe(offset, answers, now)
+                self._remember(jid, seen.offset)
                 result.letters += [_problem(self.name, jid, answers, *p) for p in seen.problems]
                 result.observed.append(seen)
         result.letters = [x for x in result.letters if self._first_time(x)]
@@ -310,6 +321,7 @@ class ClusterPoller:
             requirements_window=None if since is None else answered.since(since),
             appeared=self.presence.appeared,
             departed=self.presence.departed,
+            left=self.presence.left,
             flink_version=self.version or None,
             refresh_ms=self.refresh_ms,
             rescales_config=self._optional(f"{base}/rescales/config", key, result)
@@ -329,6 +341,7 @@ class ClusterPoller:
             cluster_restart=self.cluster_restart,
             offers=offers,
             awaiting_offer=awaiting,
+            held=frozenset(self._held.get(jid, ())),
         )
 
     def _slot_offers(
@@ -487,6 +500,15 @@ class ClusterPoller:
             del self._pending[(jid, vid)]
         for jid, tm in [k for k in self._offers if k[0] not in listed]:
             del self._offers[(jid, tm)]
+        for jid in self._held.keys() - listed:
+            del self._held[jid]
+
+    def _remember(self, jid: str, offset: JobOffset) -> None:
+        """The TaskManagers the job's offset has held (`step.Answers.held`), as long as the
+        listing remembers them."""
+        held = self._held.setdefault(jid, set())
+        held.update(offset.task_managers, offset.lost_task_managers)
+        held &= self.presence.appeared.keys() | self.presence.left.keys()
 
     def _source_metrics(
         self, jid: str, vid: str, path: str, key: str, result: ClusterPoll

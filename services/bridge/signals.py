@@ -214,9 +214,8 @@ def signal(
         }
         for name, key in _COUNTERS.items():
             entry[key] = field(metrics, name, (int, type(None)), f"{at}.metrics")
-        for name, key in _TIMES.items():
-            value = field(metrics, name, (int, float, type(None)), f"{at}.metrics")
-            entry[key] = None if value is None else float(value)
+        for name, key in _TIMES.items():  # a double: Flink's JSON writes NaN as "NaN"
+            entry[key] = _number(metrics, name, f"{at}.metrics")
         entry.update(vertex_gauges.get(vid) or dict.fromkeys(_GAUGE_FIELDS))
         vertices.append(entry)
         unknown |= {f"{vid}.{k}": json.dumps(v) for k, v in metrics.items() if k not in _KNOWN}

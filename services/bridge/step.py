@@ -87,6 +87,15 @@ Flink 2.3 adds the actor's uid, `[Actor[<its path>#-1618999474]]`)."""
 
 
 @dataclass(frozen=True)
+class Left:
+    """A TaskManager the listing no longer shows: what it was listed as, and the window it
+    had appeared in (None: at the poller's first listing)."""
+
+    view: tr.TaskManagerView
+    appeared: Window | None
+
+
+@dataclass(frozen=True)
 class Answers:
     """What one poll read of one job; None where the answer was missing or unusable."""
 
@@ -107,6 +116,7 @@ class Answers:
     requirements_window: Window | None = None  # since the previous requirements answer
     appeared: Mapping[str, Window | None] = field(default_factory=dict)  # poll.Presence
     departed: Mapping[str, Window] = field(default_factory=dict)
+    left: Mapping[str, Left] = field(default_factory=dict)  # poll.Presence, by departure
     flink_version: str | None = None  # the JobManager's (/config), if known
     refresh_ms: int = DEFAULT_REFRESH_MS  # its web.refresh-interval (/config)
     placement: Placement | None = None  # the poller's last reading of where tasks run
@@ -115,6 +125,8 @@ class Answers:
     """New TaskManagers' slot offers to the job, from their logs (poll, slotlog.py)."""
     awaiting_offer: frozenset[str] = frozenset()
     """New TaskManagers whose logs show no offer to the job yet."""
+    held: frozenset[str] = frozenset()
+    """The TaskManagers the job's offset has named since the poller started (memory only)."""
 
 
 @dataclass(frozen=True)
@@ -483,15 +495,57 @@ def _changes_awaiting(
     the instant the job's clock stays at or before while they are (the earliest their
     slots' offer may lie at). Not held when another input of this poll lies after that
     instant: the scheduler folds inputs in the order sent."""
-    awaiting = _awaiting(offset, answers, now)
+    proven = _proven(offset, answers)
+    awaiting = {tm: w for tm, w in _awaiting(offset, answers, now).items() if tm not in proven}
     if awaiting:
         found: list[tuple[str, str]] = []
         cap = min(w.after for w in awaiting.values())
-        held, events = _changes(offset, answers, now, found, awaiting=frozenset(awaiting), cap=cap)
+        held, events = _changes(
+            offset, answers, now, found, awaiting=frozenset(awaiting), cap=cap, proven=proven
+        )
         if all(e.timestamp <= cap for e in events):
             problems += found
             return held, events, cap
-    return (*_changes(offset, answers, now, problems), None)
+    return (*_changes(offset, answers, now, problems, proven=proven), None)
+
+
+def _proven(offset: JobOffset, answers: Answers) -> dict[str, int]:
+    """New TaskManagers (listed, or dropped by the listing since: `Answers.left`; never
+    the job's, as its offsets named them: `Answers.held`) whose slots the exception
+    history's new entries show reached the job, whatever their log says: an entry places
+    a task of the job on one, or names one as lost (the JobMaster watches only the
+    TaskManagers it took slots from; a task's connection or an RPC reaches only one that
+    holds tasks). id -> the first such entry's instant. A TaskManager killed seconds after its offer
+    answers no log request: beside two hogs (2026-12-06) the bridge never read the offer
+    and held it back until the listing dropped it, so the job's failover for it was lost
+    and the prediction scheduled without its slot."""
+    if answers.exceptions is None or answers.task_managers is None:
+        return {}
+    try:
+        history = tr.field(answers.exceptions, "exceptionHistory", dict, "exceptions")
+        entries = tr.field(history, "entries", list, "exceptions.exceptionHistory")
+        stamped = [(tr.field(e, "timestamp", int, "exceptions.entries[]"), e) for e in entries]
+    except tr.MalformedAnswerError:
+        return {}  # `_failures` reports it
+    views = [*answers.task_managers, *(gone.view for gone in answers.left.values())]
+    by_path = {tm.path: tm.id for tm in views if tm.path}
+    known = {*offset.task_managers, *offset.lost_task_managers, *answers.held}
+    proven: dict[str, int] = {}
+    for at, entry in sorted(stamped, key=lambda pair: pair[0]):
+        if at <= offset.last_exception_ms:
+            continue
+        for tm in (*_task_managers_of(entry), *_named_lost(entry, by_path)):
+            if tm not in known and _appearance(answers, tm) is not None:
+                proven.setdefault(tm, at)
+    return proven
+
+
+def _appearance(answers: Answers, tm: str) -> Window | None:
+    """The window a TaskManager listed with slots appeared in, also one listed no more."""
+    if tm in answers.appeared:
+        return answers.appeared[tm]
+    gone = answers.left.get(tm)
+    return None if gone is None else gone.appeared
 
 
 def _awaiting(offset: JobOffset, answers: Answers, now: int) -> dict[str, Window]:
@@ -500,7 +554,11 @@ def _awaiting(offset: JobOffset, answers: Answers, now: int) -> dict[str, Window
     after it), and those offered after what this poll's answers are sure to show of the
     job (Flink caches its checkpoints and exceptions for up to its refresh interval: one
     that ended before the offer may first show in a later poll, and the scheduler folds
-    inputs in the order sent). Held only while the job's clock is still before them."""
+    inputs in the order sent). Held only while the job's clock is still before them. One
+    the listing dropped while held is held on for Flink's refresh interval (and a margin)
+    after that: an exceptions answer that names it (`_proven`) may still come, and Flink's
+    heartbeat drops a killed TaskManager from the listing at the very instant its
+    JobMaster fails the job over for it (the differential suite beside two hogs)."""
     horizon = now - answers.refresh_ms - CLOCK_MARGIN_MS
     waiting = {
         tm: window
@@ -512,19 +570,39 @@ def _awaiting(offset: JobOffset, answers: Answers, now: int) -> dict[str, Window
         for tm, offer in answers.offers.items()
         if horizon < offered_at(offer) and now < offer.by + OFFER_WAIT_MS
     }
+    waiting |= {
+        tm: gone.appeared
+        for tm, gone in answers.left.items()
+        if gone.appeared is not None
+        and offset.advanced_to < gone.appeared.after
+        and tm not in answers.held
+        and (left := answers.departed.get(tm)) is not None
+        and now < left.by + answers.refresh_ms + CLOCK_MARGIN_MS
+    }
     waiting = {tm: w for tm, w in waiting.items() if tm not in offset.task_managers}
     if waiting and offset.advanced_to < min(w.after for w in waiting.values()):
         return waiting
     return {}
 
 
-def _registered(offset: JobOffset, answers: Answers, view: tr.TaskManagerView, now: int) -> Event:
+def _registered(
+    offset: JobOffset,
+    answers: Answers,
+    view: tr.TaskManagerView,
+    now: int,
+    proven: Mapping[str, int],
+) -> Event:
     """A new TaskManager, registered for the job when its slots were offered to it (its
     log: `answers.offers`), else when the listing showed it; one whose log showed no offer
-    by this poll lies in (its listing's start, this poll]."""
+    by this poll lies in (its listing's start, this poll]; one the exceptions show held
+    the job's tasks (`proven`) before the first entry that does."""
     offer = answers.offers.get(view.id)
     window: Window | None
-    if offer is not None:
+    if offer is None and view.id in proven and (listed := _appearance(answers, view.id)):
+        shown = proven[view.id]
+        at = max(offset.advanced_to + 1, min(listed.by, shown - 1))
+        window = _within(Window(listed.after, shown), at)
+    elif offer is not None:
         at = min(now, max(offset.advanced_to + 1, offered_at(offer)))
         window = offer if offer.after < at <= offer.by else Window(min(offer.after, at - 1), at)
     elif view.id in answers.awaiting_offer and (listed := answers.appeared.get(view.id)):
@@ -542,6 +620,7 @@ def _changes(
     *,
     awaiting: frozenset[str] = frozenset(),
     cap: int | None = None,
+    proven: Mapping[str, int] | None = None,
 ) -> tuple[JobOffset, list[Event]]:
     """TaskManagers come and gone (bar those `awaiting` their slots' offer, while the job's
     clock stays at or before `cap`), requirements changed, failures, a terminal state."""
@@ -560,7 +639,8 @@ def _changes(
         events += _flapped(offset, answers, listed, now)
         gone = frozenset(offset.lost_task_managers) & listed  # lost by the JobMaster, still listed
         new = _offering(answers.task_managers, (*offset.task_managers, *gone, *awaiting))
-        events += [_registered(offset, answers, view, now) for view in new]
+        events += [_registered(offset, answers, view, now, proven or {}) for view in new]
+        events += _gone_unseen(offset, answers, listed, now, proven or {})
         known = (set(offset.task_managers) & listed) | {tm.id for tm in new}
         offset = replace(
             offset, task_managers=tuple(sorted(known)), lost_task_managers=tuple(sorted(gone))
@@ -607,6 +687,26 @@ def _changes(
     offset, ended = _checkpoints(offset, answers, problems, waiting_after)
     events += dropped + failures + ended
     return _terminal(offset, answers, now, events)
+
+
+def _gone_unseen(
+    offset: JobOffset,
+    answers: Answers,
+    listed: set[str],
+    now: int,
+    proven: Mapping[str, int],
+) -> list[Event]:
+    """The TaskManagers `_proven` whose offer the bridge never read and that the listing
+    dropped: registered, then lost at the first entry that showed them, having held tasks."""
+    events: list[Event] = []
+    for tm in sorted(proven.keys() - listed - set(offset.task_managers)):
+        if (gone := answers.left.get(tm)) is None:
+            continue
+        joined = _registered(offset, answers, gone.view, now, proven)
+        at = max(joined.timestamp, _clamped(proven[tm], offset, now))
+        reason = "lost before its slots' offer was read (Flink's exceptions name it)"
+        events += [joined, TaskManagerLost(offset.key, at, tm, reason, None, True)]
+    return events
 
 
 def _departure(window: Window | None, offset: JobOffset, now: int) -> tuple[int, Window | None]:

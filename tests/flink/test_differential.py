@@ -273,6 +273,23 @@ def test_a_taskmanager_lost_with_a_restart_strategy(observed: Observed) -> None:
     print(observed.check("taskmanager-lost-restart", jid, killed=(last,)))
 
 
+def test_a_taskmanager_killed_before_the_bridge_read_its_slots_offer(observed: Observed) -> None:
+    """The Flink demo's failure beside two hogs (2026-12-06): a new TaskManager took the
+    job's tasks and was killed before a poll read its log; the log then answered nothing.
+    Its failover names it, which is what says its slots reached the job."""
+    jid = start(observed, 3, "--max-parallelism", "2")
+    count = len(observed.flink.history(jid))
+    observed.poll()
+    (new,) = observed.flink.add_taskmanagers(1)
+    observed.flink.wait_rescales(jid, count + 1)  # onto it, with no poll of the bridge since
+    observed.flink.wait_running(jid, {BUCKET: 2, SUM: 2})
+    observed.flink.cluster.stop_taskmanager(new, kill=True)  # listed for a heartbeat yet
+    observed.poll()
+    observed.flink.wait_rescales(jid, count + 2)
+    observed.flink.wait_running(jid, {})
+    print(observed.check("taskmanager-killed-before-its-offer-was-read", jid, killed=(new,)))
+
+
 def test_a_taskmanager_lost_without_a_restart_strategy(observed: Observed) -> None:
     jid = start(observed, 2, "--max-parallelism", "2", "--restart", "none")
     first = observed.flink.running_taskmanagers()[0]

@@ -76,6 +76,15 @@ def test_flinks_values_are_kept_as_given_and_a_wrong_shape_is_refused() -> None:
     assert sg.gauges(_aggregated(-5.0), None)["busyTimeMsPerSecondAvg"] == -5.0
     assert nan["pendingRecords"] is None  # no operator of the vertex reports one
     assert sg.gauges([], None) == dict.fromkeys(nan)  # nothing reported yet
+    # a vertex's accumulated times are doubles, which Flink's JSON writes "NaN" when it has
+    # none (a real Flink 2.3, 2026-12-06: the whole sample was dead-lettered for it)
+    job = answer("job.json")
+    job["vertices"][0]["metrics"]["accumulated-busy-time"] = "NaN"
+    source = sg.signal("local", job, {}, 1_795_935_506_600)["vertices"][0]
+    assert math.isnan(source["accumulatedBusyTimeMs"])
+    job["vertices"][0]["metrics"]["accumulated-busy-time"] = "busy"
+    with pytest.raises(MalformedAnswerError):
+        sg.signal("local", job, {}, 1_795_935_506_600)
     for bad in ({"id": "x"}, [{"id": "busyTimeMsPerSecond", "avg": True}], [{"avg": 1.0}]):
         with pytest.raises(MalformedAnswerError):
             sg.gauges(bad, None)

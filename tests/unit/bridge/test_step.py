@@ -707,6 +707,8 @@ def test_presence_windows_run_from_the_listing_before_to_the_one_that_shows_the_
     presence.update((two,), 4000, Instant(stepped + 4005, 4005))
     assert presence.departed == {"tm-1": Window(stepped + 3000, stepped + 4005)}
     assert set(presence.appeared) == {"tm-2"}
+    presence.update((one,), 5000, Instant(stepped + 5005, 5005))  # tm-2 dropped, tm-1 back
+    assert presence.left == {"tm-2": step.Left(two, Window(wall + 2000, wall + 3020))}
 
 
 def test_a_change_a_listing_between_polls_saw_is_stamped_when_that_listing_saw_it() -> None:
@@ -884,6 +886,75 @@ def test_inputs_stay_in_time_order_around_a_task_manager_waiting_for_its_offer()
         "tm-30",
     ]
     assert "tm-40" not in polled.offset.task_managers
+
+
+def test_a_task_manager_its_log_never_showed_offered_is_the_jobs_once_it_failed_there() -> None:
+    # the demo beside two hogs (2026-12-06): the new TaskManager took the job's tasks and was
+    # killed before the bridge read its log, which then answered nothing; held back for its
+    # offer until the listing dropped it, it never joined the prediction, nor did its failover
+    seen = first_poll()
+    listed = answers().task_managers or ()
+    new = tr.TaskManagerView("tm-new", 1, None)
+    appeared = {"tm-new": Window(NOW + 4_000, NOW + 4_500)}
+    named = {
+        "exceptionName": "org.apache.flink.runtime.io.network.netty.exception.RemoteTransportException",
+        "timestamp": NOW + 7_000,
+        "stacktrace": "RemoteTransportException: Connection unexpectedly closed by remote task "
+        "manager '127.0.0.1/127.0.0.1:35451 [ tm-new ] '.",
+    }
+
+    def poll(offset: JobOffset, now: int, *entries: dict[str, Any]) -> step.Observed:
+        got = answers(
+            details={},
+            task_managers=(*listed, new),
+            appeared=appeared,
+            awaiting_offer=frozenset({"tm-new"}),
+            exceptions={"exceptionHistory": {"entries": list(entries)}},
+            refresh_ms=3_000,
+        )
+        return step.observe(offset, got, now)
+
+    waiting = poll(seen.offset, NOW + 5_000)
+    assert "tm-new" not in waiting.offset.task_managers
+    failed = poll(waiting.offset, NOW + 9_000, named)
+    inputs = [e for e in failed.events if not isinstance(e, TimerFired)]
+    assert [(type(e), e.timestamp, getattr(e, "window", None)) for e in inputs] == [
+        (TaskManagerRegistered, NOW + 4_500, Window(NOW + 4_000, NOW + 7_000)),
+        (TaskManagerLost, NOW + 7_000, None),  # Flink's instant: its loss, not a failure
+    ]
+    assert inputs[1].hosted_tasks  # type: ignore[attr-defined]
+    # a task of the job failed on it: the same proof, and the failure is the job's
+    on_it = poll(waiting.offset, NOW + 9_000, failure(NOW + 7_000, "tm-new"))
+    kinds = [type(e) for e in on_it.events if not isinstance(e, TimerFired)]
+    assert kinds == [TaskManagerRegistered, JobLifecycle]
+    _, effects = replay([*seen.events, *waiting.events, *failed.events])
+    assert not [e for e in effects if isinstance(e, Rejected)]
+    # Flink's heartbeat drops it from the listing as its JobMaster fails the job over: held
+    # on for the cache's refresh interval after that, then registered and lost
+    dropped = {
+        "task_managers": listed,
+        "appeared": {},
+        "departed": {"tm-new": Window(NOW + 6_900, NOW + 7_100)},
+        "left": {"tm-new": step.Left(new, appeared["tm-new"])},
+        "refresh_ms": 3_000,
+    }
+    quiet = {"exceptionHistory": {"entries": []}}
+    gone = step.observe(
+        waiting.offset, answers(details={}, exceptions=quiet, **dropped), NOW + 8_000
+    )
+    assert not [e for e in gone.events if not isinstance(e, TimerFired)]
+    assert gone.offset.advanced_to <= NOW + 4_000  # still before its appearance
+    shown = answers(details={}, exceptions={"exceptionHistory": {"entries": [named]}}, **dropped)
+    late = step.observe(gone.offset, shown, NOW + 9_000)
+    inputs = [e for e in late.events if not isinstance(e, TimerFired)]
+    assert [(type(e), e.timestamp) for e in inputs] == [
+        (TaskManagerRegistered, NOW + 4_500),
+        (TaskManagerLost, NOW + 7_000),
+    ]
+    assert "tm-new" not in late.offset.task_managers
+    # one the job's offsets named before (lost, and named again by a later entry): not again
+    again = step.observe(gone.offset, replace(shown, held=frozenset({"tm-new"})), NOW + 9_000)
+    assert not [e for e in again.events if not isinstance(e, TimerFired)]
 
 
 def test_task_managers_at_the_submission_are_the_jobs_when_their_slots_were_offered() -> None:
