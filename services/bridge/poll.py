@@ -23,7 +23,7 @@ from services.bridge import signals as sg
 from services.bridge import slotlog, step
 from services.bridge import translate as tr
 from services.bridge.offsets import JobOffset
-from services.contracts.events import Window
+from services.contracts.events import TaskManagerRegistered, Window
 from services.contracts.flinkrest import (
     FlinkBadAnswerError,
     FlinkNotFoundError,
@@ -215,7 +215,7 @@ class ClusterPoller:
             if answers is not None:
                 self._sample(jid, answers, result)
                 seen = step.observe(offset, answers, now)
-                self._remember(jid, seen.offset)
+                self._remember(jid, seen)
                 result.letters += [_problem(self.name, jid, answers, *p) for p in seen.problems]
                 result.observed.append(seen)
         result.letters = [x for x in result.letters if self._first_time(x)]
@@ -503,11 +503,13 @@ class ClusterPoller:
         for jid in self._held.keys() - listed:
             del self._held[jid]
 
-    def _remember(self, jid: str, offset: JobOffset) -> None:
-        """The TaskManagers the job's offset has held (`step.Answers.held`), as long as the
-        listing remembers them."""
+    def _remember(self, jid: str, seen: step.Observed) -> None:
+        """The TaskManagers the job's observations have registered (`step.Answers.held`),
+        as long as the listing remembers them: also one registered and lost in the same
+        observation, which its offset never names."""
         held = self._held.setdefault(jid, set())
-        held.update(offset.task_managers, offset.lost_task_managers)
+        held.update(seen.offset.task_managers, seen.offset.lost_task_managers)
+        held.update(e.task_manager_id for e in seen.events if isinstance(e, TaskManagerRegistered))
         held &= self.presence.appeared.keys() | self.presence.left.keys()
 
     def _source_metrics(

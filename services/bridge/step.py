@@ -126,7 +126,8 @@ class Answers:
     awaiting_offer: frozenset[str] = frozenset()
     """New TaskManagers whose logs show no offer to the job yet."""
     held: frozenset[str] = frozenset()
-    """The TaskManagers the job's offset has named since the poller started (memory only)."""
+    """The TaskManagers the job's observations have registered since the poller started
+    (memory only: poll.ClusterPoller._remember)."""
 
 
 @dataclass(frozen=True)
@@ -515,10 +516,10 @@ def _proven(offset: JobOffset, answers: Answers) -> dict[str, int]:
     history's new entries show reached the job, whatever their log says: an entry places
     a task of the job on one, or names one as lost (the JobMaster watches only the
     TaskManagers it took slots from; a task's connection or an RPC reaches only one that
-    holds tasks). id -> the first such entry's instant. A TaskManager killed seconds after its offer
-    answers no log request: beside two hogs (2026-12-06) the bridge never read the offer
-    and held it back until the listing dropped it, so the job's failover for it was lost
-    and the prediction scheduled without its slot."""
+    holds tasks). id -> the first such entry's instant. A TaskManager killed seconds
+    after its offer answers no log request: beside two hogs (2026-12-06) the bridge never
+    read the offer and held it back until the listing dropped it, so the job's failover
+    for it was lost and the prediction scheduled without its slot."""
     if answers.exceptions is None or answers.task_managers is None:
         return {}
     try:

@@ -222,3 +222,29 @@ def test_a_task_manager_going_away_before_its_offer_never_reaches_the_job() -> N
     rest.answers["/taskmanagers"]["taskmanagers"].pop()
     gone = poll()
     assert not [e for e in gone if type(e).__name__.startswith("TaskManager")]
+
+
+def test_a_task_manager_going_away_after_its_offer_is_the_jobs_by_flinks_exceptions() -> None:
+    # the Flink demo beside two hogs (2026-12-06): killed 2 s after Flink ran on it, before
+    # a poll read its offer; its log answered 500 from then on. Flink's heartbeat dropped it
+    # from the listing as the JobMaster failed the job over for it
+    polling = Polling()
+    clocks, rest, poll = polling.clocks, polling.rest, polling.poll
+
+    poll()
+    clocks.advance(60_000)
+    polling.join("tm-9")
+    rest.logs["/taskmanagers/tm-9/log"] = "500"
+    assert not [e for e in poll() if isinstance(e, TaskManagerRegistered)]
+    rest.answers["/taskmanagers"]["taskmanagers"].pop()
+    lost = "TaskManager with id tm-9 is no longer reachable."
+    exceptions = rest.answers[f"/jobs/{JID}/exceptions"]["exceptionHistory"]["entries"]
+    exceptions.append({"timestamp": clocks.wall - 1_000, "stacktrace": lost})
+    gone = [e for e in poll() if type(e).__name__.startswith("TaskManager")]
+    assert [(type(e).__name__, e.task_manager_id) for e in gone] == [  # type: ignore[attr-defined]
+        ("TaskManagerRegistered", "tm-9"),
+        ("TaskManagerLost", "tm-9"),
+    ]
+    # a later entry names it again (a deployment to its released slots): once is enough
+    exceptions.append({"timestamp": clocks.wall, "stacktrace": lost})
+    assert not [e for e in poll() if type(e).__name__.startswith("TaskManager")]
