@@ -206,45 +206,43 @@ def test_a_task_manager_whose_log_cannot_be_read_is_registered_by_its_listing() 
     assert polling.rest.asked.count("/taskmanagers/tm-9/log") == 1
 
 
+def held_back(tm: str) -> Polling:
+    """A poller of a submitted job, with `tm` listed a minute later and its log answering
+    500 (a TaskManager going away): held back for its offer, then dropped by the listing."""
+    polling = Polling()
+    polling.poll()
+    polling.clocks.advance(60_000)
+    polling.join(tm)
+    polling.rest.logs[f"/taskmanagers/{tm}/log"] = "500"
+    assert not [e for e in polling.poll() if isinstance(e, TaskManagerRegistered)]
+    polling.rest.answers["/taskmanagers"]["taskmanagers"].pop()
+    return polling
+
+
+def task_manager_events(events: list[Any]) -> list[tuple[str, str]]:
+    return [(type(e).__name__, e.task_manager_id) for e in events if hasattr(e, "task_manager_id")]
+
+
 def test_a_task_manager_going_away_before_its_offer_never_reaches_the_job() -> None:
     # near-cooldown-end at load (2026-12-05): a TaskManager stopped 0.7 s after it
     # registered, before it offered its slots; Flink answered 500 for its log, the bridge
     # took the listing, and the prediction rescaled onto slots Flink never had
-    polling = Polling()
-    clocks, rest, poll = polling.clocks, polling.rest, polling.poll
-
-    poll()
-    clocks.advance(60_000)
-    polling.join("tm-9")
-    rest.logs["/taskmanagers/tm-9/log"] = "500"
-    held = poll()
-    assert not [e for e in held if isinstance(e, TaskManagerRegistered)]
-    rest.answers["/taskmanagers"]["taskmanagers"].pop()
-    gone = poll()
-    assert not [e for e in gone if type(e).__name__.startswith("TaskManager")]
+    polling = held_back("tm-9")
+    assert task_manager_events(polling.poll()) == []
 
 
 def test_a_task_manager_going_away_after_its_offer_is_the_jobs_by_flinks_exceptions() -> None:
     # the Flink demo beside two hogs (2026-12-06): killed 2 s after Flink ran on it, before
     # a poll read its offer; its log answered 500 from then on. Flink's heartbeat dropped it
     # from the listing as the JobMaster failed the job over for it
-    polling = Polling()
-    clocks, rest, poll = polling.clocks, polling.rest, polling.poll
-
-    poll()
-    clocks.advance(60_000)
-    polling.join("tm-9")
-    rest.logs["/taskmanagers/tm-9/log"] = "500"
-    assert not [e for e in poll() if isinstance(e, TaskManagerRegistered)]
-    rest.answers["/taskmanagers"]["taskmanagers"].pop()
+    polling = held_back("tm-9")
     lost = "TaskManager with id tm-9 is no longer reachable."
-    exceptions = rest.answers[f"/jobs/{JID}/exceptions"]["exceptionHistory"]["entries"]
-    exceptions.append({"timestamp": clocks.wall - 1_000, "stacktrace": lost})
-    gone = [e for e in poll() if type(e).__name__.startswith("TaskManager")]
-    assert [(type(e).__name__, e.task_manager_id) for e in gone] == [  # type: ignore[attr-defined]
+    exceptions = polling.rest.answers[f"/jobs/{JID}/exceptions"]["exceptionHistory"]["entries"]
+    exceptions.append({"timestamp": polling.clocks.wall - 1_000, "stacktrace": lost})
+    assert task_manager_events(polling.poll()) == [
         ("TaskManagerRegistered", "tm-9"),
         ("TaskManagerLost", "tm-9"),
     ]
     # a later entry names it again (a deployment to its released slots): once is enough
-    exceptions.append({"timestamp": clocks.wall, "stacktrace": lost})
-    assert not [e for e in poll() if type(e).__name__.startswith("TaskManager")]
+    exceptions.append({"timestamp": polling.clocks.wall, "stacktrace": lost})
+    assert task_manager_events(polling.poll()) == []
