@@ -523,18 +523,14 @@ def _proven(offset: JobOffset, answers: Answers) -> dict[str, int]:
     if answers.exceptions is None or answers.task_managers is None:
         return {}
     try:
-        history = tr.field(answers.exceptions, "exceptionHistory", dict, "exceptions")
-        entries = tr.field(history, "entries", list, "exceptions.exceptionHistory")
-        stamped = [(tr.field(e, "timestamp", int, "exceptions.entries[]"), e) for e in entries]
+        new = _new_entries(offset, answers.exceptions)
     except tr.MalformedAnswerError:
         return {}  # `_failures` reports it
     views = [*answers.task_managers, *(gone.view for gone in answers.left.values())]
     by_path = {tm.path: tm.id for tm in views if tm.path}
     known = {*offset.task_managers, *offset.lost_task_managers, *answers.held}
     proven: dict[str, int] = {}
-    for at, entry in sorted(stamped, key=lambda pair: pair[0]):
-        if at <= offset.last_exception_ms:
-            continue
+    for at, entry in new:
         for tm in (*_task_managers_of(entry), *_named_lost(entry, by_path)):
             if tm not in known and _appearance(answers, tm) is not None:
                 proven.setdefault(tm, at)
@@ -839,8 +835,18 @@ def _lost_by_the_jobmaster(
 def _first_new_exception(offset: JobOffset, answers: Answers) -> int:
     """The earliest exception entry after the offset's, also one not sent because its
     TaskManager is gone (then it is when Flink's JobMaster released that TaskManager)."""
-    entries = answers.exceptions["exceptionHistory"]["entries"]
-    return int(min(e["timestamp"] for e in entries if e["timestamp"] > offset.last_exception_ms))
+    return _new_entries(offset, answers.exceptions)[0][0]
+
+
+def _new_entries(offset: JobOffset, exceptions: Any) -> list[tuple[int, Mapping[str, Any]]]:
+    """The exception history's entries after the offset's, by instant, oldest first;
+    `MalformedAnswerError` for an answer of another shape."""
+    history = tr.field(exceptions, "exceptionHistory", dict, "exceptions")
+    entries = tr.field(history, "entries", list, "exceptions.exceptionHistory")
+    stamped = [(tr.field(e, "timestamp", int, "exceptions.entries[]"), e) for e in entries]
+    return sorted(
+        ((at, e) for at, e in stamped if at > offset.last_exception_ms), key=lambda pair: pair[0]
+    )
 
 
 def _failures(
@@ -853,9 +859,7 @@ def _failures(
     if answers.exceptions is None:
         return offset, [], {}, frozenset()
     try:
-        history = tr.field(answers.exceptions, "exceptionHistory", dict, "exceptions")
-        entries = tr.field(history, "entries", list, "exceptions.exceptionHistory")
-        stamped = [(tr.field(e, "timestamp", int, "exceptions.entries[]"), e) for e in entries]
+        new = _new_entries(offset, answers.exceptions)
     except tr.MalformedAnswerError as error:
         problems.append(("exceptions", str(error)))
         return offset, [], {}, frozenset()
@@ -867,9 +871,7 @@ def _failures(
     named: dict[str, int] = {}
     failed_on: set[str] = set()
     newest = offset.last_exception_ms
-    for at, entry in sorted(stamped, key=lambda pair: pair[0]):
-        if at <= offset.last_exception_ms:
-            continue
+    for at, entry in new:
         newest = max(newest, at)
         lost = _named_lost(entry, by_path)
         for tm in lost:
