@@ -322,12 +322,12 @@ class Sampler(threading.Thread):
 class Peer:
     """The operator's standalone autoscaler, its own JVM, its log in `log`."""
 
-    def __init__(self, jar: Path, port: int, log: Path) -> None:
+    def __init__(self, jar: Path, port: int, log: Path, shared: dict[str, str]) -> None:
         options = {
             "autoscaler.standalone.fetcher.flink-cluster.host": "127.0.0.1",
             "autoscaler.standalone.fetcher.flink-cluster.port": str(port),
             **PEER_ONLY,
-            **SETTINGS,
+            **shared,
         }
         args = [
             item for key, value in options.items() for item in (f"--{key}", value.replace(" ", ""))
@@ -360,13 +360,13 @@ class Peer:
 class Scalefold:
     """The bridge, the history service (--autoscaler scale) and the actuator, on `prefix`."""
 
-    def __init__(self, settings: Settings, url: str, run_dir: Path) -> None:
+    def __init__(self, settings: Settings, url: str, run_dir: Path, shared: dict[str, str]) -> None:
         from services.localstack import stack
         from services.localstack.ports import free_ports
 
         self.run_dir = run_dir
         self.settings = settings
-        defines = [item for key, value in SETTINGS.items() for item in ("-D", f"{key}={value}")]
+        defines = [item for key, value in shared.items() for item in ("-D", f"{key}={value}")]
         (web,) = free_ports(1)
         self.processes = [
             stack.bridge_process(run_dir, url, "--signals-interval", "10"),
@@ -400,6 +400,19 @@ class Scalefold:
             process.stop()
 
 
+def shared(args: argparse.Namespace) -> dict[str, str]:
+    """SETTINGS with the run's `--set` overrides: what both autoscalers get."""
+    return SETTINGS | dict(args.set)
+
+
+def setting(text: str) -> tuple[str, str]:
+    """`--set`'s `KEY=VALUE`, KEY one of SETTINGS' (the operator's key)."""
+    key, equals, value = text.partition("=")
+    if not equals or key not in SETTINGS:
+        raise argparse.ArgumentTypeError(f"{text!r}: KEY=VALUE, KEY one of {', '.join(SETTINGS)}")
+    return key, value
+
+
 def one_run(
     base: Settings,
     cluster: Cluster,
@@ -425,9 +438,9 @@ def one_run(
     say(f"{tag}: job {jid} running at {START_PARALLELISM}")
     started: Peer | Scalefold
     if controller == "peer":
-        started = Peer(args.peer_jar, cluster.port, run_dir / "peer.log")
+        started = Peer(args.peer_jar, cluster.port, run_dir / "peer.log", shared(args))
     else:
-        started = Scalefold(settings, cluster.url, run_dir)
+        started = Scalefold(settings, cluster.url, run_dir, shared(args))
     sampler = Sampler(settings, cluster.rest, jid, topic=topic, group=group, trace=trace)
     sampler.start()
     wall_start_ms = int(time.time() * 1000)
@@ -624,6 +637,15 @@ def main(argv: list[str] | None = None) -> int:
         help="a Flink cluster each controller, both runs of a trace at the same time",
     )
     parser.add_argument("--size", type=int, default=256, help="bytes a record")
+    parser.add_argument(
+        "--set",
+        type=setting,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a shared setting other than SETTINGS' (both autoscalers get it), e.g. "
+        "job.autoscaler.utilization.target=0.5",
+    )
     parser.add_argument(
         "--keys",
         type=int,

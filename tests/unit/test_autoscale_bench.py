@@ -3,7 +3,21 @@ rescale, downtime, slot-seconds and catching up, from its samples."""
 
 from __future__ import annotations
 
-from bench.autoscale_bench import Sample, catch_up, downtime_ms, rises, summarize, table
+import argparse
+
+import pytest
+
+from bench.autoscale_bench import (
+    SETTINGS,
+    Sample,
+    catch_up,
+    downtime_ms,
+    rises,
+    setting,
+    shared,
+    summarize,
+    table,
+)
 from services.tools.load import Trace, shape
 
 
@@ -38,3 +52,13 @@ def test_a_rescales_downtime_is_its_time_outside_executing_as_flink_recorded_it(
     spans = [("Executing", 30_000), ("Restarting", 1_200), ("CreatingExecutionGraph", 300)]
     details = {"schedulerStates": [{"state": s, "durationInMillis": d} for s, d in spans]}
     assert downtime_ms(details) == 1_500
+
+
+def test_a_set_setting_overrides_the_shared_one_for_both_autoscalers() -> None:
+    key = "job.autoscaler.utilization.target"
+    args = argparse.Namespace(set=[setting(f"{key}=0.5")])
+    assert shared(args)[key] == "0.5" and SETTINGS[key] == "0.7"  # the module's stays
+    assert shared(argparse.Namespace(set=[])) == SETTINGS
+    for wrong in ("job.autoscaler.utilization.target", "job.autoscaler.nothing=1"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            setting(wrong)
