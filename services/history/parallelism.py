@@ -82,6 +82,16 @@ backlog at all, and sent 2 -> 4 at 400 records/s where two subtasks were 86 % bu
 window that began at the job's start read 41 %, and the broker's backlog, up to a metric
 refresh of reading, is never 0: the benchmark's burst trace).
 
+**An idle job.** Where nothing arrived on the sources over the window and nothing is
+behind them, both known (the broker's count, or the emitted records and a backlog read as
+0), a vertex that took no records and measured no capacity is sized for a rate of 0: 1
+subtask, which waits the scale-down delay like any lower target. The operator does the
+same (a rate of 0 is an infinite true processing rate to it, so its scale factor falls to
+the least). Until 2026-12-07 scalefold kept such a vertex as it was and started its
+scale-down wait again: a job idle all night held its peak's slots. Where the backlog is
+not known, an idle vertex keeps its parallelism (a source that stopped reading is not a
+source with nothing to read).
+
 A lower target waits `scale_down_delay_ms` of staying lower before it is applied (the
 operator's delayed scale-down); no decision follows the last one sent within
 `stabilization_ms`. So a job is rescaled at most 3,600,000 / `stabilization_ms` times an
@@ -457,6 +467,8 @@ def decide(
         seconds = next(x.seconds for x in recent)
         rise = f" (input {rising:.1f} rec/s over the last {seconds:.0f} s, {rate_in:.1f} over the window)"
         rate_in = rising
+    # nothing arrived and nothing is behind, both known: an idle vertex is sized for 0
+    quiet = rate_in <= 0 and backlog is not None and backlog <= 0
     catch_up_s = config.catch_up_ms / 1000
     # what clears the backlog, and what a restart's downtime adds to it, within catch-up
     extra = ((backlog or 0.0) + rate_in * downtime / 1000) / catch_up_s
@@ -470,7 +482,7 @@ def decide(
             share = load.records_out / (emitted * load.seconds) if emitted > 0 else 1 / len(sources)
             rate = (rate_in + extra) * share
         targets_out[load.vertex_id] = rate * load.selectivity
-        vertex = _vertex(load, rate, config, (skews or {}).get(load.vertex_id, {}))
+        vertex = _vertex(load, rate, config, (skews or {}).get(load.vertex_id, {}), quiet)
         if vertex.target < vertex.current:
             since = lower_since.setdefault(load.vertex_id, now_ms)
             if now_ms - since < config.scale_down_delay_ms:
@@ -592,10 +604,16 @@ def _vname(v: VertexDecision) -> str:
 
 
 def _vertex(
-    load: Load, rate: float, config: PolicyConfig, skew_by_p: Mapping[int, float]
+    load: Load,
+    rate: float,
+    config: PolicyConfig,
+    skew_by_p: Mapping[int, float],
+    quiet: bool = False,
 ) -> VertexDecision:
     """One vertex's target parallelism for `rate` records a second; `skew_by_p`: its
-    busiest subtask's skew at the parallelisms the job ran at (`skews`)."""
+    busiest subtask's skew at the parallelisms the job ran at (`skews`); `quiet`: nothing
+    arrived on the job's sources over the window and none of it is behind (module doc,
+    "An idle job")."""
     aggregator = config.busy_time_aggregator
     capacity = load.capacity_by(aggregator)
     base = VertexDecision(
@@ -609,6 +627,12 @@ def _vertex(
         "",
     )
     if capacity is None or capacity <= 0:
+        if quiet and rate <= 0 and load.records_in <= 0 and load.parallelism > 1:
+            return replace(
+                base,
+                target=1,
+                reason="idle: nothing arrived and nothing is behind, sized for a rate of 0: 1",
+            )
         return replace(base, reason="idle: no busy time to measure its capacity by")
     needed = math.ceil(rate / (capacity * config.target_utilization) - 1e-9)
     bounds = [b for b in (load.max_parallelism, config.max_parallelism, load.partitions) if b]

@@ -483,3 +483,28 @@ def test_the_skews_are_remembered_per_parallelism_from_the_samples() -> None:
     assert recorded(idle) == {}
     assert skew_near({2: 1.16, 8: 1.88}, 5) == 1.88  # as near: the higher
     assert skew_near({2: 1.16, 8: 1.88}, 4) == 1.16
+
+
+def test_an_idle_job_is_sized_for_a_rate_of_0_after_the_scale_down_delay() -> None:
+    """Nothing arrives and nothing is behind: the operator's true processing rate is
+    infinite there and it lowers the vertices to their least; until 2026-12-07 scalefold
+    kept them and started their wait again, holding the peak's slots all night."""
+    first, last = sample(0, STEADY, 0, p=4), sample(10, STEADY, 0, p=4)  # no change: idle
+    loads, problems = window(first, last)
+    assert not problems and all(load.capacity is None for load in loads)
+    decision, state = decide(loads, CONFIG, PolicyState(), last.at_ms)
+    assert not decision.send and decision.targets == {"src": 2, "work": 4}
+    assert all("scale-down to 1 waits" in v.reason for v in decision.vertices)
+    assert "sized for a rate of 0" in decision.vertices[1].reason
+    due = last.at_ms + CONFIG.scale_down_delay_ms
+    decision, _ = decide(loads, CONFIG, state, due)
+    assert decision.send and decision.targets == {"src": 1, "work": 1}
+    assert worth(decision, CONFIG) is None  # frees 3 slots, nothing to weigh it against
+    # the backlog unknown: a source that stopped reading is not one with nothing to read
+    unknown = window(sample(0, STEADY, None, p=4), sample(10, STEADY, None, p=4))[0]
+    decision, state = decide(unknown, CONFIG, PolicyState(), last.at_ms)
+    assert decision.targets == {"src": 2, "work": 4} and state.lower_since_ms == {}
+    assert all("no busy time to measure" in v.reason for v in decision.vertices)
+    # something behind, or arriving: not idle
+    behind = window(sample(0, STEADY, 5_000, p=4), sample(10, STEADY, 5_000, p=4))[0]
+    assert decide(behind, CONFIG, PolicyState(), last.at_ms)[1].lower_since_ms == {}
