@@ -34,7 +34,10 @@ catch up after each rise of the trace (backlog back under `--caught-up` seconds 
 trace's rate then: Flink commits offsets on its checkpoints, so a job keeping up shows a
 backlog of a few seconds' records),
 slot-seconds (the largest vertex's parallelism: one slot-sharing group), decisions sent
-per hour. A table (markdown) and `--picture` (backlog and parallelism over time, the peer
+per hour, and from when after the trace every vertex ran at 1 to the run's end. The
+sampling goes on `--tail` seconds after the trace; with `--settle`, until each run's job
+has run at 1 for HOLD_S (both runs of a trace, with `--together`), at most `--tail`: a
+whole cycle, the scale-downs with it, whoever lowers later. A table (markdown) and `--picture` (backlog and parallelism over time, the peer
 above scalefold, one column a trace) at the end; `--json` writes every sample.
 """
 
@@ -63,6 +66,9 @@ PEER_JAR = PROJECT_ROOT.parent / "shared" / "peers" / "flink-autoscaler-standalo
 SLOTS, TASKMANAGERS, MAX_PARALLELISM, START_PARALLELISM = 4, 2, 8, 2
 COST_US = 4_000
 KEYS = 64
+HOLD_S = 30.0
+"""--settle: how long a job runs at parallelism 1 after the trace before it counts as
+settled (with no load, nothing raises it from there)."""
 """The load's keys (`--keys`)."""
 SETTINGS = {
     "job.autoscaler.utilization.target": "0.7",
@@ -113,6 +119,9 @@ class Result:
     story: list[str] = field(default_factory=list)
     """What happened, a line an event: each decision recorded (scalefold's), each of
     Flink's rescales."""
+    settled_s: float | None = None
+    """From when, after the trace, every vertex ran at 1 to the run's end (None: not
+    within the run)."""
 
 
 def say(line: str) -> None:
@@ -143,6 +152,22 @@ def catch_up(samples: list[Sample], since: float, until: float, limit: float) ->
         if all(x.backlog is not None and x.backlog <= limit * x.rate for x in after[i:]):
             return s.at_s - since
     return None
+
+
+def settled_at(samples: list[Sample], after_s: float) -> float | None:
+    """When the job's last stretch of samples (after `after_s`) at the floor began: every
+    vertex at parallelism 1 and running, to the last sample. None: the last sample is not
+    there. With no load after the trace, nothing raises a job from there."""
+
+    def floor(s: Sample) -> bool:
+        return s.running and bool(s.parallelism) and max(s.parallelism.values()) == 1
+
+    since = None
+    for s in samples:
+        if s.at_s < after_s:
+            continue
+        since = (s.at_s if since is None else since) if floor(s) else None
+    return since
 
 
 def downtime_ms(details: dict[str, Any]) -> int:
@@ -186,6 +211,7 @@ def summarize(
         decisions / hours if hours else 0.0,
         down,
         samples,
+        settled_s=settled_at(samples, trace.duration),
     )
 
 
@@ -400,6 +426,29 @@ class Scalefold:
             process.stop()
 
 
+class Tail:
+    """The sampling after a trace: `--tail` seconds; with `--settle`, until every run of
+    the trace (both, with `--together`) has run at the floor for HOLD_S, at most `--tail`
+    seconds. With `--together` the runs stop within a second of each other, so each run's
+    slot-seconds cover the same span."""
+
+    def __init__(self, runs: int, *, settle: bool, most_s: float) -> None:
+        self.settle, self.most_s = settle, most_s
+        self.settled = [threading.Event() for _ in range(runs)]
+
+    def wait(self, run: int, sampler: Sampler, after_s: float) -> None:
+        end = time.monotonic() + self.most_s
+        while time.monotonic() < end:
+            if self.settle:
+                samples = list(sampler.samples)
+                since = settled_at(samples, after_s)
+                if since is not None and samples[-1].at_s - since >= HOLD_S:
+                    self.settled[run].set()
+                if all(e.is_set() for e in self.settled):
+                    return
+            time.sleep(1.0)
+
+
 def shared(args: argparse.Namespace) -> dict[str, str]:
     """SETTINGS with the run's `--set` overrides: what both autoscalers get."""
     return SETTINGS | dict(args.set)
@@ -421,6 +470,8 @@ def one_run(
     *,
     controller: str,
     args: argparse.Namespace,
+    tail: Tail,
+    run: int = 0,
 ) -> Result:
     from dataclasses import replace
 
@@ -454,8 +505,9 @@ def one_run(
             size=args.size,
             every_s=60,
         )
-        say(f"{tag}: {sent} records produced; {args.tail:.0f} s more")
-        time.sleep(args.tail)
+        more = "until both settle, at most " if args.settle else ""
+        say(f"{tag}: {sent} records produced; {more}{args.tail:.0f} s more")
+        tail.wait(run, sampler, trace.duration)
     finally:
         sampler.stop.set()
         sampler.join(10)
@@ -503,10 +555,13 @@ def together(
     load is the same for both (a busy minute falls on both runs, not on one)."""
     from concurrent.futures import ThreadPoolExecutor
 
+    tail = Tail(len(controllers), settle=args.settle, most_s=args.tail)
     with ThreadPoolExecutor(len(controllers)) as pool:
         runs = [
-            pool.submit(one_run, base, cluster, name, trace, controller=controller, args=args)
-            for cluster, controller in zip(clusters, controllers, strict=True)
+            pool.submit(
+                one_run, base, cluster, name, trace, controller=c, args=args, tail=tail, run=i
+            )
+            for i, (cluster, c) in enumerate(zip(clusters, controllers, strict=True))
         ]
         return [run.result() for run in runs]
 
@@ -550,15 +605,15 @@ def story(steps: list[dict[str, Any]], rescales: list[dict[str, Any]], start_ms:
 
 def table(results: list[Result]) -> list[str]:
     lines = [
-        "| trace | autoscaler | rescales | downtime s | backlog p50 | p99 | max | catch-up s after each rise | slot-s | decisions/h |",
-        "|---|---|---:|---:|---:|---:|---:|---|---:|---:|",
+        "| trace | autoscaler | rescales | downtime s | backlog p50 | p99 | max | catch-up s after each rise | slot-s | decisions/h | at 1 from s |",
+        "|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|",
     ]
     for r in results:
         catch = ", ".join("never" if c is None else f"{c:.0f}" for c in r.catch_up_s)
         lines.append(
             f"| {r.trace} | {r.controller} | {r.rescales} | {r.downtime_s:.1f} | {r.backlog_p50:.0f} "
             f"| {r.backlog_p99:.0f} | {r.backlog_max:.0f} | {catch} | {r.slot_seconds:.0f} "
-            f"| {r.decisions_per_hour:.0f} |"
+            f"| {r.decisions_per_hour:.0f} | {'-' if r.settled_s is None else f'{r.settled_s:.0f}'} |"
         )
     return lines
 
@@ -629,7 +684,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peak", type=float, default=1_200.0, help="records a second at the peak")
     parser.add_argument("--duration", type=float, default=420.0, help="seconds a trace lasts")
     parser.add_argument(
-        "--tail", type=float, default=60.0, help="seconds sampled after the trace (it drains)"
+        "--tail",
+        type=float,
+        default=60.0,
+        help="seconds sampled after the trace (it drains); with --settle, at most this",
+    )
+    parser.add_argument(
+        "--settle",
+        action="store_true",
+        help=f"sample after the trace until every vertex has run at 1 for {HOLD_S:.0f} s "
+        "(both runs of a trace, with --together: their slot-seconds then cover one span)",
     )
     parser.add_argument(
         "--together",
@@ -695,8 +759,17 @@ def main(argv: list[str] | None = None) -> int:
                 results += together(base, clusters, name, trace, controllers=controllers, args=args)
             else:
                 for controller in controllers:
+                    tail = Tail(1, settle=args.settle, most_s=args.tail)
                     results.append(
-                        one_run(base, clusters[0], name, trace, controller=controller, args=args)
+                        one_run(
+                            base,
+                            clusters[0],
+                            name,
+                            trace,
+                            controller=controller,
+                            args=args,
+                            tail=tail,
+                        )
                     )
             args.json.write_text(json.dumps([asdict(r) for r in results]))
     for result in results:

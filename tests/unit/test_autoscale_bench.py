@@ -4,16 +4,20 @@ rescale, downtime, slot-seconds and catching up, from its samples."""
 from __future__ import annotations
 
 import argparse
+import time
+from types import SimpleNamespace
 
 import pytest
 
 from bench.autoscale_bench import (
     SETTINGS,
     Sample,
+    Tail,
     catch_up,
     downtime_ms,
     rises,
     setting,
+    settled_at,
     shared,
     summarize,
     table,
@@ -62,3 +66,39 @@ def test_a_set_setting_overrides_the_shared_one_for_both_autoscalers() -> None:
     for wrong in ("job.autoscaler.utilization.target", "job.autoscaler.nothing=1"):
         with pytest.raises(argparse.ArgumentTypeError):
             setting(wrong)
+
+
+def test_a_job_has_settled_from_when_every_vertex_ran_at_1_to_the_end() -> None:
+    p1, p2 = {"Source": 1, "Work": 1}, {"Source": 1, "Work": 2}
+    samples = [
+        Sample(0.0, 100, 0, p1, True),  # at 1 during the trace: not settled, load comes
+        Sample(5.0, 0, 0, p2, True),
+        Sample(6.0, 0, 0, p1, False),  # restarting at 1: not yet running there
+        Sample(7.0, 0, 0, p1, True),
+        Sample(8.0, 0, 0, p1, True),
+    ]
+    assert settled_at(samples, 4.0) == 7.0
+    assert settled_at(samples[:3], 4.0) is None  # the last sample is not at the floor
+    assert settled_at(samples[:1], 0.0) == 0.0 and settled_at(samples[:1], 4.0) is None
+    result = summarize(
+        "t", "peer", Trace(((0.0, 100.0), (4.0, 100.0))), samples, decisions=0, limit=1
+    )
+    assert result.settled_s == 7.0 and table([result])[2].endswith("| 7 |")
+
+
+def test_the_tail_ends_when_every_run_has_settled_and_not_before() -> None:
+    at_1 = [Sample(float(t), 0, 0, {"Work": 1}, True) for t in range(10, 60)]
+    sampled = SimpleNamespace(samples=at_1)
+
+    tail = Tail(2, settle=True, most_s=0.0)
+    tail.wait(0, sampled, 10.0)  # type: ignore[arg-type]
+    assert tail.settled[0].is_set() is False  # no time to look: at most 0 s
+    tail = Tail(2, settle=True, most_s=3.0)
+    tail.settled[1].set()  # the other run settled already
+    started = time.monotonic()
+    tail.wait(0, sampled, 10.0)  # type: ignore[arg-type]
+    assert tail.settled[0].is_set() and time.monotonic() - started < 1.0
+    sampled.samples = at_1[:20]  # 10-29 s: at 1 for 19 s, under HOLD_S
+    tail = Tail(1, settle=True, most_s=1.5)
+    tail.wait(0, sampled, 10.0)  # type: ignore[arg-type]
+    assert not tail.settled[0].is_set()
