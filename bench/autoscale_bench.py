@@ -82,6 +82,9 @@ SETTINGS = {
     "job.autoscaler.metrics.busy-time.aggregator": "MAX",
 }
 """The policy settings both autoscalers get, by the operator's keys."""
+DEFAULTS_APART = ("job.autoscaler.scale-down.max-factor",)
+"""Keys both read alike whose defaults differ (the operator's 0.6, scalefold's 1): each
+keeps its own unless `--set` gives both one."""
 PEER_ONLY = {
     "autoscaler.standalone.control-loop.interval": "10 s",
     "job.autoscaler.enabled": "true",
@@ -455,10 +458,11 @@ def shared(args: argparse.Namespace) -> dict[str, str]:
 
 
 def setting(text: str) -> tuple[str, str]:
-    """`--set`'s `KEY=VALUE`, KEY one of SETTINGS' (the operator's key)."""
+    """`--set`'s `KEY=VALUE`, KEY one of SETTINGS' or DEFAULTS_APART (the operator's keys)."""
     key, equals, value = text.partition("=")
-    if not equals or key not in SETTINGS:
-        raise argparse.ArgumentTypeError(f"{text!r}: KEY=VALUE, KEY one of {', '.join(SETTINGS)}")
+    keys = [*SETTINGS, *DEFAULTS_APART]
+    if not equals or key not in keys:
+        raise argparse.ArgumentTypeError(f"{text!r}: KEY=VALUE, KEY one of {', '.join(keys)}")
     return key, value
 
 
@@ -708,7 +712,8 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         metavar="KEY=VALUE",
         help="a shared setting other than SETTINGS' (both autoscalers get it), e.g. "
-        "job.autoscaler.utilization.target=0.5",
+        "job.autoscaler.utilization.target=0.5, or job.autoscaler.scale-down.max-factor "
+        "(each keeps its own default otherwise: the operator's 0.6, scalefold's 1)",
     )
     parser.add_argument(
         "--keys",

@@ -52,6 +52,7 @@ def settings(pairs: Sequence[str]) -> tuple[pl.PolicyConfig, int]:
     numbers = {
         pl.TARGET_UTILIZATION: "target_utilization",
         pl.UTILIZATION_BOUNDARY: "utilization_boundary",
+        pl.MAX_SCALE_DOWN_FACTOR: "max_scale_down_factor",
     }
     chosen: dict[str, Any] = {}
     window = pl.DEFAULT_WINDOW_MS

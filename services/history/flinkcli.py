@@ -120,7 +120,7 @@ def _register_advise(
         "job.autoscaler.utilization.target (0.7), .target.utilization.boundary (0.2), "
         ".catch-up.duration (5 min), .restart.time (30 s, when the job has no recorded "
         "rescale), .scale-down.interval (10 min), .stabilization.interval (2 min), "
-        ".vertex.max-parallelism, .metrics.window (60 s), "
+        ".scale-down.max-factor (1: no limit), .vertex.max-parallelism, .metrics.window (60 s), "
         ".scaling.key-group.partitions.adjust.mode (EVENLY_SPREAD); scalefold's own "
         "scalefold.autoscaler.scale-up.window (30 s)",
     )

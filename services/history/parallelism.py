@@ -92,7 +92,14 @@ scale-down wait again: a job idle all night held its peak's slots. Where the bac
 not known, an idle vertex keeps its parallelism (a source that stopped reading is not a
 source with nothing to read).
 
-A lower target waits `scale_down_delay_ms` of staying lower before it is applied (the
+**A fall.** A lower target is no lower than the parallelism less `max_scale_down_factor`
+of it, rounded up and aligned (`job.autoscaler.scale-down.max-factor`: the operator's
+limit, its default 0.6, so an idle vertex at 8 goes 8 -> 4 -> 2 -> 1, a restart and a
+scale-down delay a step). scalefold's default is 1, no limit: a restart is the cost it
+weighs, and three of them to reach what one reaches is what its users rescale too often
+by. The operator's reason for 0.6 (a capacity taken as linear can overstate what fewer
+subtasks take) the recorded skew meets in part ("The busiest subtask"). A lower target waits
+`scale_down_delay_ms` of staying lower before it is applied (the
 operator's delayed scale-down); no decision follows the last one sent within
 `stabilization_ms`. So a job is rescaled at most 3,600,000 / `stabilization_ms` times an
 hour (`max_rescales_per_hour`), whatever its load.
@@ -122,6 +129,7 @@ STABILIZATION = "job.autoscaler.stabilization.interval"
 MAX_PARALLELISM = "job.autoscaler.vertex.max-parallelism"
 ADJUST_MODE = "job.autoscaler.scaling.key-group.partitions.adjust.mode"
 BUSY_TIME_AGGREGATOR = "job.autoscaler.metrics.busy-time.aggregator"
+MAX_SCALE_DOWN_FACTOR = "job.autoscaler.scale-down.max-factor"
 SCALE_UP_WINDOW = "scalefold.autoscaler.scale-up.window"
 """scalefold's own key (the operator has none): module doc, "A rise"."""
 EVENLY_SPREAD, MAXIMIZE_UTILISATION = "EVENLY_SPREAD", "MAXIMIZE_UTILISATION"
@@ -153,6 +161,9 @@ class PolicyConfig:
     adjust_mode: str = EVENLY_SPREAD
     scale_up_window_ms: int = 30_000
     busy_time_aggregator: str = MAX
+    max_scale_down_factor: float = 1.0
+    """The most of its parallelism a vertex loses in one decision (1: no limit; the
+    operator's default is 0.6: module doc, "A fall")."""
 
     def __post_init__(self) -> None:
         if not 0 < self.target_utilization <= 1:
@@ -165,6 +176,8 @@ class PolicyConfig:
             raise ValueError(
                 f"{RESTART_TIME}, {SCALE_DOWN_DELAY} and {SCALE_UP_WINDOW} must not be negative"
             )
+        if not 0 <= self.max_scale_down_factor <= 1:
+            raise ValueError(f"{MAX_SCALE_DOWN_FACTOR} must be in [0, 1]")
         if self.adjust_mode not in ADJUST_MODES:
             raise ValueError(f"{ADJUST_MODE} must be one of {', '.join(ADJUST_MODES)}")
         if self.busy_time_aggregator not in BUSY_TIME_AGGREGATORS:
@@ -626,17 +639,15 @@ def _vertex(
         load.share(aggregator),
         "",
     )
-    if capacity is None or capacity <= 0:
-        if quiet and rate <= 0 and load.records_in <= 0 and load.parallelism > 1:
-            return replace(
-                base,
-                target=1,
-                reason="idle: nothing arrived and nothing is behind, sized for a rate of 0: 1",
-            )
-        return replace(base, reason="idle: no busy time to measure its capacity by")
-    needed = math.ceil(rate / (capacity * config.target_utilization) - 1e-9)
     bounds = [b for b in (load.max_parallelism, config.max_parallelism, load.partitions) if b]
     upper = min(bounds) if bounds else None
+    groups = load.partitions or (load.max_parallelism if load.keyed else None)
+    if capacity is None or capacity <= 0:
+        if quiet and rate <= 0 and load.records_in <= 0 and load.parallelism > 1:
+            why = "idle: nothing arrived and nothing is behind, sized for a rate of 0: 1"
+            return _limited(replace(base, target=1, reason=why), config, groups, upper)
+        return replace(base, reason="idle: no busy time to measure its capacity by")
+    needed = math.ceil(rate / (capacity * config.target_utilization) - 1e-9)
     target = max(1, min(needed, upper) if upper else needed)
     busy = rate / (capacity * load.parallelism)  # at the target rate
     skew = ""
@@ -651,7 +662,6 @@ def _vertex(
     if target < needed:
         capped = " (its partitions)" if target == load.partitions else " (capped)"
     why = f"needs {rate:.1f} rec/s at {capacity:.1f} rec/s a subtask{skew}: {target}{capped}"
-    groups = load.partitions or (load.max_parallelism if load.keyed else None)
     spread = aligned(target, load.parallelism, groups, upper, config.adjust_mode)
     if spread != target:
         kind = "partitions" if load.partitions else "key groups"
@@ -669,7 +679,20 @@ def _vertex(
                 f"{skew_near(at, spread):.2f} times the average"
                 f"{' as recorded' if spread in known else ''}: {busiest:.0%} busy"
             )
-    return replace(base, target=spread, reason=why)
+    return _limited(replace(base, target=spread, reason=why), config, groups, upper)
+
+
+def _limited(
+    v: VertexDecision, config: PolicyConfig, groups: int | None, upper: int | None
+) -> VertexDecision:
+    """`v` with a lower target no lower than its parallelism less `max_scale_down_factor`
+    of it (rounded up, as the operator does), aligned again (module doc, "A fall")."""
+    least = math.ceil(v.current * (1 - config.max_scale_down_factor) - 1e-9)
+    if v.target >= least:
+        return v
+    held = aligned(max(least, 1), v.current, groups, upper, config.adjust_mode)
+    step = f"{config.max_scale_down_factor:.0%}"
+    return replace(v, target=held, reason=f"{v.reason}; at most {step} lower a step: {held}")
 
 
 SKEW_BUSY = 0.05

@@ -129,8 +129,10 @@ def test_settings_are_read_by_the_operators_keys() -> None:
             "job.autoscaler.scaling.key-group.partitions.adjust.mode=maximize_utilisation",
             "scalefold.autoscaler.scale-up.window=0 s",
             "job.autoscaler.metrics.busy-time.aggregator=avg",
+            "job.autoscaler.scale-down.max-factor=0.6",
         ]
     )
+    assert config.max_scale_down_factor == 0.6 and advice.settings([])[0].max_scale_down_factor == 1
     assert (config.adjust_mode, config.scale_up_window_ms) == ("MAXIMIZE_UTILISATION", 0)
     assert config.busy_time_aggregator == "AVG"
     assert (config.target_utilization, config.catch_up_ms, config.max_parallelism) == (

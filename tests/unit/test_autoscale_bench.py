@@ -63,6 +63,11 @@ def test_a_set_setting_overrides_the_shared_one_for_both_autoscalers() -> None:
     args = argparse.Namespace(set=[setting(f"{key}=0.5")])
     assert shared(args)[key] == "0.5" and SETTINGS[key] == "0.7"  # the module's stays
     assert shared(argparse.Namespace(set=[])) == SETTINGS
+    factor = "job.autoscaler.scale-down.max-factor"  # defaults apart, one value when set
+    assert (
+        factor not in SETTINGS
+        and shared(argparse.Namespace(set=[setting(f"{factor}=1")]))[factor] == "1"
+    )
     for wrong in ("job.autoscaler.utilization.target", "job.autoscaler.nothing=1"):
         with pytest.raises(argparse.ArgumentTypeError):
             setting(wrong)

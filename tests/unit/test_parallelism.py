@@ -193,7 +193,12 @@ def test_a_source_without_a_backlog_metric_is_taken_at_its_emitted_rate() -> Non
 
 
 def test_bad_settings_are_refused() -> None:
-    for bad in ({"target_utilization": 0}, {"utilization_boundary": 0.8}, {"catch_up_ms": 0}):
+    for bad in (
+        {"target_utilization": 0},
+        {"utilization_boundary": 0.8},
+        {"catch_up_ms": 0},
+        {"max_scale_down_factor": 1.5},
+    ):
         with pytest.raises(ValueError, match=r"job\.autoscaler"):
             PolicyConfig(**bad)
 
@@ -500,6 +505,16 @@ def test_an_idle_job_is_sized_for_a_rate_of_0_after_the_scale_down_delay() -> No
     decision, _ = decide(loads, CONFIG, state, due)
     assert decision.send and decision.targets == {"src": 1, "work": 1}
     assert worth(decision, CONFIG) is None  # frees 3 slots, nothing to weigh it against
+    # the operator's limit on a fall (its default 0.6): 4 keeps at least 40 %, rounded up
+    limited = replace(CONFIG, max_scale_down_factor=0.6)
+    decision, state = decide(loads, limited, PolicyState(), last.at_ms)
+    decision, _ = decide(loads, limited, state, due)
+    assert decision.send and decision.targets == {"src": 1, "work": 2}  # src at 2: 0.8 -> 1
+    assert "at most 60% lower a step: 2" in decision.vertices[1].reason
+    assert decide(loads, replace(CONFIG, max_scale_down_factor=0), state, due)[0].targets == {
+        "src": 2,
+        "work": 4,
+    }  # 0: never lower
     # the backlog unknown: a source that stopped reading is not one with nothing to read
     unknown = window(sample(0, STEADY, None, p=4), sample(10, STEADY, None, p=4))[0]
     decision, state = decide(unknown, CONFIG, PolicyState(), last.at_ms)
