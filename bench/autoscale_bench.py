@@ -37,8 +37,9 @@ slot-seconds (the largest vertex's parallelism: one slot-sharing group), decisio
 per hour, and from when after the trace every vertex ran at 1 to the run's end. The
 sampling goes on `--tail` seconds after the trace; with `--settle`, until each run's job
 has run at 1 for HOLD_S (both runs of a trace, with `--together`), at most `--tail`: a
-whole cycle, the scale-downs with it, whoever lowers later. A table (markdown) and `--picture` (backlog and parallelism over time, the peer
-above scalefold, one column a trace) at the end; `--json` writes every sample.
+whole cycle, the scale-downs with it, whoever lowers later. A table (markdown) and
+`--picture` (backlog and parallelism over time, the peer above scalefold, one column a
+trace) at the end; `--json` writes every sample.
 """
 
 from __future__ import annotations
@@ -66,10 +67,10 @@ PEER_JAR = PROJECT_ROOT.parent / "shared" / "peers" / "flink-autoscaler-standalo
 SLOTS, TASKMANAGERS, MAX_PARALLELISM, START_PARALLELISM = 4, 2, 8, 2
 COST_US = 4_000
 KEYS = 64
+"""The load's keys (`--keys`)."""
 HOLD_S = 30.0
 """--settle: how long a job runs at parallelism 1 after the trace before it counts as
 settled (with no load, nothing raises it from there)."""
-"""The load's keys (`--keys`)."""
 SETTINGS = {
     "job.autoscaler.utilization.target": "0.7",
     "job.autoscaler.target.utilization.boundary": "0.2",

@@ -98,8 +98,9 @@ limit, its default 0.6, so an idle vertex at 8 goes 8 -> 4 -> 2 -> 1, a restart 
 scale-down delay a step). scalefold's default is 1, no limit: a restart is the cost it
 weighs, and three of them to reach what one reaches is what its users rescale too often
 by. The operator's reason for 0.6 (a capacity taken as linear can overstate what fewer
-subtasks take) the recorded skew meets in part ("The busiest subtask"). A lower target waits
-`scale_down_delay_ms` of staying lower before it is applied (the
+subtasks take) the recorded skew meets in part ("The busiest subtask").
+
+A lower target waits `scale_down_delay_ms` of staying lower before it is applied (the
 operator's delayed scale-down); no decision follows the last one sent within
 `stabilization_ms`. So a job is rescaled at most 3,600,000 / `stabilization_ms` times an
 hour (`max_rescales_per_hour`), whatever its load.
